@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that polyaccel's build and tests need.
+# Idempotent: quick when everything is present; runs `apt-get update` only when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config ccache clang-format
+  libhwloc-dev hwloc libnuma-dev
+  prometheus-cpp-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev libspdlog-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  prometheus libvirt-clients libxml2-utils
+  bzip2 tar curl pci.ids
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  sudo=sudo
+else
+  sudo=
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,31 @@
+// The subcommands, one file each; main.cc parses the command line and calls them.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "discover/discover.h"
+
+namespace polyaccel::cli {
+
+// Options every command accepts.
+struct GlobalOptions {
+  DiscoverOptions discover;  // --topology FILE, --fsroot DIR
+  bool json = false;         // --json
+};
+
+// Exit codes (DESIGN.md): 0 ok, 1 findings or no fit, 2 bad input or failure.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFindings = 1;
+inline constexpr int kExitError = 2;
+
+// Prints "polyaccel: <message>" on stderr and returns kExitError.
+int fail(const Error& error);
+
+int run_topo(const GlobalOptions& options, std::ostream& out);
+int run_report(const GlobalOptions& options, std::ostream& out);
+
+// The topology for people: summary, then the link matrix (shared by topo and report).
+void print_topology(const HostModel& model, std::ostream& out);
+
+}  // namespace polyaccel::cli

@@ -1,0 +1,35 @@
+// polyaccel: one binary, one subcommand per file under src/cli/.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace polyaccel::cli;
+  CLI::App app{"polyaccel: the accelerator performance layer (topology, audit, placement, agent)"};
+  app.require_subcommand(1);
+  GlobalOptions g;
+  auto add_globals = [&](CLI::App* cmd) {
+    cmd->add_option("--topology", g.discover.topology_xml, "read the host from an hwloc XML file")
+        ->type_name("FILE");
+    cmd->add_option("--fsroot", g.discover.fsroot,
+                    "read the host from a sysfs/procfs tree (hwloc-gather-topology)")
+        ->type_name("DIR");
+    cmd->add_flag("--json", g.json, "print JSON (versioned schema, docs/)");
+  };
+  add_globals(&app);
+  auto* topo = app.add_subcommand("topo", "show NUMA nodes, CPUs, accelerators, NICs and links");
+  add_globals(topo);
+  auto* report = app.add_subcommand("report", "everything polyaccel knows about this host");
+  add_globals(report);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitError;
+  }
+  if (*topo) return run_topo(g, std::cout);
+  if (*report) return run_report(g, std::cout);
+  return kExitError;
+}

@@ -1,0 +1,99 @@
+#include "discover/discover.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "discover/hwloc_source.h"
+#include "discover/links.h"
+#include "discover/pci_ids.h"
+
+namespace polyaccel {
+
+std::string filesystem_root(const DiscoverOptions& options) {
+  if (!options.topology_xml.empty()) return {};
+  if (!options.fsroot.empty()) return options.fsroot;
+  return "/";
+}
+
+Result<HostModel> discover_host(const DiscoverOptions& options) {
+  if (!options.topology_xml.empty() && !options.fsroot.empty()) {
+    return bad_input("--topology/--fsroot", "give one source, not both");
+  }
+  auto loaded = detail::load_from_hwloc(options);
+  if (!loaded) return loaded.error();
+  HostModel model = std::move(loaded).value();
+  detail::complete_from_sysfs(model, filesystem_root(options));
+  detail::assign_ids_and_names(model, options.pci_ids_path);
+  detail::drop_gpu_memory_from_localities(model);
+  model.links = compute_link_matrix(model);
+  assign_closest_nics(model);
+  return model;
+}
+
+namespace detail {
+
+void drop_gpu_memory_from_localities(HostModel& model) {
+  std::set<unsigned> gpu_memory;
+  for (const auto& n : model.numa_nodes) {
+    if (n.kind == NumaKind::gpu_memory) gpu_memory.insert(n.os_index);
+  }
+  if (gpu_memory.empty()) return;
+  auto drop = [&](std::vector<unsigned>& nodes) {
+    std::erase_if(nodes, [&](unsigned n) { return gpu_memory.count(n) > 0; });
+  };
+  for (auto& a : model.accelerators) drop(a.pci.numa_nodes);
+  for (auto& n : model.nics) drop(n.pci.numa_nodes);
+  for (auto& n : model.nvme) drop(n.pci.numa_nodes);
+  for (auto& h : model.host_bridges) drop(h.numa_nodes);
+}
+
+void assign_ids_and_names(HostModel& model, const std::string& pci_ids_path) {
+  std::set<std::pair<std::uint16_t, std::uint16_t>> wanted;
+  auto want = [&](const PciDevice& d) { wanted.insert({d.vendor_id, d.device_id}); };
+  for (const auto& a : model.accelerators) want(a.pci);
+  for (const auto& n : model.nics) want(n.pci);
+  for (const auto& n : model.nvme) want(n.pci);
+  PciNames names = load_pci_names(wanted, pci_ids_path);
+  auto by_address = [](const auto& a, const auto& b) { return a.pci.address < b.pci.address; };
+  std::sort(model.accelerators.begin(), model.accelerators.end(), by_address);
+  std::sort(model.nics.begin(), model.nics.end(), by_address);
+  std::sort(model.nvme.begin(), model.nvme.end(), by_address);
+  auto name_pci = [&](PciDevice& d) {
+    if (d.vendor_name.empty()) {
+      auto it = names.vendors.find(d.vendor_id);
+      if (it != names.vendors.end()) d.vendor_name = it->second;
+    }
+    if (d.device_name.empty()) {
+      auto it = names.devices.find({d.vendor_id, d.device_id});
+      if (it != names.devices.end()) d.device_name = it->second;
+    }
+  };
+  auto fallback_name = [](const PciDevice& d) {
+    if (!d.device_name.empty()) {
+      return d.vendor_name.empty() ? d.device_name : d.vendor_name + " " + d.device_name;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "[%04x:%04x]", d.vendor_id, d.device_id);
+    return std::string(buf);
+  };
+  for (size_t i = 0; i < model.accelerators.size(); ++i) {
+    auto& a = model.accelerators[i];
+    a.id = "gpu" + std::to_string(i);
+    name_pci(a.pci);
+    if (a.name.empty()) a.name = fallback_name(a.pci);
+  }
+  for (size_t i = 0; i < model.nics.size(); ++i) {
+    auto& n = model.nics[i];
+    n.id = "nic" + std::to_string(i);
+    name_pci(n.pci);
+    n.name = fallback_name(n.pci);
+  }
+  for (size_t i = 0; i < model.nvme.size(); ++i) {
+    model.nvme[i].id = "nvme" + std::to_string(i);
+    name_pci(model.nvme[i].pci);
+  }
+}
+
+}  // namespace detail
+}  // namespace polyaccel

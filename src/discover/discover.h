@@ -1,0 +1,26 @@
+// Discovery: builds the HostModel from hwloc (live host, an XML capture or a gathered
+// sysfs/procfs tree), completed by direct sysfs reads where the source is a real file system.
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+#include "core/host_model.h"
+
+namespace polyaccel {
+
+struct DiscoverOptions {
+  std::string topology_xml;  // --topology FILE: an hwloc XML export
+  std::string fsroot;        // --fsroot DIR: a tree made by hwloc-gather-topology
+  // Where pci.ids is looked for, for device names; empty means the usual system paths.
+  std::string pci_ids_path;
+};
+
+// Never throws; a bad input is an Error naming the file and the reason.
+Result<HostModel> discover_host(const DiscoverOptions& options);
+
+// The sysfs/procfs root that discovery reads beside hwloc: "/" for the live host, the fsroot
+// directory for a gathered tree, empty for an XML capture (nothing to read).
+std::string filesystem_root(const DiscoverOptions& options);
+
+}  // namespace polyaccel

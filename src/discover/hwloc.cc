@@ -1,0 +1,550 @@
+// hwloc → HostModel. The only file that includes hwloc.h.
+#include <hwloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "core/file_io.h"
+#include "discover/hwloc_source.h"
+
+namespace polyaccel::detail {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Sets process environment variables for the duration of one load, then restores them. hwloc
+// reads HWLOC_FSROOT and friends from the environment only.
+class ScopedEnv {
+ public:
+  void set(const char* name, const std::string& value) {
+    const char* old = std::getenv(name);
+    saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->second) {
+        ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      } else {
+        ::unsetenv(it->first.c_str());
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+struct Topology {
+  hwloc_topology_t t = nullptr;
+  ~Topology() {
+    if (t) hwloc_topology_destroy(t);
+  }
+};
+
+CpuSet to_cpuset(hwloc_const_bitmap_t bitmap) {
+  CpuSet out;
+  if (!bitmap) return out;
+  if (hwloc_bitmap_weight(bitmap) < 0) return out;  // infinite: ignore
+  int i = -1;
+  while ((i = hwloc_bitmap_next(bitmap, i)) != -1) out.set(static_cast<unsigned>(i));
+  return out;
+}
+
+std::string info(hwloc_obj_t obj, const char* name) {
+  const char* v = obj ? hwloc_obj_get_info_by_name(obj, name) : nullptr;
+  return v ? v : "";
+}
+
+Error xml_error(const std::string& path, const std::string& problem, const std::string& remedy = {}) {
+  return bad_input(path, problem, remedy);
+}
+
+// The checks hwloc does not make, so that a bad file gets one clear line, not a crash.
+Status check_xml_file(const std::string& path) {
+  std::error_code ec;
+  auto st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return xml_error(path, "no such file");
+  if (fs::is_directory(st)) return xml_error(path, "is a directory, not an hwloc XML file");
+  if (::access(path.c_str(), R_OK) != 0) return xml_error(path, "cannot be read (permission denied)");
+  auto text = read_text_file(path);
+  if (!text) return xml_error(path, "cannot be read");
+  if (text->find_first_not_of(" \t\r\n") == std::string::npos) return xml_error(path, "is empty");
+  size_t top = text->find("<topology");
+  if (top == std::string::npos) {
+    return xml_error(path, "is not an hwloc XML topology (no <topology> element)",
+                     "export one with `lstopo-no-graphics --of xml FILE`");
+  }
+  size_t tag_end = text->find('>', top);
+  std::string tag = text->substr(top, tag_end == std::string::npos ? 64 : tag_end - top);
+  if (tag.find("version=\"3.") != std::string::npos) {
+    return xml_error(path, "is hwloc XML format 3.0, which hwloc 2 cannot read",
+                     "export it with hwloc 3's V2 export flag or with hwloc 2");
+  }
+  if (text->find("</topology>") == std::string::npos) {
+    return xml_error(path, "is truncated (no closing </topology>)");
+  }
+  return Ok{};
+}
+
+Status check_fsroot(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return bad_input(dir, "no such directory");
+  if (!fs::is_directory(dir, ec)) return bad_input(dir, "is not a directory");
+  if (!fs::exists(fs::path(dir) / "sys/devices/system/cpu", ec)) {
+    return bad_input(dir, "holds no sys/devices/system/cpu: not a gathered sysfs/procfs tree",
+                     "make one with `hwloc-gather-topology --io NAME` and extract it");
+  }
+  return Ok{};
+}
+
+NumaKind numa_kind(const std::string& subtype, bool has_cpus) {
+  if (subtype == "HBM" || subtype == "MCDRAM") return NumaKind::hbm;
+  if (subtype == "GPUMemory") return NumaKind::gpu_memory;
+  if (subtype == "DRAM") return NumaKind::dram;
+  if (!subtype.empty() || !has_cpus) return NumaKind::cpuless;
+  return NumaKind::dram;
+}
+
+// hwloc 2.2 exports of Xeon Max flat mode give the HBM nodes no subtype; they share the locality
+// of a larger DDR node with a lower OS index (Linux numbers CPU-bearing nodes first).
+void mark_unlabelled_hbm(hwloc_topology_t t, std::vector<NumaNode>& nodes) {
+  std::map<hwloc_obj_t, std::vector<hwloc_obj_t>> by_parent;
+  hwloc_obj_t n = nullptr;
+  while ((n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n))) by_parent[n->parent].push_back(n);
+  for (auto& [parent, group] : by_parent) {
+    if (group.size() < 2) continue;
+    auto ddr = *std::min_element(group.begin(), group.end(),
+                                 [](auto a, auto b) { return a->os_index < b->os_index; });
+    for (auto o : group) {
+      if (o == ddr || (o->subtype && *o->subtype)) continue;
+      if (o->attr->numanode.local_memory >= ddr->attr->numanode.local_memory) continue;
+      for (auto& node : nodes) {
+        if (node.os_index == o->os_index && node.kind == NumaKind::dram) node.kind = NumaKind::hbm;
+      }
+    }
+  }
+}
+
+std::vector<unsigned> nodes_of(hwloc_const_nodeset_t nodeset) { return to_cpuset(nodeset).to_vector(); }
+
+std::string osdev_type(hwloc_obj_osdev_type_t type) {
+  switch (type) {
+    case HWLOC_OBJ_OSDEV_BLOCK: return "block";
+    case HWLOC_OBJ_OSDEV_GPU: return "gpu";
+    case HWLOC_OBJ_OSDEV_NETWORK: return "network";
+    case HWLOC_OBJ_OSDEV_OPENFABRICS: return "openfabrics";
+    case HWLOC_OBJ_OSDEV_DMA: return "dma";
+    case HWLOC_OBJ_OSDEV_COPROC: return "coproc";
+  }
+  return "other";
+}
+
+PciAddress address_of(const hwloc_obj_attr_u::hwloc_pcidev_attr_s& a) {
+  return PciAddress{a.domain, a.bus, a.dev, a.func};
+}
+
+// What a PCI function is to polyaccel: the classification rules of the foundation issue.
+enum class DeviceRole { none, accelerator, nic, nvme };
+
+DeviceRole classify(const PciDevice& d, Vendor& vendor) {
+  const unsigned cls = d.class_id;
+  const bool has_coproc = std::any_of(d.os_devices.begin(), d.os_devices.end(),
+                                      [](const OsDevice& o) { return o.type == "coproc"; });
+  vendor = Vendor::other;
+  if ((cls >> 8) == 0x02) return DeviceRole::nic;
+  if (cls == 0x0108) return DeviceRole::nvme;
+  if (d.vendor_id == 0x10de && (cls == 0x0300 || cls == 0x0302)) {
+    vendor = Vendor::nvidia;
+    return DeviceRole::accelerator;
+  }
+  if (d.vendor_id == 0x1002 && (cls == 0x0300 || cls == 0x0302 || cls == 0x0380 || cls == 0x1200)) {
+    vendor = Vendor::amd;
+    return DeviceRole::accelerator;
+  }
+  if (d.vendor_id == 0x1da3 && (cls >> 8) != 0x06) {
+    vendor = Vendor::intel_gaudi;
+    return DeviceRole::accelerator;
+  }
+  // Other vendors' compute devices: processing accelerators, 3D controllers (Intel data center
+  // GPUs), and co-processors that the OS shows as compute devices (NEC Vector Engines), not the
+  // on-die Intel QAT/DLB co-processors that have no such device.
+  if (cls == 0x1200 || cls == 0x0302 || cls == 0x0380) return DeviceRole::accelerator;
+  if (cls == 0x0b40 && has_coproc) return DeviceRole::accelerator;
+  return DeviceRole::none;
+}
+
+std::string nic_fabric(const PciDevice& d, const std::vector<std::string>& netdevs,
+                       const std::vector<std::string>& rdma) {
+  for (const auto& o : d.os_devices) {
+    if (o.subtype == "Slingshot") return "slingshot";
+  }
+  // Cray/HPE Cassini: a Slingshot NIC whether or not hwloc named the subtype.
+  if (d.vendor_id == 0x17db) return "slingshot";
+  if (d.class_id == 0x0207) return "infiniband";
+  if (d.class_id == 0x0208) return "omnipath";
+  for (const auto& r : rdma) {
+    if (r.rfind("hfi1_", 0) == 0) return "omnipath";
+    if (r.rfind("efa", 0) == 0) return "efa";
+  }
+  // Amazon's Elastic Fabric Adapter names its RDMA device after the PCI slot (rdmapNsM).
+  if (d.vendor_id == 0x1d0f && !rdma.empty()) return "efa";
+  for (const auto& n : netdevs) {
+    if (n.rfind("ib", 0) == 0) return "infiniband";
+    if (n.rfind("hsn", 0) == 0) return "slingshot";
+  }
+  if (d.class_id == 0x0200) return "ethernet";
+  return "";
+}
+
+// Number of logical GPUs the OS shows on one PCI function: the largest count of one
+// vendor-backed OS device subtype (six RSMI devices on an MI300A in CPX mode).
+unsigned count_partitions(const PciDevice& d) {
+  std::map<std::string, unsigned> per_subtype;
+  for (const auto& o : d.os_devices) {
+    if ((o.type == "gpu" || o.type == "coproc") && !o.subtype.empty()) per_subtype[o.subtype]++;
+  }
+  unsigned n = 1;
+  for (const auto& [s, c] : per_subtype) n = std::max(n, c);
+  return n;
+}
+
+// NVLink count from hwloc's bandwidth in MB/s: 25 GB/s per link from NVLink 2 on, 20 GB/s for
+// NVLink 1 (hwloc's NVML backend computes the matrix that way).
+unsigned nvlinks_from_bandwidth(std::uint64_t mbps) {
+  if (mbps == 0) return 0;
+  if (mbps % 25000 == 0) return static_cast<unsigned>(mbps / 25000);
+  if (mbps % 20000 == 0) return static_cast<unsigned>(mbps / 20000);
+  return std::max<unsigned>(1, static_cast<unsigned>(std::lround(static_cast<double>(mbps) / 25000.0)));
+}
+
+struct Builder {
+  hwloc_topology_t t;
+  HostModel model;
+  std::map<hwloc_obj_t, int> host_bridge_index;
+  std::map<hwloc_obj_t, size_t> accelerator_of_pci;  // hwloc PCI object → index
+  std::set<std::string> nvidia_driver_gpus;           // bus ids under /proc/driver/nvidia/gpus
+
+  void cpus_and_memory() {
+    hwloc_obj_t root = hwloc_get_root_obj(t);
+    model.architecture = info(root, "Architecture");
+    model.hostname = info(root, "HostName");
+    model.pus = to_cpuset(hwloc_topology_get_topology_cpuset(t));
+
+    hwloc_obj_t o = nullptr;
+    while ((o = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PACKAGE, o))) {
+      Package p;
+      p.os_index = o->os_index;
+      p.model = info(o, "CPUModel");
+      p.cpus = to_cpuset(o->cpuset);
+      p.numa_nodes = nodes_of(o->nodeset);
+      model.packages.push_back(std::move(p));
+    }
+
+    std::uint64_t smallest_page = 0;
+    while ((o = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, o))) {
+      NumaNode n;
+      n.os_index = o->os_index;
+      n.memory_bytes = o->attr->numanode.local_memory;
+      n.cpus = to_cpuset(o->cpuset);  // the locality; trimmed below for memory-only nodes
+      n.subtype = o->subtype ? o->subtype : "";
+      n.kind = numa_kind(n.subtype, !n.cpus.empty());
+      const auto& na = o->attr->numanode;
+      for (unsigned i = 0; i < na.page_types_len; ++i) {
+        if (na.page_types[i].size == 0) continue;
+        if (smallest_page == 0 || na.page_types[i].size < smallest_page) smallest_page = na.page_types[i].size;
+      }
+      for (unsigned i = 0; i < na.page_types_len; ++i) {
+        n.hugepages.push_back(Hugepages{na.page_types[i].size, na.page_types[i].count, std::nullopt});
+      }
+      model.numa_nodes.push_back(std::move(n));
+    }
+    mark_unlabelled_hbm(t, model.numa_nodes);
+    for (auto& n : model.numa_nodes) {
+      n.local_cpus = n.cpus;
+      // Memory-only nodes own no CPU, whatever locality hwloc gives them.
+      if (n.kind != NumaKind::dram) n.cpus = CpuSet{};
+    }
+    model.page_size = smallest_page;
+    // Hugepages are the sizes above the base page; hwloc lists the base page too.
+    for (auto& n : model.numa_nodes) {
+      std::erase_if(n.hugepages, [&](const Hugepages& h) { return h.size_bytes <= model.page_size; });
+      std::sort(n.hugepages.begin(), n.hugepages.end(),
+                [](const Hugepages& a, const Hugepages& b) { return a.size_bytes < b.size_bytes; });
+    }
+    std::sort(model.numa_nodes.begin(), model.numa_nodes.end(),
+              [](const NumaNode& a, const NumaNode& b) { return a.os_index < b.os_index; });
+
+    while ((o = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_CORE, o))) {
+      Core c;
+      c.os_index = o->os_index;
+      hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, o);
+      c.package = pkg ? pkg->os_index : 0;
+      c.pus = to_cpuset(o->cpuset);
+      if (!c.pus.empty()) model.cores.push_back(std::move(c));
+    }
+    if (model.cores.empty()) {  // a topology without Core objects: each PU is its own core
+      while ((o = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PU, o))) {
+        hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, o);
+        model.cores.push_back(Core{o->os_index, pkg ? pkg->os_index : 0, CpuSet{o->os_index}});
+      }
+    }
+  }
+
+  void numa_distances() {
+    unsigned nr = 1;
+    hwloc_distances_s* d = nullptr;
+    if (hwloc_distances_get_by_name(t, "NUMALatency", &nr, &d, 0) != 0 || nr == 0) return;
+    DistanceMatrix m;
+    m.name = "NUMALatency";
+    for (unsigned i = 0; i < d->nbobjs; ++i) m.os_index.push_back(d->objs[i]->os_index);
+    m.values.assign(d->nbobjs, std::vector<std::uint64_t>(d->nbobjs, 0));
+    for (unsigned i = 0; i < d->nbobjs; ++i) {
+      for (unsigned j = 0; j < d->nbobjs; ++j) m.values[i][j] = d->values[i * d->nbobjs + j];
+    }
+    hwloc_distances_release(t, d);
+    model.numa_distances = std::move(m);
+  }
+
+  int host_bridge(hwloc_obj_t hb) {
+    auto it = host_bridge_index.find(hb);
+    if (it != host_bridge_index.end()) return it->second;
+    HostBridge b;
+    b.domain = hb->attr->bridge.downstream.pci.domain;
+    b.bus_first = hb->attr->bridge.downstream.pci.secondary_bus;
+    b.bus_last = hb->attr->bridge.downstream.pci.subordinate_bus;
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, hb);
+    if (anc) {
+      b.local_cpus = to_cpuset(anc->cpuset);
+      b.numa_nodes = nodes_of(anc->nodeset);
+    }
+    int idx = static_cast<int>(model.host_bridges.size());
+    model.host_bridges.push_back(std::move(b));
+    host_bridge_index[hb] = idx;
+    return idx;
+  }
+
+  PciDevice pci_device(hwloc_obj_t o) {
+    PciDevice d;
+    const auto& a = o->attr->pcidev;
+    d.address = address_of(a);
+    d.vendor_id = a.vendor_id;
+    // A gathered tree may keep only `class`; the NVIDIA driver's own list still names its GPUs.
+    if (d.vendor_id == 0 && nvidia_driver_gpus.count(d.address.to_string())) d.vendor_id = 0x10de;
+    d.device_id = a.device_id;
+    d.subsystem_vendor_id = a.subvendor_id;
+    d.subsystem_device_id = a.subdevice_id;
+    d.class_id = a.class_id;
+    d.revision = a.revision;
+    d.link.bandwidth_gbps = static_cast<double>(a.linkspeed);
+    d.vendor_name = info(o, "PCIVendor");
+    d.device_name = info(o, "PCIDevice");
+
+    // Bridges from the device up to the host bridge, then read top down.
+    std::vector<hwloc_obj_t> bridges;
+    hwloc_obj_t p = o->parent;
+    while (p && p->type == HWLOC_OBJ_BRIDGE) {
+      if (p->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+        d.host_bridge = host_bridge(p);
+        break;
+      }
+      bridges.push_back(p);
+      p = p->parent;
+    }
+    std::reverse(bridges.begin(), bridges.end());
+    if (!bridges.empty() && d.host_bridge >= 0) {
+      d.root_port = address_of(bridges.front()->attr->bridge.upstream.pci);
+      bridges.erase(bridges.begin());
+    } else if (!bridges.empty()) {
+      // No host bridge above (hwloc always adds one; be safe): the top bridge acts as root port.
+      d.root_port = address_of(bridges.front()->attr->bridge.upstream.pci);
+      bridges.erase(bridges.begin());
+    }
+    // Below the root port, bridges come in pairs: a switch's upstream port and one of its
+    // downstream ports. A lone last bridge counts as a switch of its own.
+    for (size_t i = 0; i < bridges.size(); i += 2) {
+      const auto& up = bridges[i]->attr->bridge.upstream.pci;
+      d.switches.push_back(PciSwitch{address_of(up), up.vendor_id, up.device_id});
+    }
+
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, o);
+    if (anc) {
+      d.local_cpus = to_cpuset(anc->cpuset);
+      d.numa_nodes = nodes_of(anc->nodeset);
+    }
+    for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
+      if (c->type != HWLOC_OBJ_OS_DEVICE) continue;
+      d.os_devices.push_back(OsDevice{c->name ? c->name : "", osdev_type(c->attr->osdev.type),
+                                      c->subtype ? c->subtype : ""});
+    }
+    return d;
+  }
+
+  std::string gpu_model(hwloc_obj_t o) {
+    for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
+      std::string m = info(c, "GPUModel");
+      if (!m.empty()) return m;
+    }
+    return {};
+  }
+
+  void pci_devices() {
+    hwloc_obj_t o = nullptr;
+    while ((o = hwloc_get_next_pcidev(t, o))) {
+      PciDevice d = pci_device(o);
+      Vendor vendor;
+      switch (classify(d, vendor)) {
+        case DeviceRole::accelerator: {
+          Accelerator a;
+          a.vendor = vendor;
+          a.name = gpu_model(o);
+          a.partitions = count_partitions(d);
+          a.pci = std::move(d);
+          accelerator_of_pci[o] = model.accelerators.size();
+          model.accelerators.push_back(std::move(a));
+          break;
+        }
+        case DeviceRole::nic: {
+          Nic n;
+          for (const auto& od : d.os_devices) {
+            if (od.type == "network") n.netdevs.push_back(od.name);
+            if (od.type == "openfabrics") n.rdma_devices.push_back(od.name);
+          }
+          n.fabric = nic_fabric(d, n.netdevs, n.rdma_devices);
+          n.pci = std::move(d);
+          model.nics.push_back(std::move(n));
+          break;
+        }
+        case DeviceRole::nvme: {
+          NvmeDevice n;
+          for (const auto& od : d.os_devices) {
+            if (od.type == "block") n.block_devices.push_back(od.name);
+          }
+          n.pci = std::move(d);
+          model.nvme.push_back(std::move(n));
+          break;
+        }
+        case DeviceRole::none:
+          break;
+      }
+    }
+  }
+
+  // NVLinkBandwidth / XGMIHops / XGMIBandwidth matrices are over OS devices (nvmlN, rsmiN);
+  // their PCI parents are our accelerators.
+  void peer_links() {
+    for (const char* name : {"NVLinkBandwidth", "XGMIHops", "XGMIBandwidth"}) {
+      unsigned nr = 1;
+      hwloc_distances_s* d = nullptr;
+      if (hwloc_distances_get_by_name(t, name, &nr, &d, 0) != 0 || nr == 0) continue;
+      const bool nvlink = std::string(name) == "NVLinkBandwidth";
+      const bool hops = std::string(name) == "XGMIHops";
+      for (unsigned i = 0; i < d->nbobjs; ++i) {
+        for (unsigned j = 0; j < d->nbobjs; ++j) {
+          auto ai = accelerator_index(d->objs[i]);
+          auto aj = accelerator_index(d->objs[j]);
+          if (!ai || !aj || *ai == *aj) continue;
+          std::uint64_t v = d->values[i * d->nbobjs + j];
+          if (v == 0 || (hops && v != 1)) continue;
+          Link link{nvlink ? LinkLevel::nvlink : LinkLevel::xgmi, nvlink ? nvlinks_from_bandwidth(v) : 1};
+          add_peer(*ai, *aj, link);
+        }
+      }
+      hwloc_distances_release(t, d);
+    }
+  }
+
+  std::optional<size_t> accelerator_index(hwloc_obj_t osdev) {
+    hwloc_obj_t p = osdev;
+    while (p && p->type != HWLOC_OBJ_PCI_DEVICE) p = p->parent;
+    if (!p) return std::nullopt;
+    auto it = accelerator_of_pci.find(p);
+    if (it == accelerator_of_pci.end()) return std::nullopt;
+    return it->second;
+  }
+
+  void add_peer(size_t i, size_t j, Link link) {
+    auto& peers = pending_peers[{i, j}];
+    if (peers.level == LinkLevel::sys || link.count > peers.count) peers = link;
+  }
+
+  std::map<std::pair<size_t, size_t>, Link> pending_peers;
+};
+
+}  // namespace
+
+Result<HostModel> load_from_hwloc(const DiscoverOptions& options) {
+  ScopedEnv env;
+  if (!options.topology_xml.empty()) {
+    if (auto st = check_xml_file(options.topology_xml); !st) return st.error();
+  } else if (!options.fsroot.empty()) {
+    if (auto st = check_fsroot(options.fsroot); !st) return st.error();
+    env.set("HWLOC_FSROOT", options.fsroot);
+    // Only the Linux component: the x86 one would read this machine's CPUID instead.
+    env.set("HWLOC_COMPONENTS", "linux,stop");
+  }
+  if (options.topology_xml.empty()) {
+    // GPU memory of POWER9/Grace machines is a NUMA node that placement must know about.
+    env.set("HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES", "1");
+  }
+
+  Topology topo;
+  if (hwloc_topology_init(&topo.t) != 0) {
+    return Error{ErrorCode::internal, "hwloc", "hwloc_topology_init failed", {}};
+  }
+  hwloc_topology_set_io_types_filter(topo.t, HWLOC_TYPE_FILTER_KEEP_ALL);
+  hwloc_topology_set_flags(topo.t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  if (!options.topology_xml.empty()) {
+    if (hwloc_topology_set_xml(topo.t, options.topology_xml.c_str()) != 0) {
+      return bad_input(options.topology_xml, "hwloc cannot use it as an XML topology");
+    }
+  }
+  if (hwloc_topology_load(topo.t) != 0) {
+    std::string input = !options.topology_xml.empty() ? options.topology_xml
+                        : !options.fsroot.empty()     ? options.fsroot
+                                                      : "live host";
+    return bad_input(input, "hwloc cannot load it (malformed or truncated topology)");
+  }
+  if (hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_PU) <= 0) {
+    return bad_input(options.topology_xml.empty() ? options.fsroot : options.topology_xml,
+                     "holds no CPU (PU) at all");
+  }
+
+  Builder b{topo.t, {}, {}, {}, {}, {}};
+  if (options.topology_xml.empty()) {
+    std::error_code ec;
+    fs::path gpus = fs::path(options.fsroot.empty() ? "/" : options.fsroot) / "proc/driver/nvidia/gpus";
+    for (const auto& e : fs::directory_iterator(gpus, ec)) {
+      if (auto addr = PciAddress::parse(e.path().filename().string())) {
+        b.nvidia_driver_gpus.insert(addr->to_string());
+      }
+    }
+  }
+  b.model.source = !options.topology_xml.empty() ? "xml:" + options.topology_xml
+                   : !options.fsroot.empty()     ? "fsroot:" + options.fsroot
+                                                 : "live";
+  b.cpus_and_memory();
+  b.numa_distances();
+  b.pci_devices();
+  b.peer_links();
+  if (options.topology_xml.empty() && options.fsroot.empty()) {
+    b.model.page_size = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) == 0 && b.model.hostname.empty()) b.model.hostname = host;
+  }
+  for (const auto& [ij, link] : b.pending_peers) {
+    auto& from = b.model.accelerators[ij.first];
+    from.peer_links.push_back(PeerLink{b.model.accelerators[ij.second].pci.address, link});
+  }
+  return std::move(b.model);
+}
+
+}  // namespace polyaccel::detail

@@ -1,0 +1,27 @@
+// Internal to discover/: the steps that discover_host() runs in order.
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+#include "core/host_model.h"
+#include "discover/discover.h"
+
+namespace polyaccel::detail {
+
+// hwloc → CPUs, NUMA nodes, packages, PCI tree, OS devices, distance matrices. Accelerators and
+// NICs are classified here; ids, names and links are filled in later steps.
+Result<HostModel> load_from_hwloc(const DiscoverOptions& options);
+
+// Direct sysfs/procfs reads under `root` for what hwloc does not keep: free hugepages, PCIe
+// link speed and width (current and maximum), GPU memory NUMA nodes of NVIDIA GPUs.
+void complete_from_sysfs(HostModel& model, const std::string& root);
+
+// Stable ids ("gpu0", "nic0", "nvme0") in PCI order, and names from pci.ids where hwloc had none.
+void assign_ids_and_names(HostModel& model, const std::string& pci_ids_path);
+
+// A GPU's memory node sits in its package's locality, but no device is "on" another GPU's
+// memory: localities keep only CPU-bearing and HBM nodes (nvidia-smi's NUMA affinity).
+void drop_gpu_memory_from_localities(HostModel& model);
+
+}  // namespace polyaccel::detail

@@ -1,0 +1,89 @@
+// What hwloc does not keep, read straight from sysfs/procfs under a root (node_exporter's
+// --path.sysfs habit): free hugepages, PCIe link speed and width, NVIDIA GPU memory nodes.
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "core/file_io.h"
+#include "discover/hwloc_source.h"
+
+namespace polyaccel::detail {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void read_hugepages(NumaNode& node, const fs::path& root) {
+  fs::path dir = root / "sys/devices/system/node" / ("node" + std::to_string(node.os_index)) / "hugepages";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  std::vector<Hugepages> found;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();  // hugepages-2048kB
+    if (name.rfind("hugepages-", 0) != 0 || name.size() < 13) continue;
+    std::uint64_t kib = std::strtoull(name.c_str() + 10, nullptr, 10);
+    if (kib == 0) continue;
+    auto total = read_int_file(entry.path() / "nr_hugepages");
+    auto free = read_int_file(entry.path() / "free_hugepages");
+    if (!total) continue;
+    Hugepages h{kib * 1024, static_cast<std::uint64_t>(*total), std::nullopt};
+    if (free) h.free = static_cast<std::uint64_t>(*free);
+    found.push_back(h);
+  }
+  if (found.empty()) return;
+  std::sort(found.begin(), found.end(),
+            [](const Hugepages& a, const Hugepages& b) { return a.size_bytes < b.size_bytes; });
+  node.hugepages = std::move(found);
+}
+
+// "16.0 GT/s PCIe", "8 GT/s", "2.5 GT/s", "Unknown" → GT/s, 0 when unknown.
+double parse_link_speed(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str()) return 0;
+  return v;
+}
+
+void read_pci_link(PciDevice& d, const fs::path& root) {
+  fs::path dir = root / "sys/bus/pci/devices" / d.address.to_string();
+  if (auto s = read_first_line(dir / "current_link_speed")) d.link.speed_gts = parse_link_speed(*s);
+  if (auto s = read_first_line(dir / "max_link_speed")) d.link.max_speed_gts = parse_link_speed(*s);
+  if (auto w = read_int_file(dir / "current_link_width"); w && *w > 0 && *w <= 32) {
+    d.link.width = static_cast<unsigned>(*w);
+  }
+  if (auto w = read_int_file(dir / "max_link_width"); w && *w > 0 && *w <= 32) {
+    d.link.max_width = static_cast<unsigned>(*w);
+  }
+}
+
+// The NVIDIA driver says which NUMA node holds a coherent GPU's memory (POWER9 + V100, Grace).
+void read_gpu_memory_node(Accelerator& a, HostModel& model, const fs::path& root) {
+  auto text = read_text_file(root / "proc/driver/nvidia/gpus" / a.pci.address.to_string() / "numa_status");
+  if (!text) return;
+  size_t pos = text->find("Node:");
+  if (pos == std::string::npos) return;
+  char* end = nullptr;
+  long node = std::strtol(text->c_str() + pos + 5, &end, 10);
+  if (end == text->c_str() + pos + 5 || node < 0) return;
+  a.memory_numa_nodes.push_back(static_cast<unsigned>(node));
+  for (auto& n : model.numa_nodes) {
+    if (n.os_index == static_cast<unsigned>(node) && n.cpus.empty()) n.kind = NumaKind::gpu_memory;
+  }
+}
+
+}  // namespace
+
+void complete_from_sysfs(HostModel& model, const std::string& root_dir) {
+  if (root_dir.empty()) return;
+  fs::path root(root_dir);
+  for (auto& n : model.numa_nodes) read_hugepages(n, root);
+  for (auto& a : model.accelerators) {
+    read_pci_link(a.pci, root);
+    if (a.vendor == Vendor::nvidia) read_gpu_memory_node(a, model, root);
+  }
+  for (auto& n : model.nics) read_pci_link(n.pci, root);
+  for (auto& n : model.nvme) read_pci_link(n.pci, root);
+}
+
+}  // namespace polyaccel::detail
