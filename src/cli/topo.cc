@@ -20,14 +20,16 @@ namespace {
 
 std::string join(const std::vector<std::string>& v, const char* sep = ",") {
   std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  for (const auto& s : v)
+    out += (out.empty() ? "" : sep) + s;
   return out;
 }
 
 std::string node_list(const std::vector<unsigned>& nodes) {
   if (nodes.empty()) return "N/A";
   CpuSet s;
-  for (unsigned n : nodes) s.set(n);
+  for (unsigned n : nodes)
+    s.set(n);
   return s.to_list();
 }
 
@@ -72,7 +74,8 @@ void print_topology(const HostModel& m, std::ostream& out) {
 
   out << "\nNUMA nodes\n";
   out << "  " << std::left << std::setw(6) << "node" << std::setw(12) << "kind" << std::setw(24)
-      << "CPUs" << std::setw(12) << "memory" << "hugepages\n";
+      << "CPUs" << std::setw(12) << "memory"
+      << "hugepages\n";
   for (const auto& n : m.numa_nodes) {
     out << "  " << std::setw(6) << n.os_index << std::setw(12) << to_string(n.kind) << std::setw(24)
         << (n.cpus.empty() ? "-" : n.cpus.to_list()) << std::setw(12)
@@ -96,26 +99,31 @@ void print_topology(const HostModel& m, std::ostream& out) {
       std::vector<std::string> devs = n.netdevs;
       devs.insert(devs.end(), n.rdma_devices.begin(), n.rdma_devices.end());
       out << "  " << std::setw(6) << n.id << std::setw(14) << n.pci.address.to_string()
-          << std::setw(12) << (n.fabric.empty() ? "-" : n.fabric) << n.name << "  ["
-          << join(devs) << "]  NUMA " << node_list(n.pci.numa_nodes) << "  PCIe "
-          << pcie_text(n.pci.link) << "\n";
+          << std::setw(12) << (n.fabric.empty() ? "-" : n.fabric) << n.name << "  [" << join(devs)
+          << "]  NUMA " << node_list(n.pci.numa_nodes) << "  PCIe " << pcie_text(n.pci.link)
+          << "\n";
     }
   }
 
   if (m.links.devices.empty()) return;
   out << "\nLinks\n";
   size_t w = 6;
-  for (const auto& d : m.links.devices) w = std::max(w, d.size() + 2);
+  for (const auto& d : m.links.devices)
+    w = std::max(w, d.size() + 2);
   for (const auto& row : m.links.cells) {
-    for (const auto& c : row) w = std::max(w, c.label().size() + 2);
+    for (const auto& c : row)
+      w = std::max(w, c.label().size() + 2);
   }
   out << "  " << std::setw(static_cast<int>(w)) << "";
-  for (const auto& d : m.links.devices) out << std::setw(static_cast<int>(w)) << d;
-  out << std::setw(24) << "CPU Affinity" << "NUMA Affinity\n";
+  for (const auto& d : m.links.devices)
+    out << std::setw(static_cast<int>(w)) << d;
+  out << std::setw(24) << "CPU Affinity"
+      << "NUMA Affinity\n";
   const size_t na = m.accelerators.size();
   for (size_t i = 0; i < m.links.devices.size(); ++i) {
     out << "  " << std::setw(static_cast<int>(w)) << m.links.devices[i];
-    for (const auto& c : m.links.cells[i]) out << std::setw(static_cast<int>(w)) << c.label();
+    for (const auto& c : m.links.cells[i])
+      out << std::setw(static_cast<int>(w)) << c.label();
     const PciDevice& pci = i < na ? m.accelerators[i].pci : m.nics[i - na].pci;
     out << std::setw(24) << (pci.local_cpus.empty() ? "N/A" : pci.local_cpus.to_list())
         << node_list(pci.numa_nodes) << "\n";

@@ -8,14 +8,18 @@
 namespace polyaccel {
 
 std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
   std::uint64_t value = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || p == text.data()) return std::nullopt;
   std::string unit(p, text.data() + text.size());
-  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
-  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  while (!unit.empty() && unit.front() == ' ')
+    unit.erase(0, 1);
+  for (auto& c : unit)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   unsigned shift = 0;
   if (unit.empty() || unit == "b") {
     shift = 0;

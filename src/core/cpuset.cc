@@ -7,13 +7,16 @@
 namespace polyaccel {
 
 CpuSet::CpuSet(std::initializer_list<unsigned> indexes) {
-  for (unsigned i : indexes) set(i);
+  for (unsigned i : indexes)
+    set(i);
 }
 
 namespace {
 std::optional<unsigned> parse_uint(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n'))
+    s.remove_suffix(1);
   if (s.empty()) return std::nullopt;
   unsigned v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -24,7 +27,8 @@ std::optional<unsigned> parse_uint(std::string_view s) {
 
 std::optional<CpuSet> CpuSet::parse_list(std::string_view text) {
   CpuSet out;
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.remove_suffix(1);
   if (text.empty()) return out;
   // Refuse absurd indexes rather than allocating gigabytes for a typo.
   constexpr unsigned kMaxIndex = 1u << 20;
@@ -42,7 +46,8 @@ std::optional<CpuSet> CpuSet::parse_list(std::string_view text) {
       auto a = parse_uint(item.substr(0, dash));
       auto b = parse_uint(item.substr(dash + 1));
       if (!a || !b || *a > *b || *b > kMaxIndex) return std::nullopt;
-      for (unsigned i = *a; i <= *b; ++i) out.set(i);
+      for (unsigned i = *a; i <= *b; ++i)
+        out.set(i);
     }
     pos = comma + 1;
   }
@@ -66,11 +71,14 @@ bool CpuSet::test(unsigned index) const {
   return w < words_.size() && (words_[w] >> (index % 64)) & 1u;
 }
 
-bool CpuSet::empty() const { return words_.empty(); }
+bool CpuSet::empty() const {
+  return words_.empty();
+}
 
 unsigned CpuSet::count() const {
   unsigned n = 0;
-  for (auto w : words_) n += static_cast<unsigned>(std::popcount(w));
+  for (auto w : words_)
+    n += static_cast<unsigned>(std::popcount(w));
   return n;
 }
 
@@ -98,7 +106,8 @@ std::string CpuSet::to_list() const {
   auto v = to_vector();
   for (size_t i = 0; i < v.size();) {
     size_t j = i;
-    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1)
+      ++j;
     if (!out.empty()) out += ',';
     out += std::to_string(v[i]);
     if (j > i) out += '-' + std::to_string(v[j]);
@@ -115,21 +124,24 @@ CpuSet CpuSet::operator|(const CpuSet& o) const {
 
 CpuSet& CpuSet::operator|=(const CpuSet& o) {
   if (words_.size() < o.words_.size()) words_.resize(o.words_.size(), 0);
-  for (size_t i = 0; i < o.words_.size(); ++i) words_[i] |= o.words_[i];
+  for (size_t i = 0; i < o.words_.size(); ++i)
+    words_[i] |= o.words_[i];
   return *this;
 }
 
 CpuSet CpuSet::operator&(const CpuSet& o) const {
   CpuSet r;
   r.words_.resize(std::min(words_.size(), o.words_.size()));
-  for (size_t i = 0; i < r.words_.size(); ++i) r.words_[i] = words_[i] & o.words_[i];
+  for (size_t i = 0; i < r.words_.size(); ++i)
+    r.words_[i] = words_[i] & o.words_[i];
   r.trim();
   return r;
 }
 
 CpuSet CpuSet::operator-(const CpuSet& o) const {
   CpuSet r = *this;
-  for (size_t i = 0; i < std::min(r.words_.size(), o.words_.size()); ++i) r.words_[i] &= ~o.words_[i];
+  for (size_t i = 0; i < std::min(r.words_.size(), o.words_.size()); ++i)
+    r.words_[i] &= ~o.words_[i];
   r.trim();
   return r;
 }
@@ -141,12 +153,17 @@ bool CpuSet::intersects(const CpuSet& o) const {
   return false;
 }
 
-bool CpuSet::contains(const CpuSet& o) const { return (o - *this).empty(); }
+bool CpuSet::contains(const CpuSet& o) const {
+  return (o - *this).empty();
+}
 
-bool CpuSet::operator==(const CpuSet& o) const { return words_ == o.words_; }
+bool CpuSet::operator==(const CpuSet& o) const {
+  return words_ == o.words_;
+}
 
 void CpuSet::trim() {
-  while (!words_.empty() && words_.back() == 0) words_.pop_back();
+  while (!words_.empty() && words_.back() == 0)
+    words_.pop_back();
 }
 
 }  // namespace polyaccel

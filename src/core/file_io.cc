@@ -38,7 +38,7 @@ std::optional<std::int64_t> read_int_file(const std::filesystem::path& path) {
   errno = 0;
   char* end = nullptr;
   long long v = std::strtoll(line->c_str(), &end, 0);
-  if (errno != 0 || end == line->c_str()) return std::nullopt;
+  if (errno != 0 || end == line->c_str() || *end != '\0') return std::nullopt;
   return v;
 }
 

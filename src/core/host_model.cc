@@ -4,34 +4,50 @@ namespace polyaccel {
 
 const char* to_string(NumaKind kind) {
   switch (kind) {
-    case NumaKind::dram: return "dram";
-    case NumaKind::hbm: return "hbm";
-    case NumaKind::gpu_memory: return "gpu_memory";
-    case NumaKind::cpuless: return "cpuless";
+    case NumaKind::dram:
+      return "dram";
+    case NumaKind::hbm:
+      return "hbm";
+    case NumaKind::gpu_memory:
+      return "gpu_memory";
+    case NumaKind::cpuless:
+      return "cpuless";
   }
   return "unknown";
 }
 
 const char* to_string(Vendor vendor) {
   switch (vendor) {
-    case Vendor::nvidia: return "nvidia";
-    case Vendor::amd: return "amd";
-    case Vendor::intel_gaudi: return "intel-gaudi";
-    case Vendor::other: return "other";
+    case Vendor::nvidia:
+      return "nvidia";
+    case Vendor::amd:
+      return "amd";
+    case Vendor::intel_gaudi:
+      return "intel-gaudi";
+    case Vendor::other:
+      return "other";
   }
   return "other";
 }
 
 const char* to_string(LinkLevel level) {
   switch (level) {
-    case LinkLevel::self: return "X";
-    case LinkLevel::nvlink: return "NV";
-    case LinkLevel::xgmi: return "XGMI";
-    case LinkLevel::pix: return "PIX";
-    case LinkLevel::pxb: return "PXB";
-    case LinkLevel::phb: return "PHB";
-    case LinkLevel::node: return "NODE";
-    case LinkLevel::sys: return "SYS";
+    case LinkLevel::self:
+      return "X";
+    case LinkLevel::nvlink:
+      return "NV";
+    case LinkLevel::xgmi:
+      return "XGMI";
+    case LinkLevel::pix:
+      return "PIX";
+    case LinkLevel::pxb:
+      return "PXB";
+    case LinkLevel::phb:
+      return "PHB";
+    case LinkLevel::node:
+      return "NODE";
+    case LinkLevel::sys:
+      return "SYS";
   }
   return "SYS";
 }
@@ -71,8 +87,10 @@ const Accelerator* HostModel::accelerator(const std::string& key) const {
 const Nic* HostModel::nic(const std::string& key) const {
   for (const auto& n : nics) {
     if (n.id == key || n.pci.address.to_string() == key) return &n;
-    for (const auto& d : n.netdevs) if (d == key) return &n;
-    for (const auto& d : n.rdma_devices) if (d == key) return &n;
+    for (const auto& d : n.netdevs)
+      if (d == key) return &n;
+    for (const auto& d : n.rdma_devices)
+      if (d == key) return &n;
   }
   return nullptr;
 }

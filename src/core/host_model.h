@@ -34,7 +34,7 @@ struct NumaNode {
   CpuSet cpus;        // PUs of this node, as its sysfs cpulist: empty for HBM/GPU/CPU-less nodes
   CpuSet local_cpus;  // PUs closest to it (its hwloc locality); equals cpus for DRAM nodes
   NumaKind kind = NumaKind::dram;
-  std::string subtype;  // hwloc's subtype when it gave one ("HBM", "GPUMemory")
+  std::string subtype;               // hwloc's subtype when it gave one ("HBM", "GPUMemory")
   std::vector<Hugepages> hugepages;  // one entry per size larger than the base page
 };
 
@@ -103,7 +103,7 @@ const char* to_string(LinkLevel level);
 
 struct Link {
   LinkLevel level = LinkLevel::sys;
-  unsigned count = 0;  // NVLinks for nvlink
+  unsigned count = 0;         // NVLinks for nvlink
   std::string label() const;  // "X", "NV6", "XGMI", "PIX", ...
   bool operator==(const Link&) const = default;
 };
@@ -118,6 +118,40 @@ struct PeerLink {
 enum class Vendor { nvidia, amd, intel_gaudi, other };
 const char* to_string(Vendor vendor);
 
+// A MIG GPU instance with its compute instance, as the vendor library reports it.
+struct MigInstance {
+  unsigned gpu_instance_id = 0;
+  unsigned compute_instance_id = 0;
+  unsigned profile_id = 0;       // NVML's GPU instance profile id
+  std::string profile_name;      // "1g.10gb"
+  unsigned placement_start = 0;  // in memory slices, as NVML's placements count them
+  unsigned placement_size = 0;
+  std::string uuid;  // "MIG-..."
+  std::uint64_t memory_bytes = 0;
+};
+
+// What a vendor library (NVML, ROCm SMI, HLML) says of one device that does not change while it
+// runs. Optional fields are absent when the library or device does not support them.
+struct AcceleratorInventory {
+  std::string backend;  // "nvml", "rocm-smi", "hlml"
+  unsigned index = 0;   // the library's own device index
+  std::string uuid;
+  std::string serial;
+  std::string product_name;
+  std::uint64_t memory_total_bytes = 0;
+  std::string driver_version;
+  std::string compute_capability;   // NVIDIA "9.0"
+  std::string gfx_version;          // AMD "gfx942"
+  std::optional<bool> mig_enabled;  // current MIG mode
+  std::optional<bool> mig_pending;  // mode after the next reset
+  std::vector<MigInstance> mig_instances;
+  std::string compute_partition;  // AMD SPX, DPX, QPX, CPX
+  std::string memory_partition;   // AMD NPS1, NPS4
+  std::optional<double> power_limit_watts;
+  std::optional<bool> ecc_enabled;
+  std::optional<bool> ecc_pending;
+};
+
 struct Accelerator {
   std::string id;  // "gpu0", "gpu1", ... in PCI order
   Vendor vendor = Vendor::other;
@@ -128,7 +162,9 @@ struct Accelerator {
   // NUMA nodes that hold this accelerator's own memory (POWER9/Grace GPU memory nodes).
   std::vector<unsigned> memory_numa_nodes;
   std::vector<PeerLink> peer_links;
-  std::vector<std::string> closest_nics;  // NIC ids at the best link level
+  std::vector<std::string> closest_nics;
+  std::optional<AcceleratorInventory>
+      inventory;  // set when a vendor backend knows the device  // NIC ids at the best link level
 };
 
 struct Nic {

@@ -150,7 +150,8 @@ json to_json(const HostModel& m) {
   json rows = json::array();
   for (const auto& r : m.links.cells) {
     json row = json::array();
-    for (const auto& c : r) row.push_back(c.label());
+    for (const auto& c : r)
+      row.push_back(c.label());
     rows.push_back(row);
   }
   j["links"] = {{"devices", m.links.devices}, {"matrix", rows}};

@@ -18,7 +18,8 @@ bool parse_hex(std::string_view s, size_t max_digits, T& out) {
 }  // namespace
 
 std::optional<PciAddress> PciAddress::parse(std::string_view text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.remove_suffix(1);
   PciAddress a;
   size_t dot = text.rfind('.');
   if (dot == std::string_view::npos) return std::nullopt;

@@ -42,18 +42,25 @@ void drop_gpu_memory_from_localities(HostModel& model) {
   auto drop = [&](std::vector<unsigned>& nodes) {
     std::erase_if(nodes, [&](unsigned n) { return gpu_memory.count(n) > 0; });
   };
-  for (auto& a : model.accelerators) drop(a.pci.numa_nodes);
-  for (auto& n : model.nics) drop(n.pci.numa_nodes);
-  for (auto& n : model.nvme) drop(n.pci.numa_nodes);
-  for (auto& h : model.host_bridges) drop(h.numa_nodes);
+  for (auto& a : model.accelerators)
+    drop(a.pci.numa_nodes);
+  for (auto& n : model.nics)
+    drop(n.pci.numa_nodes);
+  for (auto& n : model.nvme)
+    drop(n.pci.numa_nodes);
+  for (auto& h : model.host_bridges)
+    drop(h.numa_nodes);
 }
 
 void assign_ids_and_names(HostModel& model, const std::string& pci_ids_path) {
   std::set<std::pair<std::uint16_t, std::uint16_t>> wanted;
   auto want = [&](const PciDevice& d) { wanted.insert({d.vendor_id, d.device_id}); };
-  for (const auto& a : model.accelerators) want(a.pci);
-  for (const auto& n : model.nics) want(n.pci);
-  for (const auto& n : model.nvme) want(n.pci);
+  for (const auto& a : model.accelerators)
+    want(a.pci);
+  for (const auto& n : model.nics)
+    want(n.pci);
+  for (const auto& n : model.nvme)
+    want(n.pci);
   PciNames names = load_pci_names(wanted, pci_ids_path);
   auto by_address = [](const auto& a, const auto& b) { return a.pci.address < b.pci.address; };
   std::sort(model.accelerators.begin(), model.accelerators.end(), by_address);

@@ -55,7 +55,8 @@ CpuSet to_cpuset(hwloc_const_bitmap_t bitmap) {
   if (!bitmap) return out;
   if (hwloc_bitmap_weight(bitmap) < 0) return out;  // infinite: ignore
   int i = -1;
-  while ((i = hwloc_bitmap_next(bitmap, i)) != -1) out.set(static_cast<unsigned>(i));
+  while ((i = hwloc_bitmap_next(bitmap, i)) != -1)
+    out.set(static_cast<unsigned>(i));
   return out;
 }
 
@@ -64,7 +65,8 @@ std::string info(hwloc_obj_t obj, const char* name) {
   return v ? v : "";
 }
 
-Error xml_error(const std::string& path, const std::string& problem, const std::string& remedy = {}) {
+Error xml_error(const std::string& path, const std::string& problem,
+                const std::string& remedy = {}) {
   return bad_input(path, problem, remedy);
 }
 
@@ -74,7 +76,8 @@ Status check_xml_file(const std::string& path) {
   auto st = fs::status(path, ec);
   if (ec || !fs::exists(st)) return xml_error(path, "no such file");
   if (fs::is_directory(st)) return xml_error(path, "is a directory, not an hwloc XML file");
-  if (::access(path.c_str(), R_OK) != 0) return xml_error(path, "cannot be read (permission denied)");
+  if (::access(path.c_str(), R_OK) != 0)
+    return xml_error(path, "cannot be read (permission denied)");
   auto text = read_text_file(path);
   if (!text) return xml_error(path, "cannot be read");
   if (text->find_first_not_of(" \t\r\n") == std::string::npos) return xml_error(path, "is empty");
@@ -119,7 +122,8 @@ NumaKind numa_kind(const std::string& subtype, bool has_cpus) {
 void mark_unlabelled_hbm(hwloc_topology_t t, std::vector<NumaNode>& nodes) {
   std::map<hwloc_obj_t, std::vector<hwloc_obj_t>> by_parent;
   hwloc_obj_t n = nullptr;
-  while ((n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n))) by_parent[n->parent].push_back(n);
+  while ((n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n)))
+    by_parent[n->parent].push_back(n);
   for (auto& [parent, group] : by_parent) {
     if (group.size() < 2) continue;
     auto ddr = *std::min_element(group.begin(), group.end(),
@@ -134,16 +138,24 @@ void mark_unlabelled_hbm(hwloc_topology_t t, std::vector<NumaNode>& nodes) {
   }
 }
 
-std::vector<unsigned> nodes_of(hwloc_const_nodeset_t nodeset) { return to_cpuset(nodeset).to_vector(); }
+std::vector<unsigned> nodes_of(hwloc_const_nodeset_t nodeset) {
+  return to_cpuset(nodeset).to_vector();
+}
 
 std::string osdev_type(hwloc_obj_osdev_type_t type) {
   switch (type) {
-    case HWLOC_OBJ_OSDEV_BLOCK: return "block";
-    case HWLOC_OBJ_OSDEV_GPU: return "gpu";
-    case HWLOC_OBJ_OSDEV_NETWORK: return "network";
-    case HWLOC_OBJ_OSDEV_OPENFABRICS: return "openfabrics";
-    case HWLOC_OBJ_OSDEV_DMA: return "dma";
-    case HWLOC_OBJ_OSDEV_COPROC: return "coproc";
+    case HWLOC_OBJ_OSDEV_BLOCK:
+      return "block";
+    case HWLOC_OBJ_OSDEV_GPU:
+      return "gpu";
+    case HWLOC_OBJ_OSDEV_NETWORK:
+      return "network";
+    case HWLOC_OBJ_OSDEV_OPENFABRICS:
+      return "openfabrics";
+    case HWLOC_OBJ_OSDEV_DMA:
+      return "dma";
+    case HWLOC_OBJ_OSDEV_COPROC:
+      return "coproc";
   }
   return "other";
 }
@@ -213,7 +225,8 @@ unsigned count_partitions(const PciDevice& d) {
     if ((o.type == "gpu" || o.type == "coproc") && !o.subtype.empty()) per_subtype[o.subtype]++;
   }
   unsigned n = 1;
-  for (const auto& [s, c] : per_subtype) n = std::max(n, c);
+  for (const auto& [s, c] : per_subtype)
+    n = std::max(n, c);
   return n;
 }
 
@@ -223,7 +236,8 @@ unsigned nvlinks_from_bandwidth(std::uint64_t mbps) {
   if (mbps == 0) return 0;
   if (mbps % 25000 == 0) return static_cast<unsigned>(mbps / 25000);
   if (mbps % 20000 == 0) return static_cast<unsigned>(mbps / 20000);
-  return std::max<unsigned>(1, static_cast<unsigned>(std::lround(static_cast<double>(mbps) / 25000.0)));
+  return std::max<unsigned>(
+      1, static_cast<unsigned>(std::lround(static_cast<double>(mbps) / 25000.0)));
 }
 
 struct Builder {
@@ -231,7 +245,7 @@ struct Builder {
   HostModel model;
   std::map<hwloc_obj_t, int> host_bridge_index;
   std::map<hwloc_obj_t, size_t> accelerator_of_pci;  // hwloc PCI object → index
-  std::set<std::string> nvidia_driver_gpus;           // bus ids under /proc/driver/nvidia/gpus
+  std::set<std::string> nvidia_driver_gpus;          // bus ids under /proc/driver/nvidia/gpus
 
   void cpus_and_memory() {
     hwloc_obj_t root = hwloc_get_root_obj(t);
@@ -260,10 +274,12 @@ struct Builder {
       const auto& na = o->attr->numanode;
       for (unsigned i = 0; i < na.page_types_len; ++i) {
         if (na.page_types[i].size == 0) continue;
-        if (smallest_page == 0 || na.page_types[i].size < smallest_page) smallest_page = na.page_types[i].size;
+        if (smallest_page == 0 || na.page_types[i].size < smallest_page)
+          smallest_page = na.page_types[i].size;
       }
       for (unsigned i = 0; i < na.page_types_len; ++i) {
-        n.hugepages.push_back(Hugepages{na.page_types[i].size, na.page_types[i].count, std::nullopt});
+        n.hugepages.push_back(
+            Hugepages{na.page_types[i].size, na.page_types[i].count, std::nullopt});
       }
       model.numa_nodes.push_back(std::move(n));
     }
@@ -276,7 +292,8 @@ struct Builder {
     model.page_size = smallest_page;
     // Hugepages are the sizes above the base page; hwloc lists the base page too.
     for (auto& n : model.numa_nodes) {
-      std::erase_if(n.hugepages, [&](const Hugepages& h) { return h.size_bytes <= model.page_size; });
+      std::erase_if(n.hugepages,
+                    [&](const Hugepages& h) { return h.size_bytes <= model.page_size; });
       std::sort(n.hugepages.begin(), n.hugepages.end(),
                 [](const Hugepages& a, const Hugepages& b) { return a.size_bytes < b.size_bytes; });
     }
@@ -305,10 +322,12 @@ struct Builder {
     if (hwloc_distances_get_by_name(t, "NUMALatency", &nr, &d, 0) != 0 || nr == 0) return;
     DistanceMatrix m;
     m.name = "NUMALatency";
-    for (unsigned i = 0; i < d->nbobjs; ++i) m.os_index.push_back(d->objs[i]->os_index);
+    for (unsigned i = 0; i < d->nbobjs; ++i)
+      m.os_index.push_back(d->objs[i]->os_index);
     m.values.assign(d->nbobjs, std::vector<std::uint64_t>(d->nbobjs, 0));
     for (unsigned i = 0; i < d->nbobjs; ++i) {
-      for (unsigned j = 0; j < d->nbobjs; ++j) m.values[i][j] = d->values[i * d->nbobjs + j];
+      for (unsigned j = 0; j < d->nbobjs; ++j)
+        m.values[i][j] = d->values[i * d->nbobjs + j];
     }
     hwloc_distances_release(t, d);
     model.numa_distances = std::move(m);
@@ -454,7 +473,8 @@ struct Builder {
           if (!ai || !aj || *ai == *aj) continue;
           std::uint64_t v = d->values[i * d->nbobjs + j];
           if (v == 0 || (hops && v != 1)) continue;
-          Link link{nvlink ? LinkLevel::nvlink : LinkLevel::xgmi, nvlink ? nvlinks_from_bandwidth(v) : 1};
+          Link link{nvlink ? LinkLevel::nvlink : LinkLevel::xgmi,
+                    nvlink ? nvlinks_from_bandwidth(v) : 1};
           add_peer(*ai, *aj, link);
         }
       }
@@ -464,7 +484,8 @@ struct Builder {
 
   std::optional<size_t> accelerator_index(hwloc_obj_t osdev) {
     hwloc_obj_t p = osdev;
-    while (p && p->type != HWLOC_OBJ_PCI_DEVICE) p = p->parent;
+    while (p && p->type != HWLOC_OBJ_PCI_DEVICE)
+      p = p->parent;
     if (!p) return std::nullopt;
     auto it = accelerator_of_pci.find(p);
     if (it == accelerator_of_pci.end()) return std::nullopt;
@@ -521,7 +542,8 @@ Result<HostModel> load_from_hwloc(const DiscoverOptions& options) {
   Builder b{topo.t, {}, {}, {}, {}, {}};
   if (options.topology_xml.empty()) {
     std::error_code ec;
-    fs::path gpus = fs::path(options.fsroot.empty() ? "/" : options.fsroot) / "proc/driver/nvidia/gpus";
+    fs::path gpus =
+        fs::path(options.fsroot.empty() ? "/" : options.fsroot) / "proc/driver/nvidia/gpus";
     for (const auto& e : fs::directory_iterator(gpus, ec)) {
       if (auto addr = PciAddress::parse(e.path().filename().string())) {
         b.nvidia_driver_gpus.insert(addr->to_string());
@@ -538,7 +560,8 @@ Result<HostModel> load_from_hwloc(const DiscoverOptions& options) {
   if (options.topology_xml.empty() && options.fsroot.empty()) {
     b.model.page_size = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
     char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) == 0 && b.model.hostname.empty()) b.model.hostname = host;
+    if (::gethostname(host, sizeof host - 1) == 0 && b.model.hostname.empty())
+      b.model.hostname = host;
   }
   for (const auto& [ij, link] : b.pending_peers) {
     auto& from = b.model.accelerators[ij.first];

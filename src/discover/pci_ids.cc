@@ -26,7 +26,8 @@ PciNames load_pci_names(const std::set<std::pair<std::uint16_t, std::uint16_t>>&
   PciNames names;
   if (wanted.empty()) return names;
   std::set<std::uint16_t> vendors;
-  for (const auto& w : wanted) vendors.insert(w.first);
+  for (const auto& w : wanted)
+    vendors.insert(w.first);
   std::ifstream in;
   if (!path.empty()) {
     in.open(path);

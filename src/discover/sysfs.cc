@@ -15,7 +15,8 @@ namespace {
 namespace fs = std::filesystem;
 
 void read_hugepages(NumaNode& node, const fs::path& root) {
-  fs::path dir = root / "sys/devices/system/node" / ("node" + std::to_string(node.os_index)) / "hugepages";
+  fs::path dir =
+      root / "sys/devices/system/node" / ("node" + std::to_string(node.os_index)) / "hugepages";
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
   std::vector<Hugepages> found;
@@ -59,7 +60,8 @@ void read_pci_link(PciDevice& d, const fs::path& root) {
 
 // The NVIDIA driver says which NUMA node holds a coherent GPU's memory (POWER9 + V100, Grace).
 void read_gpu_memory_node(Accelerator& a, HostModel& model, const fs::path& root) {
-  auto text = read_text_file(root / "proc/driver/nvidia/gpus" / a.pci.address.to_string() / "numa_status");
+  auto text =
+      read_text_file(root / "proc/driver/nvidia/gpus" / a.pci.address.to_string() / "numa_status");
   if (!text) return;
   size_t pos = text->find("Node:");
   if (pos == std::string::npos) return;
@@ -77,13 +79,16 @@ void read_gpu_memory_node(Accelerator& a, HostModel& model, const fs::path& root
 void complete_from_sysfs(HostModel& model, const std::string& root_dir) {
   if (root_dir.empty()) return;
   fs::path root(root_dir);
-  for (auto& n : model.numa_nodes) read_hugepages(n, root);
+  for (auto& n : model.numa_nodes)
+    read_hugepages(n, root);
   for (auto& a : model.accelerators) {
     read_pci_link(a.pci, root);
     if (a.vendor == Vendor::nvidia) read_gpu_memory_node(a, model, root);
   }
-  for (auto& n : model.nics) read_pci_link(n.pci, root);
-  for (auto& n : model.nvme) read_pci_link(n.pci, root);
+  for (auto& n : model.nics)
+    read_pci_link(n.pci, root);
+  for (auto& n : model.nvme)
+    read_pci_link(n.pci, root);
 }
 
 }  // namespace polyaccel::detail

@@ -1,0 +1,102 @@
+// AcceleratorBackend: the one interface behind which each vendor library lives (DESIGN.md, rule
+// 4). Nothing outside discover/accel/ names a vendor API. Implementations: nvml.cc, rocm.cc,
+// hlml.cc; the list of them is backends.cc.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/host_model.h"
+
+namespace polyaccel {
+
+// One reading of a device's changing values. A field left empty is not supported by the device
+// or the library ("not supported is an answer, not a failure").
+struct AcceleratorSample {
+  std::string pci_bus_id;
+  std::chrono::system_clock::time_point time;
+  bool reachable = true;  // false: the library no longer answers for this device (fell off the bus)
+
+  std::optional<double> gpu_utilization_percent;
+  std::optional<double> memory_utilization_percent;  // memory controller busy time
+  std::optional<std::uint64_t> memory_used_bytes;
+  std::optional<std::uint64_t> memory_free_bytes;
+  std::optional<double> gpu_temperature_c;
+  std::optional<double> memory_temperature_c;  // HBM
+  std::optional<double> power_watts;
+  std::optional<std::uint64_t> energy_millijoules;  // since driver load
+  std::optional<std::uint32_t> sm_clock_mhz;
+  std::optional<std::uint32_t> memory_clock_mhz;
+  std::optional<std::uint64_t> pcie_replay_count;
+  std::optional<std::uint64_t> ecc_corrected_volatile;
+  std::optional<std::uint64_t> ecc_uncorrected_volatile;
+  std::optional<std::uint64_t> ecc_corrected_aggregate;
+  std::optional<std::uint64_t> ecc_uncorrected_aggregate;
+  std::optional<std::uint64_t> retired_pages_single_bit;
+  std::optional<std::uint64_t> retired_pages_double_bit;
+  std::optional<std::uint64_t> remapped_rows_correctable;
+  std::optional<std::uint64_t> remapped_rows_uncorrectable;
+  std::optional<bool> remapped_rows_pending;
+  std::optional<bool> remapped_rows_failure;
+  std::optional<std::uint64_t> throttle_reasons;   // the vendor's bit mask
+  std::vector<std::string> throttle_reason_names;  // "sw_power_cap", "hw_thermal_slowdown", ...
+};
+
+enum class AcceleratorEventKind {
+  xid,                // NVIDIA XID error, code = XID number
+  ecc_uncorrectable,  // a double-bit / uncorrectable memory error
+  critical,           // HLML critical error, ROCm SMI fatal event
+  other,
+};
+const char* to_string(AcceleratorEventKind kind);
+
+struct AcceleratorEvent {
+  std::string pci_bus_id;
+  AcceleratorEventKind kind = AcceleratorEventKind::other;
+  std::uint64_t code = 0;  // XID number or the vendor's event code
+  std::string text;
+  std::chrono::system_clock::time_point time;
+};
+
+// What the loader found in the library: the path it opened and which of the symbols we use are
+// missing (the backend then works with what exists).
+struct LibraryReport {
+  std::string path;
+  std::vector<std::string> missing_symbols;
+};
+
+class AcceleratorBackend {
+ public:
+  virtual ~AcceleratorBackend() = default;
+
+  virtual std::string name() const = 0;  // "nvml", "rocm-smi", "hlml"
+  virtual Vendor vendor() const = 0;
+
+  // dlopens the library and initialises it. Error code not_found when the library is absent
+  // (the normal case on a host without that vendor), another code when it is broken.
+  virtual Status open() = 0;
+  virtual const LibraryReport& library() const = 0;
+
+  // Every device the library sees, keyed by PCI bus id ("0000:3b:00.0"); peer_links holds its
+  // NVLink/XGMI peers.
+  struct Device {
+    std::string pci_bus_id;
+    AcceleratorInventory inventory;
+    std::vector<PeerLink> peer_links;
+  };
+  virtual Result<std::vector<Device>> devices() = 0;
+
+  // Reads every sample field of one device now. A device that no longer answers gives a
+  // sample with reachable = false, not an Error.
+  virtual AcceleratorSample sample(const std::string& pci_bus_id) = 0;
+
+  // Events that arrived since the last call, waiting at most `timeout` for the first one.
+  virtual std::vector<AcceleratorEvent> poll_events(std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace polyaccel

@@ -1,0 +1,78 @@
+// Helpers shared by the tests: where the shared fixtures are, temporary folders, running the
+// polyaccel binary. Header-only on purpose: tests link nothing extra.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+namespace polyaccel::testing {
+
+inline std::filesystem::path shared_dir() {
+  return POLYACCEL_SHARED_DIR;
+}
+inline std::filesystem::path topology_fixture(const std::string& name) {
+  return shared_dir() / "fixtures/topologies" / name;
+}
+
+// A fresh directory under $TMPDIR, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "polyaccel-test-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout
+};
+
+// Runs a shell command line; stdout is captured, stderr too when the command redirects it.
+inline CommandResult run_command(const std::string& command) {
+  CommandResult r;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.output.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+inline std::string polyaccel_binary() {
+  return POLYACCEL_BINARY;
+}
+
+// Extracts a gathered sysfs tarball into `into` and returns the top-level directory it made.
+inline std::filesystem::path extract_tarball(const std::filesystem::path& tarball,
+                                             const std::filesystem::path& into) {
+  auto r = run_command("tar -xjf '" + tarball.string() + "' -C '" + into.string() + "' 2>&1");
+  if (r.exit_code != 0) throw std::runtime_error("tar failed: " + r.output);
+  for (const auto& e : std::filesystem::directory_iterator(into)) {
+    if (e.is_directory()) return e.path();
+  }
+  throw std::runtime_error("tarball made no directory");
+}
+
+}  // namespace polyaccel::testing
