@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Runs every benchmark program built in BUILD_DIR (default: build) and prints their tables.
+set -euo pipefail
+build=${1:-build}
+"$build/bench/topology_bench" --benchmark_min_time=0.2
