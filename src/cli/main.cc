@@ -1,6 +1,7 @@
 // polyaccel: one binary, one subcommand per file under src/cli/.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <map>
 
 #include "cli/commands.h"
 
@@ -16,6 +17,14 @@ int main(int argc, char** argv) {
                     "read the host from a sysfs/procfs tree (hwloc-gather-topology)")
         ->type_name("DIR");
     cmd->add_flag("--json", g.json, "print JSON (versioned schema, docs/)");
+    cmd->add_option("--accel-backends", g.discover.backends,
+                    "ask NVML/ROCm SMI/HLML: auto (live host only), on, off")
+        ->transform(CLI::CheckedTransformer(
+            std::map<std::string, polyaccel::BackendMode>{
+                {"auto", polyaccel::BackendMode::automatic},
+                {"on", polyaccel::BackendMode::on},
+                {"off", polyaccel::BackendMode::off}},
+            CLI::ignore_case));
   };
   add_globals(&app);
   auto* topo = app.add_subcommand("topo", "show NUMA nodes, CPUs, accelerators, NICs and links");

@@ -58,6 +58,28 @@ std::string pcie_text(const PciLink& l) {
   return s.str();
 }
 
+void print_inventory(const AcceleratorInventory& inv, std::ostream& out) {
+  out << "        " << inv.backend << " #" << inv.index;
+  if (!inv.uuid.empty()) out << "  " << inv.uuid;
+  if (!inv.serial.empty()) out << "  serial " << inv.serial;
+  if (inv.memory_total_bytes) out << "  " << format_byte_size(inv.memory_total_bytes);
+  if (!inv.driver_version.empty()) out << "  driver " << inv.driver_version;
+  if (!inv.compute_capability.empty()) out << "  CC " << inv.compute_capability;
+  if (!inv.gfx_version.empty()) out << "  " << inv.gfx_version;
+  if (!inv.compute_partition.empty()) out << "  " << inv.compute_partition;
+  if (!inv.memory_partition.empty()) out << "/" << inv.memory_partition;
+  if (inv.mig_enabled) {
+    out << "  MIG " << (*inv.mig_enabled ? "on" : "off");
+    if (inv.mig_pending && *inv.mig_pending != *inv.mig_enabled) {
+      out << " (" << (*inv.mig_pending ? "on" : "off") << " after reset)";
+    }
+    if (!inv.mig_instances.empty()) out << ", " << inv.mig_instances.size() << " instances";
+  }
+  if (inv.power_limit_watts) out << "  power limit " << *inv.power_limit_watts << " W";
+  if (inv.ecc_enabled) out << "  ECC " << (*inv.ecc_enabled ? "on" : "off");
+  out << "\n";
+}
+
 }  // namespace
 
 void print_topology(const HostModel& m, std::ostream& out) {
@@ -91,6 +113,7 @@ void print_topology(const HostModel& m, std::ostream& out) {
       out << "  NUMA " << node_list(a.pci.numa_nodes) << "  PCIe " << pcie_text(a.pci.link);
       if (!a.closest_nics.empty()) out << "  nearest NIC " << join(a.closest_nics);
       out << "\n";
+      if (a.inventory) print_inventory(*a.inventory, out);
     }
   }
   if (!m.nics.empty()) {
@@ -103,6 +126,12 @@ void print_topology(const HostModel& m, std::ostream& out) {
           << "]  NUMA " << node_list(n.pci.numa_nodes) << "  PCIe " << pcie_text(n.pci.link)
           << "\n";
     }
+  }
+
+  if (!m.accelerator_backends.empty()) {
+    out << "\nVendor libraries\n";
+    for (const auto& b : m.accelerator_backends)
+      out << "  " << b.name << ": " << b.detail << "\n";
   }
 
   if (m.links.devices.empty()) return;

@@ -204,6 +204,13 @@ struct DistanceMatrix {
   std::vector<std::vector<std::uint64_t>> values;
 };
 
+// What opening one vendor library gave ("nvml: absent", "nvml: 8 devices from ...").
+struct AcceleratorBackendStatus {
+  std::string name;  // "nvml", "rocm-smi", "hlml"
+  bool present = false;
+  std::string detail;
+};
+
 struct HostModel {
   int schema_version = kHostModelSchemaVersion;
   std::string source;  // "live", "xml:PATH", "fsroot:DIR"
@@ -220,6 +227,7 @@ struct HostModel {
   std::vector<Nic> nics;
   std::vector<NvmeDevice> nvme;
   LinkMatrix links;
+  std::vector<AcceleratorBackendStatus> accelerator_backends;  // empty when none was consulted
 
   const NumaNode* numa_node(unsigned os_index) const;
   const Accelerator* accelerator(const std::string& id_or_bus_id) const;

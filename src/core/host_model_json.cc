@@ -52,6 +52,44 @@ json to_json(const PciDevice& d) {
   return j;
 }
 
+namespace {
+template <class T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+}  // namespace
+
+json to_json(const AcceleratorInventory& inv) {
+  json mig = json::array();
+  for (const auto& i : inv.mig_instances) {
+    mig.push_back({{"gpu_instance_id", i.gpu_instance_id},
+                   {"compute_instance_id", i.compute_instance_id},
+                   {"profile_id", i.profile_id},
+                   {"profile", i.profile_name},
+                   {"start", i.placement_start},
+                   {"size", i.placement_size},
+                   {"uuid", i.uuid},
+                   {"memory_bytes", i.memory_bytes}});
+  }
+  return {{"backend", inv.backend},
+          {"index", inv.index},
+          {"uuid", inv.uuid},
+          {"serial", inv.serial},
+          {"product_name", inv.product_name},
+          {"memory_total_bytes", inv.memory_total_bytes},
+          {"driver_version", inv.driver_version},
+          {"compute_capability", inv.compute_capability},
+          {"gfx_version", inv.gfx_version},
+          {"mig_enabled", opt(inv.mig_enabled)},
+          {"mig_pending", opt(inv.mig_pending)},
+          {"mig_instances", mig},
+          {"compute_partition", inv.compute_partition},
+          {"memory_partition", inv.memory_partition},
+          {"power_limit_watts", opt(inv.power_limit_watts)},
+          {"ecc_enabled", opt(inv.ecc_enabled)},
+          {"ecc_pending", opt(inv.ecc_pending)}};
+}
+
 json to_json(const HostModel& m) {
   json j;
   j["schema_version"] = m.schema_version;
@@ -120,6 +158,7 @@ json to_json(const HostModel& m) {
                     {"memory_numa_nodes", a.memory_numa_nodes},
                     {"closest_nics", a.closest_nics},
                     {"peer_links", peers},
+                    {"inventory", a.inventory ? to_json(*a.inventory) : json(nullptr)},
                     {"pci", to_json(a.pci)}});
   }
   j["accelerators"] = accs;
@@ -155,6 +194,11 @@ json to_json(const HostModel& m) {
     rows.push_back(row);
   }
   j["links"] = {{"devices", m.links.devices}, {"matrix", rows}};
+  json backends = json::array();
+  for (const auto& b : m.accelerator_backends) {
+    backends.push_back({{"name", b.name}, {"present", b.present}, {"detail", b.detail}});
+  }
+  j["accelerator_backends"] = backends;
   return j;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 
+#include "discover/accel/backends.h"
 #include "discover/hwloc_source.h"
 #include "discover/links.h"
 #include "discover/pci_ids.h"
@@ -28,6 +29,11 @@ Result<HostModel> discover_host(const DiscoverOptions& options) {
   detail::drop_gpu_memory_from_localities(model);
   model.links = compute_link_matrix(model);
   assign_closest_nics(model);
+  const bool live = options.topology_xml.empty() && options.fsroot.empty();
+  if (options.backends == BackendMode::on || (options.backends == BackendMode::automatic && live)) {
+    auto backends = make_all_backends();
+    model.accelerator_backends = merge_accelerators(model, backends);
+  }
   return model;
 }
 

@@ -9,11 +9,19 @@
 
 namespace polyaccel {
 
+// When the vendor libraries (NVML, ROCm SMI, HLML) are asked about accelerators.
+enum class BackendMode {
+  automatic,  // on the live host only: a captured machine is not this host's GPUs
+  on,         // always (a capture of this very host, or test builds of the libraries)
+  off,        // never
+};
+
 struct DiscoverOptions {
   std::string topology_xml;  // --topology FILE: an hwloc XML export
   std::string fsroot;        // --fsroot DIR: a tree made by hwloc-gather-topology
   // Where pci.ids is looked for, for device names; empty means the usual system paths.
   std::string pci_ids_path;
+  BackendMode backends = BackendMode::automatic;
 };
 
 // Never throws; a bad input is an Error naming the file and the reason.

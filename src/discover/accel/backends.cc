@@ -37,12 +37,12 @@ std::string join(const std::vector<std::string>& v) {
 }
 }  // namespace
 
-std::vector<BackendStatus> merge_accelerators(
+std::vector<AcceleratorBackendStatus> merge_accelerators(
     HostModel& model, std::vector<std::unique_ptr<AcceleratorBackend>>& backends) {
-  std::vector<BackendStatus> statuses;
+  std::vector<AcceleratorBackendStatus> statuses;
   bool changed = false;
   for (auto& backend : backends) {
-    BackendStatus st{backend->name(), false, {}};
+    AcceleratorBackendStatus st{backend->name(), false, {}};
     Status opened = backend->open();
     if (!opened) {
       st.detail = opened.error().code == ErrorCode::not_found

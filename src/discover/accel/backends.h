@@ -18,18 +18,10 @@ std::unique_ptr<AcceleratorBackend> make_hlml_backend();      // hlml.cc
 // Every backend, in a fixed order (NVIDIA, AMD, Gaudi). Listed here once (DESIGN.md).
 std::vector<std::unique_ptr<AcceleratorBackend>> make_all_backends();
 
-// What opening the backends gave: one line per backend for people ("nvml: absent", "nvml:
-// 8 devices from /usr/lib/.../libnvidia-ml.so.1, missing nvmlDeviceGetFoo").
-struct BackendStatus {
-  std::string name;
-  bool present = false;
-  std::string detail;
-};
-
 // Opens every backend, joins each device to the HostModel's accelerator by PCI address (a device
 // hwloc missed is added), fills inventory and NVLink/XGMI peers, and recomputes the link matrix
 // and closest NICs. Never fails: a broken backend is reported in the status and skipped.
-std::vector<BackendStatus> merge_accelerators(
+std::vector<AcceleratorBackendStatus> merge_accelerators(
     HostModel& model, std::vector<std::unique_ptr<AcceleratorBackend>>& backends);
 
 }  // namespace polyaccel
