@@ -18,8 +18,9 @@ using polyaccel::testing::topology_fixture;
 const std::string kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
 
 std::string env(const std::string& nvml, const std::string& rocm, const std::string& hlml) {
-  return "POLYACCEL_NVML_LIB='" + nvml + "' POLYACCEL_ROCM_SMI_LIB='" + rocm + "' POLYACCEL_HLML_LIB='" +
-         hlml + "' NVML_INJECT_SCENARIO='" + NVML_SCENARIO_DIR + "/hgx-8xh100.json' ";
+  return "POLYACCEL_NVML_LIB='" + nvml + "' POLYACCEL_ROCM_SMI_LIB='" + rocm +
+         "' POLYACCEL_HLML_LIB='" + hlml + "' NVML_INJECT_SCENARIO='" + NVML_SCENARIO_DIR +
+         "/hgx-8xh100.json' ";
 }
 
 nlohmann::json backend(const nlohmann::json& doc, const std::string& name) {
@@ -30,9 +31,10 @@ nlohmann::json backend(const nlohmann::json& doc, const std::string& name) {
 }
 
 TEST(AccelCli, InjectedNvmlFillsInventoryAndNvlinkOnTheXe8640) {
-  auto r = run_command(env(NVML_INJECT_LIB, "/nonexistent/librocm_smi64.so.1", "/nonexistent/libhlml.so") +
-                       polyaccel_binary() + " topo --json --accel-backends on --topology " +
-                       topology_fixture(kXe8640).string());
+  auto r = run_command(
+      env(NVML_INJECT_LIB, "/nonexistent/librocm_smi64.so.1", "/nonexistent/libhlml.so") +
+      polyaccel_binary() + " topo --json --accel-backends on --topology " +
+      topology_fixture(kXe8640).string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto doc = nlohmann::json::parse(r.output);
   EXPECT_EQ(backend(doc, "nvml")["present"], true);
@@ -71,9 +73,10 @@ TEST(AccelCli, ALibraryPathThatIsNotALibraryIsReportedAndTheRestRuns) {
   TempDir dir;
   auto fake = dir.path() / "libnvidia-ml.so.1";
   std::ofstream(fake) << "this is not an ELF file\n";
-  auto r = run_command(env(fake.string(), "/nonexistent/librocm_smi64.so.1", "/nonexistent/libhlml.so") +
-                       polyaccel_binary() + " topo --json --accel-backends on --topology " +
-                       topology_fixture(kXe8640).string());
+  auto r =
+      run_command(env(fake.string(), "/nonexistent/librocm_smi64.so.1", "/nonexistent/libhlml.so") +
+                  polyaccel_binary() + " topo --json --accel-backends on --topology " +
+                  topology_fixture(kXe8640).string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto doc = nlohmann::json::parse(r.output);
   auto nvml = backend(doc, "nvml");
@@ -84,8 +87,8 @@ TEST(AccelCli, ALibraryPathThatIsNotALibraryIsReportedAndTheRestRuns) {
 }
 
 TEST(AccelCli, CapturedMachinesDoNotAskTheLibrariesByDefault) {
-  auto r = run_command(env(NVML_INJECT_LIB, "/x", "/x") + polyaccel_binary() + " topo --json --topology " +
-                       topology_fixture(kXe8640).string());
+  auto r = run_command(env(NVML_INJECT_LIB, "/x", "/x") + polyaccel_binary() +
+                       " topo --json --topology " + topology_fixture(kXe8640).string());
   ASSERT_EQ(r.exit_code, 0);
   auto doc = nlohmann::json::parse(r.output);
   EXPECT_TRUE(doc["accelerator_backends"].empty());
