@@ -88,6 +88,9 @@ class AcceleratorBackend {
     std::string pci_bus_id;
     AcceleratorInventory inventory;
     std::vector<PeerLink> peer_links;
+    // Logical devices the library shows on this PCI function (an MI300X in CPX mode shows 8);
+    // 0 when the library does not say.
+    unsigned partitions = 0;
   };
   virtual Result<std::vector<Device>> devices() = 0;
 

@@ -78,6 +78,7 @@ std::vector<AcceleratorBackendStatus> merge_accelerators(
       }
       if (!dev.inventory.product_name.empty()) it->name = dev.inventory.product_name;
       it->inventory = std::move(dev.inventory);
+      if (dev.partitions > 0) it->partitions = dev.partitions;
       for (const auto& p : dev.peer_links) {
         auto same = std::find_if(it->peer_links.begin(), it->peer_links.end(),
                                  [&](const PeerLink& q) { return q.peer == p.peer; });

@@ -404,6 +404,8 @@ Result<std::vector<AcceleratorBackend::Device>> RocmSmiBackend::devices() {
     d.pci_bus_id = gpu.bus_id;
     d.inventory = inventory(gpu);
     d.peer_links = xgmi_peers(gpu);
+    d.partitions =
+        static_cast<unsigned>(std::count(index_bus_ids_.begin(), index_bus_ids_.end(), gpu.bus_id));
     out.push_back(std::move(d));
   }
   return out;

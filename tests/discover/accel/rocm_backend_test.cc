@@ -456,6 +456,8 @@ TEST(RocmBackend, PartitionsOfOneGpuAreOneDevice) {
   EXPECT_EQ((*devices)[0].inventory.index, 0u);
   EXPECT_EQ((*devices)[0].inventory.compute_partition, "CPX");
   EXPECT_EQ((*devices)[0].inventory.memory_partition, "NPS4");
+  EXPECT_EQ((*devices)[0].partitions, 4u);
+  EXPECT_EQ((*devices)[1].partitions, 1u);
   EXPECT_EQ((*devices)[1].pci_bus_id, "0000:26:00.0");
   EXPECT_EQ((*devices)[1].inventory.index, 4u);
 }
