@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "core/byte_size.h"
 #include "core/host_model_json.h"
+#include "core/strings.h"
 
 namespace polyaccel::cli {
 
@@ -17,13 +18,6 @@ int fail(const Error& error) {
 }
 
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep = ",") {
-  std::string out;
-  for (const auto& s : v)
-    out += (out.empty() ? "" : sep) + s;
-  return out;
-}
 
 std::string node_list(const std::vector<unsigned>& nodes) {
   if (nodes.empty()) return "N/A";
@@ -111,7 +105,7 @@ void print_topology(const HostModel& m, std::ostream& out) {
           << std::setw(12) << to_string(a.vendor) << a.name;
       if (a.partitions > 1) out << " (" << a.partitions << " partitions)";
       out << "  NUMA " << node_list(a.pci.numa_nodes) << "  PCIe " << pcie_text(a.pci.link);
-      if (!a.closest_nics.empty()) out << "  nearest NIC " << join(a.closest_nics);
+      if (!a.closest_nics.empty()) out << "  nearest NIC " << join(a.closest_nics, ",");
       out << "\n";
       if (a.inventory) print_inventory(*a.inventory, out);
     }
@@ -122,9 +116,9 @@ void print_topology(const HostModel& m, std::ostream& out) {
       std::vector<std::string> devs = n.netdevs;
       devs.insert(devs.end(), n.rdma_devices.begin(), n.rdma_devices.end());
       out << "  " << std::setw(6) << n.id << std::setw(14) << n.pci.address.to_string()
-          << std::setw(12) << (n.fabric.empty() ? "-" : n.fabric) << n.name << "  [" << join(devs)
-          << "]  NUMA " << node_list(n.pci.numa_nodes) << "  PCIe " << pcie_text(n.pci.link)
-          << "\n";
+          << std::setw(12) << (n.fabric.empty() ? "-" : n.fabric) << n.name << "  ["
+          << join(devs, ",") << "]  NUMA " << node_list(n.pci.numa_nodes) << "  PCIe "
+          << pcie_text(n.pci.link) << "\n";
     }
   }
 

@@ -379,11 +379,8 @@ struct Builder {
       p = p->parent;
     }
     std::reverse(bridges.begin(), bridges.end());
-    if (!bridges.empty() && d.host_bridge >= 0) {
-      d.root_port = address_of(bridges.front()->attr->bridge.upstream.pci);
-      bridges.erase(bridges.begin());
-    } else if (!bridges.empty()) {
-      // No host bridge above (hwloc always adds one; be safe): the top bridge acts as root port.
+    // The top bridge is the root port (also when hwloc gave no host bridge above it).
+    if (!bridges.empty()) {
       d.root_port = address_of(bridges.front()->attr->bridge.upstream.pci);
       bridges.erase(bridges.begin());
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/strings.h"
 #include "discover/links.h"
 
 namespace polyaccel {
@@ -28,15 +29,6 @@ std::vector<std::unique_ptr<AcceleratorBackend>> make_all_backends() {
   return all;
 }
 
-namespace {
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v)
-    out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-}  // namespace
-
 std::vector<AcceleratorBackendStatus> merge_accelerators(
     HostModel& model, std::vector<std::unique_ptr<AcceleratorBackend>>& backends) {
   std::vector<AcceleratorBackendStatus> statuses;
@@ -60,7 +52,7 @@ std::vector<AcceleratorBackendStatus> merge_accelerators(
     st.present = true;
     st.detail = std::to_string(devices->size()) + " devices from " + backend->library().path;
     if (!backend->library().missing_symbols.empty()) {
-      st.detail += ", missing " + join(backend->library().missing_symbols);
+      st.detail += ", missing " + join(backend->library().missing_symbols, ", ");
     }
     for (auto& dev : *devices) {
       auto addr = PciAddress::parse(dev.pci_bus_id);
