@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   add_globals(topo);
   auto* report = app.add_subcommand("report", "everything polyaccel knows about this host");
   add_globals(report);
+  MigOptions mig_options;
+  auto* mig = add_mig_command(app, mig_options, add_globals);
 
   try {
     app.parse(argc, argv);
@@ -40,5 +42,6 @@ int main(int argc, char** argv) {
   }
   if (*topo) return run_topo(g, std::cout);
   if (*report) return run_report(g, std::cout);
+  if (*mig) return run_mig(g, mig_options, std::cout);
   return kExitError;
 }

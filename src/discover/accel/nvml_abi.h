@@ -227,4 +227,110 @@ static_assert(sizeof(nvmlEventData_t) == 32);
 static_assert(offsetof(nvmlEventData_t, eventData) == 16);
 static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24);
 
+
+// ---- MIG partitioning (used by nvml_mig.cc) ----------------------------------------------------
+// Kept in one block of its own: GPU and compute instance control, profiles and placements.
+
+struct nvmlComputeInstance_st;
+using nvmlComputeInstance_t = nvmlComputeInstance_st*;
+
+inline constexpr nvmlReturn_t NVML_ERROR_IN_USE = 19;
+inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_RESOURCES = 23;
+
+// nvmlGpuInstanceProfile enums (nvmlDeviceGetGpuInstanceProfileInfo's `profile`): 0..16 in
+// current headers (1/2/3/4/7/8/6 slices, REV1 = +me, REV2 = 1 slice with 2 memory slices, then
+// Blackwell's GFX/NO_ME/ALL_ME variants).
+inline constexpr unsigned NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 = 7;
+inline constexpr unsigned NVML_GPU_INSTANCE_PROFILE_COUNT = 17;
+// nvmlComputeInstanceProfile enums by compute slices, and the shared engine profile.
+inline constexpr unsigned NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE = 0;
+inline constexpr unsigned NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE = 1;
+inline constexpr unsigned NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE = 2;
+inline constexpr unsigned NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE = 3;
+inline constexpr unsigned NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE = 4;
+inline constexpr unsigned NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE = 5;
+inline constexpr unsigned NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE = 6;
+inline constexpr unsigned NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0;
+// GPU instances per GPU at most (nvml.h's buffer size for nvmlDeviceGetGpuInstances).
+inline constexpr unsigned NVML_MAX_GPU_INSTANCES = 8;
+
+struct nvmlGpuInstanceProfileInfo_t {
+  unsigned int id;  // the profile id CreateGpuInstance takes (nvidia-smi's ID column)
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;  // compute slices
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+};
+
+struct nvmlComputeInstanceProfileInfo_t {
+  unsigned int id;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+};
+
+struct nvmlComputeInstancePlacement_t {
+  unsigned int start;
+  unsigned int size;
+};
+
+struct nvmlComputeInstanceInfo_t {
+  nvmlDevice_t device;
+  nvmlGpuInstance_t gpuInstance;
+  unsigned int id;
+  unsigned int profileId;
+  nvmlComputeInstancePlacement_t placement;
+};
+
+// nvmlProcessInfo_v2_t, as nvmlDeviceGetComputeRunningProcesses_v3 fills it.
+struct nvmlProcessInfo_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+
+namespace fn {
+using nvmlDeviceSetMigMode = nvmlReturn_t(nvmlDevice_t, unsigned int, nvmlReturn_t*);
+using nvmlDeviceGetGpuInstanceProfileInfo = nvmlReturn_t(nvmlDevice_t, unsigned int,
+                                                         nvmlGpuInstanceProfileInfo_t*);
+using nvmlDeviceGetGpuInstancePossiblePlacements_v2 = nvmlReturn_t(nvmlDevice_t, unsigned int,
+                                                                   nvmlGpuInstancePlacement_t*,
+                                                                   unsigned int*);
+using nvmlDeviceCreateGpuInstanceWithPlacement = nvmlReturn_t(nvmlDevice_t, unsigned int,
+                                                              const nvmlGpuInstancePlacement_t*,
+                                                              nvmlGpuInstance_t*);
+using nvmlDeviceGetGpuInstances = nvmlReturn_t(nvmlDevice_t, unsigned int, nvmlGpuInstance_t*,
+                                               unsigned int*);
+using nvmlGpuInstanceDestroy = nvmlReturn_t(nvmlGpuInstance_t);
+using nvmlGpuInstanceGetComputeInstanceProfileInfo = nvmlReturn_t(
+    nvmlGpuInstance_t, unsigned int, unsigned int, nvmlComputeInstanceProfileInfo_t*);
+using nvmlGpuInstanceCreateComputeInstance = nvmlReturn_t(nvmlGpuInstance_t, unsigned int,
+                                                          nvmlComputeInstance_t*);
+using nvmlGpuInstanceGetComputeInstances = nvmlReturn_t(nvmlGpuInstance_t, unsigned int,
+                                                        nvmlComputeInstance_t*, unsigned int*);
+using nvmlComputeInstanceDestroy = nvmlReturn_t(nvmlComputeInstance_t);
+using nvmlComputeInstanceGetInfo_v2 = nvmlReturn_t(nvmlComputeInstance_t,
+                                                   nvmlComputeInstanceInfo_t*);
+using nvmlDeviceGetComputeRunningProcesses_v3 = nvmlReturn_t(nvmlDevice_t, unsigned int*,
+                                                             nvmlProcessInfo_t*);
+}  // namespace fn
+
+static_assert(sizeof(nvmlGpuInstanceProfileInfo_t) == 48);
+static_assert(offsetof(nvmlGpuInstanceProfileInfo_t, memorySizeMB) == 40);
+static_assert(sizeof(nvmlComputeInstanceProfileInfo_t) == 36);
+static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32);
+static_assert(sizeof(nvmlProcessInfo_t) == 24);
+
 }  // namespace polyaccel::nvml

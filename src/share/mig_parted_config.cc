@@ -1,0 +1,176 @@
+#include "share/mig_parted_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/file_io.h"
+#include "core/strings.h"
+
+namespace polyaccel {
+
+namespace {
+
+std::string where(const std::string& source, const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  return m.is_null() ? source : source + ":" + std::to_string(m.line + 1);
+}
+
+Result<std::uint32_t> parse_pci_id(const std::string& text, const std::string& at) {
+  std::string s = text;
+  if (s.rfind("0x", 0) == 0 || s.rfind("0X", 0) == 0) s = s.substr(2);
+  if (s.size() != 8 || !std::all_of(s.begin(), s.end(), ::isxdigit)) {
+    return bad_input(at, "device-filter " + text + " is not a PCI id 0x<device><vendor>",
+                     "e.g. 0x20B010DE");
+  }
+  return static_cast<std::uint32_t>(std::stoul(s, nullptr, 16));
+}
+
+Result<MigPartedEntry> parse_entry(const YAML::Node& node, const std::string& source) {
+  std::string at = where(source, node);
+  if (!node.IsMap()) return bad_input(at, "a mig-configs entry must be a mapping");
+  static const std::set<std::string> kKeys = {"devices", "mig-enabled", "mig-devices",
+                                              "device-filter"};
+  for (const auto& kv : node) {
+    auto key = kv.first.as<std::string>();
+    if (!kKeys.count(key)) {
+      return bad_input(where(source, kv.first), "unknown key '" + key + "'",
+                       "mig-parted v1 entries have devices, mig-enabled, mig-devices, "
+                       "device-filter");
+    }
+  }
+  MigPartedEntry e;
+  const YAML::Node devices = node["devices"];
+  if (!devices) return bad_input(at, "devices is required (all or a list of GPU indices)");
+  if (devices.IsScalar() && devices.as<std::string>() == "all") {
+    e.all_devices = true;
+  } else if (devices.IsSequence()) {
+    for (const auto& d : devices)
+      e.devices.push_back(d.as<unsigned>());
+  } else {
+    return bad_input(where(source, devices), "devices must be 'all' or a list of GPU indices");
+  }
+  const YAML::Node enabled = node["mig-enabled"];
+  if (!enabled) return bad_input(at, "mig-enabled is required");
+  e.mig_enabled = enabled.as<bool>();
+  const YAML::Node mig_devices = node["mig-devices"];
+  if (e.mig_enabled && !mig_devices) {
+    return bad_input(at, "mig-devices is required when mig-enabled is true");
+  }
+  if (mig_devices && !mig_devices.IsNull()) {
+    if (!mig_devices.IsMap()) return bad_input(where(source, mig_devices), "mig-devices must map "
+                                                                         "profile to count");
+    for (const auto& kv : mig_devices) {
+      int count = kv.second.as<int>();
+      if (count < 0) return bad_input(where(source, kv.second), "a negative count");
+      if (count > 0) e.mig_devices.emplace_back(kv.first.as<std::string>(), count);
+    }
+  }
+  if (!e.mig_enabled && !e.mig_devices.empty()) {
+    return bad_input(at, "mig-devices must be empty when mig-enabled is false");
+  }
+  if (const YAML::Node filter = node["device-filter"]) {
+    std::vector<std::string> ids;
+    if (filter.IsSequence()) {
+      for (const auto& f : filter)
+        ids.push_back(f.as<std::string>());
+    } else {
+      ids.push_back(filter.as<std::string>());
+    }
+    for (const auto& id : ids) {
+      auto v = parse_pci_id(id, where(source, filter));
+      if (!v) return v.error();
+      e.device_filter.push_back(*v);
+    }
+  }
+  return e;
+}
+
+Result<MigPartedConfig> parse_document(const YAML::Node& doc, const std::string& source) {
+  if (!doc.IsMap()) return bad_input(source, "not a mig-parted config (a YAML mapping)");
+  for (const auto& kv : doc) {
+    auto key = kv.first.as<std::string>();
+    if (key != "version" && key != "mig-configs") {
+      return bad_input(where(source, kv.first), "unknown key '" + key + "'",
+                       "a mig-parted config has version and mig-configs");
+    }
+  }
+  if (!doc["version"] || doc["version"].as<std::string>() != "v1") {
+    return bad_input(source, "version must be v1 (mig-parted's config format)");
+  }
+  const YAML::Node configs = doc["mig-configs"];
+  if (!configs || !configs.IsMap()) {
+    return bad_input(source, "mig-configs is missing or not a mapping");
+  }
+  MigPartedConfig out;
+  out.source = source;
+  for (const auto& kv : configs) {
+    auto name = kv.first.as<std::string>();
+    if (!kv.second.IsSequence()) {
+      return bad_input(where(source, kv.second), "config " + name + " must be a list of entries");
+    }
+    std::vector<MigPartedEntry> entries;
+    for (const auto& e : kv.second) {
+      auto entry = parse_entry(e, source);
+      if (!entry) return entry.error();
+      entries.push_back(std::move(*entry));
+    }
+    out.configs.emplace(name, std::move(entries));
+  }
+  return out;
+}
+
+bool applies(const MigPartedEntry& e, const MigPartedGpu& gpu) {
+  if (!e.device_filter.empty() &&
+      std::find(e.device_filter.begin(), e.device_filter.end(), gpu.pci_id) ==
+          e.device_filter.end()) {
+    return false;
+  }
+  return e.all_devices ||
+         std::find(e.devices.begin(), e.devices.end(), gpu.index) != e.devices.end();
+}
+
+}  // namespace
+
+Result<MigPartedConfig> parse_mig_parted_config(const std::string& text,
+                                                const std::string& source) {
+  try {
+    return parse_document(YAML::Load(text), source);
+  } catch (const YAML::Exception& e) {
+    return bad_input(e.mark.is_null() ? source : source + ":" + std::to_string(e.mark.line + 1),
+                     e.msg);
+  }
+}
+
+Result<MigPartedConfig> read_mig_parted_config(const std::filesystem::path& path) {
+  auto text = read_text_file(path);
+  if (!text) return bad_input(path.string(), "cannot be read");
+  return parse_mig_parted_config(*text, path.string());
+}
+
+Result<std::vector<std::optional<MigGpuTarget>>> select_mig_parted_config(
+    const MigPartedConfig& config, const std::string& name, const std::vector<MigPartedGpu>& gpus) {
+  auto it = config.configs.find(name);
+  if (it == config.configs.end()) {
+    std::vector<std::string> names;
+    for (const auto& c : config.configs)
+      names.push_back(c.first);
+    return bad_input(name, "no such config in " + config.source,
+                     "configs: " + join(names, ", "));
+  }
+  std::vector<std::optional<MigGpuTarget>> out;
+  for (const auto& gpu : gpus) {
+    std::optional<MigGpuTarget> target;
+    for (const auto& e : it->second) {
+      if (applies(e, gpu)) {
+        target = MigGpuTarget{e.mig_enabled, e.mig_devices};
+        break;
+      }
+    }
+    out.push_back(std::move(target));
+  }
+  return out;
+}
+
+}  // namespace polyaccel
