@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/mig.h"
 #include "core/strings.h"
@@ -199,7 +200,7 @@ Result<MigHost> open_mig_host(const MigOptions& options) {
     const MigGeometry* geo = geometry_for(g);
     for (auto& inst : g.instances) {
       const MigProfile* p = geo ? geo->profile_by_id(inst.profile_id) : nullptr;
-      if (inst.profile.empty() && p) inst.profile = p->name;
+      if (p) inst.profile = p->name;  // the table's name, else the library's
     }
     host.inputs.push_back({g.index, geo, g.mig_enabled, g.pci_id, g.instances});
   }
@@ -326,8 +327,20 @@ CLI::App* add_mig_command(CLI::App& app, MigOptions& o,
   for (auto* c : {plan_cmd, apply_cmd}) {
     c->add_option("-f,--file", o.file, "a mig-parted config file")->type_name("FILE");
     c->add_option("-c,--config", o.config, "the config of the file to use")->type_name("NAME");
-    c->add_option("-i,--gpu-index", o.gpu_indices, "only these GPUs of this host")
-        ->delimiter(',')
+    c->add_option_function<std::string>(
+         "-i,--gpu-index",
+         [&o](const std::string& list) {
+           o.gpu_indices.clear();
+           std::stringstream in(list);
+           for (std::string item; std::getline(in, item, ',');) {
+             if (item.empty() || item.size() > 3 ||
+                 !std::all_of(item.begin(), item.end(), ::isdigit)) {
+               throw CLI::ValidationError("--gpu-index", list + ": expected N[,N...]");
+             }
+             o.gpu_indices.push_back(static_cast<unsigned>(std::stoul(item)));
+           }
+         },
+         "only these GPUs of this host")
         ->type_name("N,...");
     c->add_flag("--force", o.force, "destroy busy instances (processes on them) if needed");
     c->add_option("request", o.request, "PROFILE=COUNT ... over the GPUs")->type_name("PROFILE=N");

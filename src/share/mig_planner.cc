@@ -94,11 +94,13 @@ const LayoutIndex& layouts(const MigGeometry& g) {
 struct Cost {
   unsigned busy_destroyed = 0;  // only with force
   unsigned changes = 0;         // destroyed + created
+  unsigned mode_changes = 0;    // GPUs whose MIG mode must be turned on (a reset, often)
   unsigned gpus_used = 0;
-  auto key() const { return std::tie(busy_destroyed, changes, gpus_used); }
+  auto key() const { return std::tie(busy_destroyed, changes, mode_changes, gpus_used); }
   bool operator<(const Cost& o) const { return key() < o.key(); }
   Cost operator+(const Cost& o) const {
-    return {busy_destroyed + o.busy_destroyed, changes + o.changes, gpus_used + o.gpus_used};
+    return {busy_destroyed + o.busy_destroyed, changes + o.changes,
+            mode_changes + o.mode_changes, gpus_used + o.gpus_used};
   }
 };
 
@@ -146,6 +148,7 @@ GpuChoice choose_layout(const MigGpuInput& gpu, const std::vector<Layout>& candi
     option.cost.busy_destroyed = force ? static_cast<unsigned>(lost.size()) : 0;
     option.cost.changes = static_cast<unsigned>(gpu.current.size() - kept + layout.size() - kept);
     option.cost.gpus_used = layout.empty() ? 0 : 1;
+    option.cost.mode_changes = layout.empty() || gpu.mig_enabled ? 0 : 1;
     // Prefer feasible, then cheaper; among equals the first (enumeration order) wins.
     bool better = !best.layout || (option.feasible && !best.feasible) ||
                   (option.feasible == best.feasible && option.cost < best.cost) ||
@@ -290,6 +293,15 @@ std::vector<Candidate> gpu_candidates(const MigGpuInput& gpu, const std::vector<
     if (!within) continue;
     out.push_back({share, choose_layout(gpu, layouts_with_counts, force)});
   }
+  // Among plans of equal cost the first GPUs take the most: try their biggest shares first.
+  auto total = [](const Candidate& c) {
+    unsigned n = 0;
+    for (unsigned k : c.share)
+      n += k;
+    return n;
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const Candidate& a, const Candidate& b) { return total(a) > total(b); });
   return out;
 }
 

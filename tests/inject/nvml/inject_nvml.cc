@@ -298,6 +298,9 @@ void queue_events(State& s, nvmlEventSet_st& set, int gpu, unsigned long long ma
   }
 }
 
+// Reads the scenario's MIG keys (inject_nvml_mig.inc). Caller holds mu.
+void load_mig(State& s);
+
 }  // namespace
 
 // Checks each exported function against the ABI's declaration of it.
@@ -315,6 +318,7 @@ INJECT_EXPORT nvmlReturn_t nvmlInit_v2() {
     }
     if (s.init_error != NVML_SUCCESS) return s.init_error;
     s.step = 0;
+    load_mig(s);
   }
   ++s.init_count;
   return NVML_SUCCESS;
@@ -900,3 +904,6 @@ INJECT_EXPORT void polyaccel_inject_set_step(unsigned step) {
   }
   s.events_cv.notify_all();
 }
+
+// ---- MIG partitioning: profiles, placements, instance control (its own file) -------------------
+#include "inject_nvml_mig.inc"  // NOLINT(build/include): shares this file's scenario state
