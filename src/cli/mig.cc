@@ -137,12 +137,7 @@ int plan(const GlobalOptions& global, const MigOptions& options, std::ostream& o
   }
   auto result = plan_for(options, inputs);
   if (!result) return fail(result.error());
-  if (global.json) {
-    out << plan_json(*result).dump(2) << "\n";
-  } else {
-    print_plan(*result, out);
-  }
-  return result->fit ? kExitOk : kExitFindings;
+  return report_plan(*result, global.json, out);
 }
 
 int partition(const GlobalOptions& global, const MigOptions& options, std::ostream& out) {
@@ -177,6 +172,17 @@ int partition(const GlobalOptions& global, const MigOptions& options, std::ostre
 }
 
 }  // namespace
+
+int report_plan(const MigPlan& plan, bool json, std::ostream& out) {
+  if (json) {
+    out << plan_json(plan).dump(2) << "\n";
+  } else {
+    print_plan(plan, out);
+  }
+  if (plan.fit) return kExitOk;
+  if (plan.exceeds_hardware) return fail(bad_input("request", plan.reason));
+  return kExitFindings;
+}
 
 Result<MigHost> open_mig_host(const MigOptions& options) {
   auto control = open_nvml_mig_control();
@@ -267,6 +273,7 @@ nlohmann::json plan_json(const MigPlan& plan) {
   nlohmann::json doc = {{"schema_version", kMigSchemaVersion},
                         {"fit", plan.fit},
                         {"reason", plan.reason},
+                        {"exceeds_hardware", plan.exceeds_hardware},
                         {"changes", plan.changes()}};
   doc["gpus"] = nlohmann::json::array();
   for (const auto& g : plan.gpus) {

@@ -27,6 +27,8 @@ Result<MigPlan> plan_for(const MigOptions& options, const std::vector<MigGpuInpu
 nlohmann::json plan_json(const MigPlan& plan);
 nlohmann::json instance_json(const MigPlacedInstance& instance);
 void print_plan(const MigPlan& plan, std::ostream& out);
+// Prints the plan; the exit code: 0 fit, 1 no fit, 2 (with a line on stderr) beyond the hardware.
+int report_plan(const MigPlan& plan, bool json, std::ostream& out);
 
 int run_mig_apply(const GlobalOptions& global, const MigOptions& options, std::ostream& out);
 

@@ -128,14 +128,7 @@ int run_mig_apply(const GlobalOptions& global, const MigOptions& options, std::o
   if (!host) return fail(host.error());
   auto plan = plan_for(options, host->inputs);
   if (!plan) return fail(plan.error());
-  if (!plan->fit) {
-    if (global.json) {
-      out << plan_json(*plan).dump(2) << "\n";
-    } else {
-      print_plan(*plan, out);
-    }
-    return kExitFindings;
-  }
+  if (!plan->fit) return report_plan(*plan, global.json, out);
   std::vector<GpuReport> reports;
   std::optional<Error> error;
   for (const auto& g : plan->gpus) {

@@ -412,7 +412,7 @@ Result<MigPlan> plan_mig_spread(const std::vector<MigGpuInput>& gpus, const MigR
     }
   }
   if (std::string why = capacity_reason(gpus, *request); !why.empty()) {
-    return MigPlan{false, why, {}};
+    return MigPlan{false, why, true, {}};
   }
   auto plan = spread(gpus, *request, force);
   if (!plan || plan->fit) return plan;
@@ -426,7 +426,9 @@ Result<MigPlan> plan_mig_spread(const std::vector<MigGpuInput>& gpus, const MigR
           if (!d.pids.empty()) busy.push_back("GPU " + std::to_string(g.index) + ": " + describe(d));
         }
       }
-      return MigPlan{false, join(busy, "; ") + "; the layout needs its place (--force destroys it)",
+      return MigPlan{false,
+                     join(busy, "; ") + "; the layout needs its place (--force destroys it)",
+                     false,
                      {}};
     }
   }
@@ -434,6 +436,7 @@ Result<MigPlan> plan_mig_spread(const std::vector<MigGpuInput>& gpus, const MigR
   return MigPlan{false,
                  "no arrangement of the profiles' valid placements (start, size) holds these "
                  "instances on " + where,
+                 false,
                  {}};
 }
 
@@ -444,6 +447,7 @@ Result<MigPlan> plan_mig_per_gpu(const std::vector<MigGpuInput>& gpus,
   MigPlan plan;
   plan.fit = true;
   std::vector<std::string> reasons;
+  bool exceeds = false;
   for (size_t i = 0; i < gpus.size(); ++i) {
     const MigGpuInput& gpu = gpus[i];
     const MigGeometry& g = *gpu.geometry;
@@ -464,6 +468,7 @@ Result<MigPlan> plan_mig_per_gpu(const std::vector<MigGpuInput>& gpus,
     auto it = layouts(g).by_counts.find(counts);
     if (it == layouts(g).by_counts.end()) {
       std::string why = capacity_reason({gpu}, *request);
+      exceeds = exceeds || !why.empty();
       reasons.push_back(label + ": " +
                         (why.empty() ? "no arrangement of the profiles' valid placements (start, "
                                        "size) holds these instances"
@@ -481,7 +486,7 @@ Result<MigPlan> plan_mig_per_gpu(const std::vector<MigGpuInput>& gpus,
     }
     plan.gpus.push_back(make_gpu_plan(gpu, *choice.layout, targets[i].mig_enabled));
   }
-  if (!reasons.empty()) return MigPlan{false, join(reasons, "; "), {}};
+  if (!reasons.empty()) return MigPlan{false, join(reasons, "; "), exceeds, {}};
   return plan;
 }
 

@@ -59,6 +59,9 @@ struct MigGpuPlan {
 struct MigPlan {
   bool fit = false;
   std::string reason;  // why not, when !fit
+  // The request asks for more than these GPUs can ever hold (a profile's count, slices or
+  // instances), whatever exists on them: bad input rather than a layout that does not fit.
+  bool exceeds_hardware = false;
   std::vector<MigGpuPlan> gpus;
   unsigned changes() const;  // instances destroyed + created
 };
