@@ -33,13 +33,13 @@ int run_report(const GlobalOptions& options, std::ostream& out);
 
 // `polyaccel mig show|plan|apply|partition` (mig.cc, mig_apply.cc).
 struct MigOptions {
-  std::string action;                 // show, plan, apply, partition
-  std::string model;                  // --model: plan for GPUs that are not on this host
-  unsigned gpus = 1;                  // --gpus N with --model
-  std::vector<unsigned> gpu_indices;  // -i/--gpu-index on this host
-  std::string file, config;           // -f FILE -c CONFIG: a mig-parted config
-  std::vector<std::string> request;   // PROFILE=COUNT ...
-  bool force = false;                 // destroy busy instances
+  std::string action;                    // show, plan, apply, partition
+  std::string model;                     // --model: plan for GPUs that are not on this host
+  unsigned gpus = 1;                     // --gpus N with --model
+  std::vector<unsigned> gpu_indices;     // -i/--gpu-index on this host
+  std::string file, config;              // -f FILE -c CONFIG: a mig-parted config
+  std::vector<std::string> request;      // PROFILE=COUNT ...
+  bool force = false;                    // destroy busy instances
   std::string amd_gpu, compute, memory;  // partition: --gpu BDF --compute CPX --memory NPS4
 };
 // Adds `mig` and its subcommands to `app`, each given the global options by `add_globals`.

@@ -23,8 +23,9 @@ Result<MigRequest> parse_request(const std::vector<std::string>& args) {
     auto eq = a.find('=');
     std::string name = a.substr(0, eq);
     std::string count = eq == std::string::npos ? "" : a.substr(eq + 1);
-    bool digits = !count.empty() && count.size() < 4 &&
-                  std::all_of(count.begin(), count.end(), [](char c) { return c >= '0' && c <= '9'; });
+    bool digits =
+        !count.empty() && count.size() < 4 &&
+        std::all_of(count.begin(), count.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (name.empty() || !digits || std::stoul(count) == 0) {
       return bad_input(a, "expected PROFILE=COUNT with a positive count", "e.g. 1g.18gb=6");
     }
@@ -60,9 +61,12 @@ int show(const GlobalOptions& global, std::ostream& out) {
     for (size_t i = 0; i < host->gpus.size(); ++i) {
       const MigGpu& g = host->gpus[i];
       const MigGeometry* geo = host->inputs[i].geometry;
-      nlohmann::json j = {{"index", g.index},           {"pci_bus_id", g.pci_bus_id},
-                          {"name", g.name},             {"model", geo ? geo->model : ""},
-                          {"mig_enabled", g.mig_enabled}, {"mig_pending", g.mig_pending}};
+      nlohmann::json j = {{"index", g.index},
+                          {"pci_bus_id", g.pci_bus_id},
+                          {"name", g.name},
+                          {"model", geo ? geo->model : ""},
+                          {"mig_enabled", g.mig_enabled},
+                          {"mig_pending", g.mig_pending}};
       j["instances"] = nlohmann::json::array();
       for (const auto& inst : g.instances)
         j["instances"].push_back(instance_json(inst));
@@ -107,8 +111,8 @@ int show(const GlobalOptions& global, std::ostream& out) {
   for (const auto& a : doc["amd"]) {
     out << "AMD " << a["pci_bus_id"].get<std::string>() << "  "
         << a["compute_partition"].get<std::string>() << "/"
-        << a["memory_partition"].get<std::string>() << "  (compute: "
-        << join(a["available_compute"].get<std::vector<std::string>>(), ",")
+        << a["memory_partition"].get<std::string>()
+        << "  (compute: " << join(a["available_compute"].get<std::vector<std::string>>(), ",")
         << "; memory: " << join(a["available_memory"].get<std::vector<std::string>>(), ",")
         << ")\n";
   }
@@ -142,7 +146,8 @@ int plan(const GlobalOptions& global, const MigOptions& options, std::ostream& o
 
 int partition(const GlobalOptions& global, const MigOptions& options, std::ostream& out) {
   std::string root = filesystem_root(global.discover);
-  if (root.empty()) return fail(bad_input("--topology", "AMD partitions need a sysfs root: --fsroot"));
+  if (root.empty())
+    return fail(bad_input("--topology", "AMD partitions need a sysfs root: --fsroot"));
   std::filesystem::path sysfs = std::filesystem::path(root) / "sys";
   if (options.compute.empty() && options.memory.empty()) return show(global, out);
   std::string gpu = options.amd_gpu;
@@ -165,8 +170,7 @@ int partition(const GlobalOptions& global, const MigOptions& options, std::ostre
                .dump(2)
         << "\n";
   } else {
-    out << "AMD " << after->pci_bus_id << " now " << after->compute << "/" << after->memory
-        << "\n";
+    out << "AMD " << after->pci_bus_id << " now " << after->compute << "/" << after->memory << "\n";
   }
   return kExitOk;
 }
@@ -254,7 +258,8 @@ Result<MigPlan> plan_for(const MigOptions& options, const std::vector<MigGpuInpu
   auto request = parse_request(options.request);
   if (!request) return request.error();
   if (request->empty()) {
-    return bad_input("mig plan", "nothing requested", "give PROFILE=COUNT ... or -f FILE -c CONFIG");
+    return bad_input("mig plan", "nothing requested",
+                     "give PROFILE=COUNT ... or -f FILE -c CONFIG");
   }
   return plan_mig_spread(inputs, *request, options.force);
 }

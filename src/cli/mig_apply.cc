@@ -146,8 +146,9 @@ int run_mig_apply(const GlobalOptions& global, const MigOptions& options, std::o
       }
       for (auto& i : r.instances) {
         for (const auto& in : host->inputs) {
-          const MigProfile* p =
-              in.index == r.index && in.geometry ? in.geometry->profile_by_id(i.profile_id) : nullptr;
+          const MigProfile* p = in.index == r.index && in.geometry
+                                    ? in.geometry->profile_by_id(i.profile_id)
+                                    : nullptr;
           if (p && i.profile.empty()) i.profile = p->name;
         }
       }

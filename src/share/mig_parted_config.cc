@@ -59,8 +59,10 @@ Result<MigPartedEntry> parse_entry(const YAML::Node& node, const std::string& so
     return bad_input(at, "mig-devices is required when mig-enabled is true");
   }
   if (mig_devices && !mig_devices.IsNull()) {
-    if (!mig_devices.IsMap()) return bad_input(where(source, mig_devices), "mig-devices must map "
-                                                                         "profile to count");
+    if (!mig_devices.IsMap())
+      return bad_input(where(source, mig_devices),
+                       "mig-devices must map "
+                       "profile to count");
     for (const auto& kv : mig_devices) {
       int count = kv.second.as<int>();
       if (count < 0) return bad_input(where(source, kv.second), "a negative count");
@@ -122,9 +124,8 @@ Result<MigPartedConfig> parse_document(const YAML::Node& doc, const std::string&
 }
 
 bool applies(const MigPartedEntry& e, const MigPartedGpu& gpu) {
-  if (!e.device_filter.empty() &&
-      std::find(e.device_filter.begin(), e.device_filter.end(), gpu.pci_id) ==
-          e.device_filter.end()) {
+  if (!e.device_filter.empty() && std::find(e.device_filter.begin(), e.device_filter.end(),
+                                            gpu.pci_id) == e.device_filter.end()) {
     return false;
   }
   return e.all_devices ||
@@ -156,8 +157,7 @@ Result<std::vector<std::optional<MigGpuTarget>>> select_mig_parted_config(
     std::vector<std::string> names;
     for (const auto& c : config.configs)
       names.push_back(c.first);
-    return bad_input(name, "no such config in " + config.source,
-                     "configs: " + join(names, ", "));
+    return bad_input(name, "no such config in " + config.source, "configs: " + join(names, ", "));
   }
   std::vector<std::optional<MigGpuTarget>> out;
   for (const auto& gpu : gpus) {

@@ -99,8 +99,8 @@ struct Cost {
   auto key() const { return std::tie(busy_destroyed, changes, mode_changes, gpus_used); }
   bool operator<(const Cost& o) const { return key() < o.key(); }
   Cost operator+(const Cost& o) const {
-    return {busy_destroyed + o.busy_destroyed, changes + o.changes,
-            mode_changes + o.mode_changes, gpus_used + o.gpus_used};
+    return {busy_destroyed + o.busy_destroyed, changes + o.changes, mode_changes + o.mode_changes,
+            gpus_used + o.gpus_used};
   }
 };
 
@@ -124,8 +124,7 @@ const MigPlacedInstance* kept_by(const MigGeometry& g, const Placed& item,
   return nullptr;
 }
 
-GpuChoice choose_layout(const MigGpuInput& gpu, const std::vector<Layout>& candidates,
-                        bool force) {
+GpuChoice choose_layout(const MigGpuInput& gpu, const std::vector<Layout>& candidates, bool force) {
   GpuChoice best;
   for (const Layout& layout : candidates) {
     unsigned kept = 0;
@@ -257,8 +256,10 @@ struct Spread {
       std::vector<unsigned> rest = left;
       bool fits = true;
       for (size_t k = 0; k < rest.size() && fits; ++k) {
-        if (cand.share[k] > rest[k]) fits = false;
-        else rest[k] -= cand.share[k];
+        if (cand.share[k] > rest[k])
+          fits = false;
+        else
+          rest[k] -= cand.share[k];
       }
       if (!fits) continue;
       auto tail = best(i + 1, rest);
@@ -423,7 +424,8 @@ Result<MigPlan> plan_mig_spread(const std::vector<MigGpuInput>& gpus, const MigR
       std::vector<std::string> busy;
       for (const auto& g : forced->gpus) {
         for (const auto& d : g.destroy) {
-          if (!d.pids.empty()) busy.push_back("GPU " + std::to_string(g.index) + ": " + describe(d));
+          if (!d.pids.empty())
+            busy.push_back("GPU " + std::to_string(g.index) + ": " + describe(d));
         }
       }
       return MigPlan{false,
@@ -435,7 +437,8 @@ Result<MigPlan> plan_mig_spread(const std::vector<MigGpuInput>& gpus, const MigR
   std::string where = gpus.size() == 1 ? "one GPU" : std::to_string(gpus.size()) + " GPUs";
   return MigPlan{false,
                  "no arrangement of the profiles' valid placements (start, size) holds these "
-                 "instances on " + where,
+                 "instances on " +
+                     where,
                  false,
                  {}};
 }

@@ -49,8 +49,8 @@ struct MigPlannedInstance {
 struct MigGpuPlan {
   unsigned index = 0;
   std::string model;
-  bool mig_enabled = false;   // wanted mode
-  bool mode_change = false;   // the GPU's MIG mode must change
+  bool mig_enabled = false;                   // wanted mode
+  bool mode_change = false;                   // the GPU's MIG mode must change
   std::vector<MigPlannedInstance> instances;  // the wanted layout, by start
   std::vector<MigPlacedInstance> destroy;     // current instances that go
   std::vector<MigPlannedInstance> create;     // new instances, largest first

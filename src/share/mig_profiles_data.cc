@@ -1,15 +1,19 @@
 // The MIG profile tables, compiled in. Facts from ../shared/data/mig-profiles.json (schema 1):
 // NVIDIA's MIG user guide, real `nvidia-smi mig -lgip/-lgipp` captures and mig-parted's default
 // config. A100-80GB, H200 and B200 placements are inferred from GPUs with the same slice geometry
-// (no capture was found); the test mig_profiles_test.cc checks this table against the JSON.
+// (no capture was found); tests/share/mig_profiles_test.cc checks this table against the JSON.
 #include "share/mig_profiles.h"
 
 namespace polyaccel {
 
 namespace {
 
+// Per GPU: key, aliases, PCI ids, compute slices, memory slices, instances; then per profile:
+// name, profile id (nvidia-smi's ID), NVML profile enum, compute slices, memory slices (placement
+// size), max instances, memory MiB (0: the library's), nominal GB, valid starts.
 std::vector<MigGeometry> make_tables() {
   std::vector<MigGeometry> t;
+  // clang-format off
   t.push_back(MigGeometry{
       "A100-SXM4-40GB",
       {"A100-40GB", "A100", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB", "A800-40GB"},
@@ -94,6 +98,7 @@ std::vector<MigGeometry> make_tables() {
           {"4g.90gb", 5, 3, 4, 4, 1, 0, 90, {0}},
           {"7g.180gb", 0, 4, 7, 8, 1, 0, 180, {0}},
       }});
+  // clang-format on
   return t;
 }
 

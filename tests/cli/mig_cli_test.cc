@@ -34,7 +34,7 @@ class MigCli : public ::testing::Test {
  protected:
   // Runs polyaccel with the injected NVML and `scenario`; stdout and stderr apart.
   MigRun mig(const std::string& args, const std::string& scenario = kScenario,
-          const std::string& nvml = NVML_INJECT_LIB) {
+             const std::string& nvml = NVML_INJECT_LIB) {
     std::string err_file = (tmp_.path() / "stderr").string();
     auto r = run_command("POLYACCEL_NVML_LIB='" + nvml + "' NVML_INJECT_SCENARIO='" + scenario +
                          "' POLYACCEL_LOCK_DIR='" + tmp_.path().string() + "' " +
@@ -101,10 +101,10 @@ TEST_F(MigCli, MigPartedFilesAsOperatorsHaveThem) {
   json doc = parse(r);
   ASSERT_EQ(doc["gpus"].size(), 2u);
   EXPECT_EQ(doc["gpus"][1]["instances"].size(), 4u);
-  auto foreign = mig("plan --model H200 -f " +
-                     (shared_dir() / "fixtures/configs/nvidia-device-plugin_readme-example-1.yaml")
-                         .string() +
-                     " -c all-balanced");
+  auto foreign =
+      mig("plan --model H200 -f " +
+          (shared_dir() / "fixtures/configs/nvidia-device-plugin_readme-example-1.yaml").string() +
+          " -c all-balanced");
   EXPECT_EQ(foreign.exit_code, 2);
   EXPECT_NE(foreign.err.find("unknown key 'flags'"), std::string::npos) << foreign.err;
   std::ofstream(tmp_.path() / "bad.yaml") << "version: v1\nmig-configs:\n  x: [\n";

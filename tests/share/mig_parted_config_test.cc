@@ -84,15 +84,16 @@ TEST(MigPartedConfig, MalformedAndForeignFilesAreRefusedWithTheLine) {
   struct Case {
     std::string text, where, problem;
   } cases[] = {
-      {"version: v2\nmig-configs: {}\n", "t.yaml", "version must be v1 (mig-parted's config format)"},
+      {"version: v2\nmig-configs: {}\n", "t.yaml",
+       "version must be v1 (mig-parted's config format)"},
       {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n"
        "      mig-device: {}\n",
        "t.yaml:6", "unknown key 'mig-device'"},
       {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n"
        "      mig-devices: {\"1g.5gb\": 1}\n",
        "t.yaml:4", "mig-devices must be empty when mig-enabled is false"},
-      {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n",
-       "t.yaml:4", "mig-devices is required when mig-enabled is true"},
+      {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n", "t.yaml:4",
+       "mig-devices is required when mig-enabled is true"},
       {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n"
        "      device-filter: 0x20B0\n      mig-devices: {}\n",
        "t.yaml:6", "device-filter 0x20B0 is not a PCI id 0x<device><vendor>"},

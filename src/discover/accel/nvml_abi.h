@@ -227,7 +227,6 @@ static_assert(sizeof(nvmlEventData_t) == 32);
 static_assert(offsetof(nvmlEventData_t, eventData) == 16);
 static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24);
 
-
 // ---- MIG partitioning (used by nvml_mig.cc) ----------------------------------------------------
 // Kept in one block of its own: GPU and compute instance control, profiles and placements.
 
@@ -314,8 +313,8 @@ using nvmlDeviceCreateGpuInstanceWithPlacement = nvmlReturn_t(nvmlDevice_t, unsi
 using nvmlDeviceGetGpuInstances = nvmlReturn_t(nvmlDevice_t, unsigned int, nvmlGpuInstance_t*,
                                                unsigned int*);
 using nvmlGpuInstanceDestroy = nvmlReturn_t(nvmlGpuInstance_t);
-using nvmlGpuInstanceGetComputeInstanceProfileInfo = nvmlReturn_t(
-    nvmlGpuInstance_t, unsigned int, unsigned int, nvmlComputeInstanceProfileInfo_t*);
+using nvmlGpuInstanceGetComputeInstanceProfileInfo =
+    nvmlReturn_t(nvmlGpuInstance_t, unsigned int, unsigned int, nvmlComputeInstanceProfileInfo_t*);
 using nvmlGpuInstanceCreateComputeInstance = nvmlReturn_t(nvmlGpuInstance_t, unsigned int,
                                                           nvmlComputeInstance_t*);
 using nvmlGpuInstanceGetComputeInstances = nvmlReturn_t(nvmlGpuInstance_t, unsigned int,

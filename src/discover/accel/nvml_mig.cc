@@ -36,8 +36,8 @@ struct MigApi {
   fn::nvmlDeviceGetGpuInstanceId* nvmlDeviceGetGpuInstanceId = nullptr;
   fn::nvmlDeviceGetComputeRunningProcesses_v3* nvmlDeviceGetComputeRunningProcesses_v3 = nullptr;
   fn::nvmlDeviceGetGpuInstanceProfileInfo* nvmlDeviceGetGpuInstanceProfileInfo = nullptr;
-  fn::nvmlDeviceGetGpuInstancePossiblePlacements_v2*
-      nvmlDeviceGetGpuInstancePossiblePlacements_v2 = nullptr;
+  fn::nvmlDeviceGetGpuInstancePossiblePlacements_v2* nvmlDeviceGetGpuInstancePossiblePlacements_v2 =
+      nullptr;
   fn::nvmlDeviceCreateGpuInstanceWithPlacement* nvmlDeviceCreateGpuInstanceWithPlacement = nullptr;
   fn::nvmlDeviceGetGpuInstances* nvmlDeviceGetGpuInstances = nullptr;
   fn::nvmlDeviceGetGpuInstanceById* nvmlDeviceGetGpuInstanceById = nullptr;
@@ -108,9 +108,10 @@ unsigned full_compute_profile(unsigned slices) {
 std::string profile_name(unsigned kind, const nvmlGpuInstanceProfileInfo_t& info,
                          unsigned long long total_mib) {
   double total_gib = std::ceil(static_cast<double>(total_mib) / 1024.0);
-  double eighths = total_mib ? std::ceil(8.0 * static_cast<double>(info.memorySizeMB) /
-                                         static_cast<double>(total_mib))
-                             : 0;
+  double eighths =
+      total_mib
+          ? std::ceil(8.0 * static_cast<double>(info.memorySizeMB) / static_cast<double>(total_mib))
+          : 0;
   auto gb = static_cast<unsigned>(std::lround(eighths / 8.0 * total_gib));
   std::string name = std::to_string(info.sliceCount) + "g." + std::to_string(gb) + "gb";
   switch (kind) {
@@ -207,8 +208,8 @@ class NvmlMigControl final : public MigControl {
     nvmlGpuInstancePlacement_t placement{start, 0};
     if (auto size = placement_size(*dev, profile_id)) placement.size = *size;
     nvmlGpuInstance_t gi = nullptr;
-    if (nvmlReturn_t r = api_.nvmlDeviceCreateGpuInstanceWithPlacement(*dev, profile_id,
-                                                                       &placement, &gi);
+    if (nvmlReturn_t r =
+            api_.nvmlDeviceCreateGpuInstanceWithPlacement(*dev, profile_id, &placement, &gi);
         r != NVML_SUCCESS) {
       return failure("nvmlDeviceCreateGpuInstanceWithPlacement(profile " +
                          std::to_string(profile_id) + ", start " + std::to_string(start) + ")",
@@ -262,9 +263,8 @@ class NvmlMigControl final : public MigControl {
     }
     for (nvmlComputeInstance_t ci : compute_instances(gi)) {
       if (nvmlReturn_t r = api_.nvmlComputeInstanceDestroy(ci); r != NVML_SUCCESS) {
-        return failure("nvmlComputeInstanceDestroy (GPU instance " +
-                           std::to_string(gpu_instance_id) + ")",
-                       r);
+        return failure(
+            "nvmlComputeInstanceDestroy (GPU instance " + std::to_string(gpu_instance_id) + ")", r);
       }
     }
     if (nvmlReturn_t r = api_.nvmlGpuInstanceDestroy(gi); r != NVML_SUCCESS) {
@@ -317,8 +317,10 @@ class NvmlMigControl final : public MigControl {
     for (const auto& [kind, info] : profile_infos(dev)) {
       if (info.id == id) return info;
     }
-    return Error{ErrorCode::bad_input, "profile id " + std::to_string(id),
-                 "the GPU has no such GPU instance profile", {}};
+    return Error{ErrorCode::bad_input,
+                 "profile id " + std::to_string(id),
+                 "the GPU has no such GPU instance profile",
+                 {}};
   }
 
   std::vector<nvmlGpuInstancePlacement_t> placements(nvmlDevice_t dev, unsigned id) const {
@@ -404,8 +406,7 @@ class NvmlMigControl final : public MigControl {
       nvmlDevice_t mig = nullptr;
       unsigned gi = 0;
       if (api_.nvmlDeviceGetMigDeviceHandleByIndex(dev, i, &mig) != NVML_SUCCESS ||
-          api_.nvmlDeviceGetGpuInstanceId(mig, &gi) != NVML_SUCCESS ||
-          gi != inst.gpu_instance_id) {
+          api_.nvmlDeviceGetGpuInstanceId(mig, &gi) != NVML_SUCCESS || gi != inst.gpu_instance_id) {
         continue;
       }
       inst.uuid = text(api_.nvmlDeviceGetUUID, mig, NVML_DEVICE_UUID_V2_BUFFER_SIZE);

@@ -124,20 +124,22 @@ Status check_amd_partition_pair(const AmdPartitionState& gpu, std::string_view c
     return modes.empty() || std::find(modes.begin(), modes.end(), m) != modes.end();
   };
   unsigned c = amd_compute_partitions(compute), m = amd_memory_partitions(memory);
-  if (c == 0) return bad_input(compute, "unknown compute partition mode", "SPX, DPX, TPX, QPX, CPX");
+  if (c == 0)
+    return bad_input(compute, "unknown compute partition mode", "SPX, DPX, TPX, QPX, CPX");
   if (m == 0) return bad_input(memory, "unknown memory partition mode", "NPS1, NPS2, NPS4, NPS8");
   if (!listed(gpu.available_compute, compute)) {
-    return bad_input(compute, "not offered by " + gpu.pci_bus_id + " (available_compute_partition)");
+    return bad_input(compute,
+                     "not offered by " + gpu.pci_bus_id + " (available_compute_partition)");
   }
   if (!listed(gpu.available_memory, memory)) {
     return bad_input(memory, "not offered by " + gpu.pci_bus_id + " (available_memory_partition)");
   }
   if (c % m != 0) {
-    return bad_input(compute + "/" + memory,
-                     "each compute partition must lie in one memory partition: " +
-                         std::to_string(c) + " compute partitions over " + std::to_string(m) +
-                         " memory partitions",
-                     m >= 4 ? "NPS4 pairs with CPX" : "use NPS1");
+    return bad_input(
+        compute + "/" + memory,
+        "each compute partition must lie in one memory partition: " + std::to_string(c) +
+            " compute partitions over " + std::to_string(m) + " memory partitions",
+        m >= 4 ? "NPS4 pairs with CPX" : "use NPS1");
   }
   return Ok{};
 }

@@ -32,8 +32,8 @@ struct MigProfile {
 
 // The MIG geometry of one GPU model: slices and profiles.
 struct MigGeometry {
-  std::string model;                  // "H200-SXM5-141GB", or the library's name when unknown
-  std::vector<std::string> aliases;   // names operators and NVML use: "H200", "NVIDIA H200"
+  std::string model;                   // "H200-SXM5-141GB", or the library's name when unknown
+  std::vector<std::string> aliases;    // names operators and NVML use: "H200", "NVIDIA H200"
   std::vector<std::uint32_t> pci_ids;  // 0x<device><vendor>, as mig-parted's device-filter
   unsigned compute_slices = 7;
   unsigned memory_slices = 8;
@@ -53,8 +53,8 @@ struct MigPlacedInstance {
   std::string profile;  // "3g.40gb"
   unsigned start = 0;   // memory slices
   unsigned size = 0;
-  std::string uuid;              // "MIG-..." when a compute instance exists
-  std::vector<unsigned> pids;    // processes running on it: the instance is busy
+  std::string uuid;            // "MIG-..." when a compute instance exists
+  std::vector<unsigned> pids;  // processes running on it: the instance is busy
   bool has_compute_instance = true;
 };
 
@@ -62,7 +62,7 @@ struct MigPlacedInstance {
 struct MigGpu {
   unsigned index = 0;  // the library's device index
   std::string pci_bus_id;
-  std::string name;  // "NVIDIA H200"
+  std::string name;          // "NVIDIA H200"
   std::uint32_t pci_id = 0;  // 0x<device><vendor>
   bool mig_enabled = false;
   bool mig_pending = false;  // the mode after the next reset

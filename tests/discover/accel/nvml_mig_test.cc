@@ -68,8 +68,8 @@ TEST_F(NvmlMig, LibraryGeometryNamesProfilesAsNvidiaSmi) {
   std::vector<std::string> names;
   for (const auto& p : g->profiles)
     names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"1g.18gb", "2g.35gb", "3g.71gb", "4g.71gb",
-                                             "7g.141gb", "1g.18gb+me", "1g.35gb"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"1g.18gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb",
+                                             "1g.18gb+me", "1g.35gb"}));
   const MigProfile* third = g->profile("3g.71gb");
   ASSERT_NE(third, nullptr);
   EXPECT_EQ(third->profile_id, 9u);
