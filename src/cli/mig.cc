@@ -41,8 +41,12 @@ const MigGeometry* geometry_for(const MigGpu& gpu) {
   return gpu.library_geometry ? &*gpu.library_geometry : nullptr;
 }
 
-nlohmann::json planned_json(const MigPlannedInstance& p) {
-  return {{"profile", p.profile}, {"start", p.start}, {"size", p.size}, {"kept", p.kept}};
+nlohmann::json planned_json(const std::vector<MigPlannedInstance>& planned) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : planned) {
+    out.push_back({{"profile", p.profile}, {"start", p.start}, {"size", p.size}, {"kept", p.kept}});
+  }
+  return out;
 }
 
 std::string pid_list(const std::vector<unsigned>& pids) {
@@ -67,9 +71,7 @@ int show(const GlobalOptions& global, std::ostream& out) {
                           {"model", geo ? geo->model : ""},
                           {"mig_enabled", g.mig_enabled},
                           {"mig_pending", g.mig_pending}};
-      j["instances"] = nlohmann::json::array();
-      for (const auto& inst : g.instances)
-        j["instances"].push_back(instance_json(inst));
+      j["instances"] = instances_json(g.instances);
       doc["gpus"].push_back(j);
     }
   }
@@ -274,6 +276,13 @@ nlohmann::json instance_json(const MigPlacedInstance& i) {
           {"pids", i.pids}};
 }
 
+nlohmann::json instances_json(const std::vector<MigPlacedInstance>& instances) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& i : instances)
+    out.push_back(instance_json(i));
+  return out;
+}
+
 nlohmann::json plan_json(const MigPlan& plan) {
   nlohmann::json doc = {{"schema_version", kMigSchemaVersion},
                         {"fit", plan.fit},
@@ -286,15 +295,9 @@ nlohmann::json plan_json(const MigPlan& plan) {
                         {"model", g.model},
                         {"mig_enabled", g.mig_enabled},
                         {"mode_change", g.mode_change}};
-    j["instances"] = nlohmann::json::array();
-    j["create"] = nlohmann::json::array();
-    j["destroy"] = nlohmann::json::array();
-    for (const auto& i : g.instances)
-      j["instances"].push_back(planned_json(i));
-    for (const auto& i : g.create)
-      j["create"].push_back(planned_json(i));
-    for (const auto& i : g.destroy)
-      j["destroy"].push_back(instance_json(i));
+    j["instances"] = planned_json(g.instances);
+    j["create"] = planned_json(g.create);
+    j["destroy"] = instances_json(g.destroy);
     doc["gpus"].push_back(j);
   }
   return doc;

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <memory>
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -26,6 +26,7 @@ Result<MigPlan> plan_for(const MigOptions& options, const std::vector<MigGpuInpu
 
 nlohmann::json plan_json(const MigPlan& plan);
 nlohmann::json instance_json(const MigPlacedInstance& instance);
+nlohmann::json instances_json(const std::vector<MigPlacedInstance>& instances);
 void print_plan(const MigPlan& plan, std::ostream& out);
 // Prints the plan; the exit code: 0 fit, 1 no fit, 2 (with a line on stderr) beyond the hardware.
 int report_plan(const MigPlan& plan, bool json, std::ostream& out);

@@ -89,16 +89,11 @@ nlohmann::json report_json(const MigPlan& plan, const std::vector<GpuReport>& re
   doc["results"] = nlohmann::json::array();
   for (const auto& r : reports) {
     if (r.mode == "pending_reset") doc["pending_reset"].push_back(r.index);
-    nlohmann::json j = {{"index", r.index}, {"mode", r.mode}};
-    for (const char* key : {"destroyed", "created", "instances"})
-      j[key] = nlohmann::json::array();
-    for (const auto& i : r.destroyed)
-      j["destroyed"].push_back(instance_json(i));
-    for (const auto& i : r.created)
-      j["created"].push_back(instance_json(i));
-    for (const auto& i : r.instances)
-      j["instances"].push_back(instance_json(i));
-    doc["results"].push_back(j);
+    doc["results"].push_back({{"index", r.index},
+                              {"mode", r.mode},
+                              {"destroyed", instances_json(r.destroyed)},
+                              {"created", instances_json(r.created)},
+                              {"instances", instances_json(r.instances)}});
   }
   return doc;
 }

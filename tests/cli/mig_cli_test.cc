@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
@@ -148,6 +149,24 @@ TEST_F(MigCli, ApplyGrowsAGpuChangingOnlyWhatMust) {
   EXPECT_EQ(after[4]["profile"], "3g.71gb");
   EXPECT_EQ(after[4]["start"], 4);
   EXPECT_EQ(after[4]["size"], 4);
+}
+
+TEST_F(MigCli, ApplyTakesAMigPartedConfig) {
+  std::string file = (shared_dir() / "fixtures/configs/mig-parted_config-default.yaml").string();
+  // GPU 1 holds 3g.71gb at 4 and 1g.18gb at 0..3: all-balanced keeps the 3g and two 1g.
+  auto r = mig("apply -i 1,3 -f " + file + " -c all-balanced --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  json doc = parse(r);
+  ASSERT_EQ(doc["results"].size(), 2u);
+  EXPECT_EQ(doc["results"][0]["created"].size(), 1u);    // the 2g.35gb
+  EXPECT_EQ(doc["results"][0]["destroyed"].size(), 2u);  // two 1g in its way
+  EXPECT_EQ(doc["results"][1]["created"].size(), 4u);
+  for (const auto& res : doc["results"]) {
+    std::multiset<std::string> profiles;
+    for (const auto& i : res["instances"])
+      profiles.insert(i["profile"].get<std::string>());
+    EXPECT_EQ(profiles, (std::multiset<std::string>{"1g.18gb", "1g.18gb", "2g.35gb", "3g.71gb"}));
+  }
 }
 
 TEST_F(MigCli, ApplyReportsAModeChangePendingReset) {
