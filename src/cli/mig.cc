@@ -137,7 +137,12 @@ int plan(const GlobalOptions& global, const MigOptions& options, std::ostream& o
       inputs.push_back({i, g, true, g->pci_ids.empty() ? 0 : g->pci_ids.front(), {}});
   } else {
     auto opened = open_mig_host(options);
-    if (!opened) return fail(opened.error());
+    if (!opened) {
+      Error e = opened.error();
+      if (e.code == ErrorCode::not_found)
+        e.remedy = "plan for other GPUs with --model NAME --gpus N";
+      return fail(e);
+    }
     host = std::move(*opened);
     inputs = host.inputs;
   }
@@ -186,7 +191,7 @@ int report_plan(const MigPlan& plan, bool json, std::ostream& out) {
     print_plan(plan, out);
   }
   if (plan.fit) return kExitOk;
-  if (plan.exceeds_hardware) return fail(bad_input("request", plan.reason));
+  if (plan.exceeds_hardware) return fail(bad_input("MIG request", plan.reason));
   return kExitFindings;
 }
 

@@ -81,7 +81,7 @@ TEST_F(MigCli, ImpossibleAndBadRequestsExitTwoWithOneLine) {
   auto more = mig("plan --model H200 1g.18gb=8 --json");
   EXPECT_EQ(more.exit_code, 2);
   EXPECT_EQ(parse(more)["reason"], "8 x 1g.18gb requested; a GPU holds at most 7");
-  EXPECT_EQ(more.err, "polyaccel: request: 8 x 1g.18gb requested; a GPU holds at most 7\n");
+  EXPECT_EQ(more.err, "polyaccel: MIG request: 8 x 1g.18gb requested; a GPU holds at most 7\n");
   auto unknown = mig("plan --model H100 1g.18gb=1");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_TRUE(unknown.out.empty());
