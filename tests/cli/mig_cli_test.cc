@@ -216,6 +216,27 @@ TEST_F(MigCli, AFailureHalfWayReportsWhatWasCreated) {
     EXPECT_EQ(c["uuid"].get<std::string>().rfind("MIG-", 0), 0u);
 }
 
+TEST_F(MigCli, AModelOutsideTheTablesIsPlannedWithWhatNvmlLists) {
+  json scenario = json::parse(std::ifstream(kScenario));
+  for (auto& d : scenario["devices"]) {
+    d["pci_device_id"] = "0x2fff10de";  // no table has this id or name
+    d["name"] = "NVIDIA Hopper Test Board";
+  }
+  std::string path = (tmp_.path() / "unlisted.json").string();
+  std::ofstream(path) << scenario.dump();
+  auto r = mig("apply -i 3 3g.71gb=1 1g.35gb=2 --json", path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = parse(r);
+  EXPECT_EQ(doc["gpus"][0]["model"], "NVIDIA Hopper Test Board");
+  std::multiset<std::string> profiles;
+  for (const auto& i : doc["results"][0]["instances"])
+    profiles.insert(i["profile"].get<std::string>());
+  EXPECT_EQ(profiles, (std::multiset<std::string>{"1g.35gb", "1g.35gb", "3g.71gb"}));
+  auto off = mig("plan -i 4 1g.18gb=1", path);  // MIG off: NVML lists no profiles yet
+  EXPECT_EQ(off.exit_code, 2);
+  EXPECT_NE(off.err.find("enable MIG mode first"), std::string::npos) << off.err;
+}
+
 TEST_F(MigCli, ConcurrentAppliesAreRefused) {
   std::string lock = (tmp_.path() / "polyaccel-mig.lock").string();
   int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
