@@ -5,6 +5,7 @@
 #include <mutex>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 
 #include "core/strings.h"
 
@@ -238,7 +239,17 @@ struct Candidate {
 struct Spread {
   const std::vector<MigGpuInput>& gpus;
   std::vector<std::vector<Candidate>> candidates;  // per GPU
-  std::map<std::pair<size_t, std::vector<unsigned>>, std::optional<std::pair<Cost, size_t>>> memo;
+  std::unordered_map<std::string, std::optional<std::pair<Cost, size_t>>> memo;
+
+  static std::string memo_key(size_t i, const std::vector<unsigned>& left) {
+    std::string key(1 + 2 * left.size(), '\0');
+    key[0] = static_cast<char>(i);
+    for (size_t k = 0; k < left.size(); ++k) {
+      key[1 + 2 * k] = static_cast<char>(left[k] & 0xff);
+      key[2 + 2 * k] = static_cast<char>(left[k] >> 8);
+    }
+    return key;
+  }
 
   // The cheapest way for GPUs from `i` on to hold `left`: its cost and the candidate GPU i takes.
   std::optional<std::pair<Cost, size_t>> best(size_t i, const std::vector<unsigned>& left) {
@@ -247,7 +258,7 @@ struct Spread {
       return done ? std::optional<std::pair<Cost, size_t>>(std::pair<Cost, size_t>{{}, 0})
                   : std::nullopt;
     }
-    auto key = std::make_pair(i, left);
+    std::string key = memo_key(i, left);
     if (auto it = memo.find(key); it != memo.end()) return it->second;
     std::optional<std::pair<Cost, size_t>> result;
     for (size_t c = 0; c < candidates[i].size(); ++c) {
@@ -358,8 +369,18 @@ Result<MigPlan> spread(const std::vector<MigGpuInput>& gpus, const MigRequest& r
     wanted.push_back(c);
   }
   Spread s{gpus, {}, {}};
-  for (const auto& gpu : gpus)
-    s.candidates.push_back(gpu_candidates(gpu, profile_map(*gpu.geometry, names), wanted, force));
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    // GPUs alike (same model and mode, nothing on them) have the same candidates.
+    const MigGpuInput& gpu = gpus[i];
+    size_t same = 0;
+    while (same < i && !(gpus[same].geometry == gpu.geometry && gpus[same].current.empty() &&
+                         gpu.current.empty() && gpus[same].mig_enabled == gpu.mig_enabled)) {
+      ++same;
+    }
+    s.candidates.push_back(
+        same < i ? s.candidates[same]
+                 : gpu_candidates(gpu, profile_map(*gpu.geometry, names), wanted, force));
+  }
   MigPlan plan;
   auto best = s.best(0, wanted);
   if (!best) return plan;
