@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/file_io.h"
 #include "support/test_support.h"
@@ -284,7 +284,9 @@ TEST_F(MigCli, AmdPartitionModesShownAndSet) {
   // SPX over NPS4 is not a valid pair: refused, nothing written.
   auto pair = mig("partition --gpu 0000:0c:00.0 --compute SPX" + root, kScenario, none);
   EXPECT_EQ(pair.exit_code, 2);
-  EXPECT_NE(pair.err.find("SPX/NPS4: each compute partition must lie in one memory partition"),
+  EXPECT_NE(pair.err.find("SPX/NPS4: each compute partition must lie in one memory partition: "
+                          "1 compute partitions over 4 memory partitions (NPS4 pairs with QPX, "
+                          "CPX)"),
             std::string::npos)
       << pair.err;
   EXPECT_EQ(read_first_line(dir / "current_compute_partition"), "CPX");

@@ -135,11 +135,20 @@ Status check_amd_partition_pair(const AmdPartitionState& gpu, std::string_view c
     return bad_input(memory, "not offered by " + gpu.pci_bus_id + " (available_memory_partition)");
   }
   if (c % m != 0) {
+    std::vector<std::string> pairs;
+    for (const char* mode : {"SPX", "DPX", "TPX", "QPX", "CPX"}) {
+      if (amd_compute_partitions(mode) % m == 0 && listed(gpu.available_compute, mode)) {
+        pairs.emplace_back(mode);
+      }
+    }
+    std::string with;
+    for (const auto& p : pairs)
+      with += (with.empty() ? "" : ", ") + p;
     return bad_input(
         compute + "/" + memory,
         "each compute partition must lie in one memory partition: " + std::to_string(c) +
             " compute partitions over " + std::to_string(m) + " memory partitions",
-        m >= 4 ? "NPS4 pairs with CPX" : "use NPS1");
+        memory + " pairs with " + (with.empty() ? "no offered compute mode" : with));
   }
   return Ok{};
 }
