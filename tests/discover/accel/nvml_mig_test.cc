@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
 
 #include "discover/accel/partition.h"
 
@@ -137,6 +141,27 @@ TEST_F(NvmlMig, ModeChangesApplyOrWaitForAReset) {
   auto in_use = control_->set_mig_mode(0, false);  // instances exist
   ASSERT_FALSE(in_use);
   EXPECT_NE(in_use.error().problem.find("(NVML 19)"), std::string::npos);
+}
+
+TEST_F(NvmlMig, AGpuInstanceWhoseComputeInstanceFailsIsDestroyedAgain) {
+  control_.reset();
+  polyaccel::testing::TempDir tmp;
+  auto scenario = nlohmann::json::parse(std::ifstream(kScenario));
+  scenario["fail_compute_instance_create_after"] = 1;
+  std::string path = (tmp.path() / "faulty.json").string();
+  std::ofstream(path) << scenario.dump();
+  ::setenv("NVML_INJECT_SCENARIO", path.c_str(), 1);
+  auto c = open_nvml_mig_control();
+  ASSERT_TRUE(c);
+  control_ = std::move(*c);
+  ASSERT_TRUE(control_->create(3, 9, 0));
+  auto failed = control_->create(3, 9, 4);
+  ASSERT_FALSE(failed);
+  EXPECT_NE(failed.error().input.find("destroyed again"), std::string::npos)
+      << failed.error().message();
+  auto left = gpu(3).instances;
+  ASSERT_EQ(left.size(), 1u) << "no GPU instance without its compute instance is left behind";
+  EXPECT_EQ(left[0].start, 0u);
 }
 
 }  // namespace
