@@ -217,7 +217,7 @@ Status HlmlBackend::open() {
   std::lock_guard lock(mu_);
   if (open_) return Ok{};
   const std::string path = library_path(kOverrideVariable, kDefaultLibrary);
-  report_ = LibraryReport{path, {}};
+  report_ = LibraryReport{path, {}, {}};
   auto lib = SharedLibrary::open(path, "HLML");
   if (!lib) return lib.error();
   lib_ = std::move(lib.value());

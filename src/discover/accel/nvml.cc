@@ -222,7 +222,7 @@ class NvmlBackend final : public AcceleratorBackend {
     std::lock_guard lock(mu_);
     if (initialized_) return Ok{};
     std::string path = library_path("POLYACCEL_NVML_LIB", kLibraryName);
-    report_ = LibraryReport{path, {}};
+    report_ = LibraryReport{path, {}, {}};
     auto lib = SharedLibrary::open(path, "NVML");
     if (!lib) return lib.error();
     lib_ = std::move(*lib);

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "discover/accel/amd_common.h"
 #include "discover/accel/backends.h"
 #include "discover/accel/library.h"
 #include "discover/accel/rocm_smi_abi.h"
@@ -134,22 +135,6 @@ std::string bus_id_of(std::uint64_t bdfid) {
   return a.to_string();
 }
 
-// rsmi_dev_target_graphics_version_get has answered in three forms: KFD's gfx_target_version
-// (90402), the name's digits read as decimal (942, before ROCm 6.4) and read as hex (0x942, 0x90a).
-std::string gfx_name(std::uint64_t v) {
-  char buf[48];
-  if (v >= 10000) {
-    std::snprintf(buf, sizeof buf, "gfx%llu%llx%llx", static_cast<unsigned long long>(v / 10000),
-                  static_cast<unsigned long long>(v / 100 % 100),
-                  static_cast<unsigned long long>(v % 100));
-  } else if (v >= 0x800) {
-    std::snprintf(buf, sizeof buf, "gfx%llx", static_cast<unsigned long long>(v));
-  } else {
-    std::snprintf(buf, sizeof buf, "gfx%llu", static_cast<unsigned long long>(v));
-  }
-  return buf;
-}
-
 std::string trimmed(const char* text) {
   std::string s(text);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r'))
@@ -217,23 +202,14 @@ EventEntry event_entry(const unsigned char* raw) {
 // Tallies one sample's calls (see the top of this file).
 class Tally {
  public:
-  explicit Tally(std::set<std::string>& answered_before) : answered_(answered_before) {}
-
+  explicit Tally(std::set<std::string>& answered_before) : tally_(answered_before) {}
   bool ok(const char* field, std::uint32_t status) {
-    if (status == rsmi::kSuccess) {
-      ++answers_;
-      answered_.insert(field);
-      return true;
-    }
-    if (!is_unsupported(status) || answered_.count(field)) ++failures_;
-    return false;
+    return tally_.ok(field, status == rsmi::kSuccess, is_unsupported(status));
   }
-  bool reachable() const { return answers_ > 0 || failures_ == 0; }
+  bool reachable() const { return tally_.reachable(); }
 
  private:
-  std::set<std::string>& answered_;
-  unsigned answers_ = 0;
-  unsigned failures_ = 0;
+  amd::FieldTally tally_;
 };
 
 class RocmSmiBackend final : public AcceleratorBackend {
@@ -428,7 +404,8 @@ AcceleratorInventory RocmSmiBackend::inventory(const Gpu& gpu) const {
     inv.memory_total_bytes = v;
   }
   inv.driver_version = driver_version_;
-  if (api_.gfx_version && api_.gfx_version(dv, &v) == rsmi::kSuccess) inv.gfx_version = gfx_name(v);
+  if (api_.gfx_version && api_.gfx_version(dv, &v) == rsmi::kSuccess)
+    inv.gfx_version = amd::gfx_name(v);
   inv.compute_partition = read_string(api_.compute_partition, dv);
   inv.memory_partition = read_string(api_.memory_partition, dv);
   if (api_.power_cap && api_.power_cap(dv, 0, &v) == rsmi::kSuccess) {

@@ -1,0 +1,58 @@
+#include "discover/accel/amd_common.h"
+
+#include <cstdio>
+
+namespace polyaccel::amd {
+
+std::vector<std::string> throttle_reason_names(std::uint64_t mask) {
+  struct Bit {
+    unsigned bit;
+    const char* name;
+  };
+  static constexpr Bit kBits[] = {
+      {0, "ppt0"},          {1, "ppt1"},          {2, "ppt2"},          {3, "ppt3"},
+      {4, "spl"},           {5, "fppt"},          {6, "sppt"},          {7, "sppt_apu"},
+      {16, "tdc_gfx"},      {17, "tdc_soc"},      {18, "tdc_mem"},      {19, "tdc_vdd"},
+      {20, "tdc_cvip"},     {21, "edc_cpu"},      {22, "edc_gfx"},      {23, "apcc"},
+      {32, "temp_gpu"},     {33, "temp_core"},    {34, "temp_mem"},     {35, "temp_edge"},
+      {36, "temp_hotspot"}, {37, "temp_soc"},     {38, "temp_vr_gfx"},  {39, "temp_vr_soc"},
+      {40, "temp_vr_mem0"}, {41, "temp_vr_mem1"}, {42, "temp_liquid0"}, {43, "temp_liquid1"},
+      {44, "vrhot0"},       {45, "vrhot1"},       {46, "prochot_cpu"},  {47, "prochot_gfx"},
+      {56, "ppm"},          {57, "fit"},
+  };
+  std::vector<std::string> names;
+  for (unsigned bit = 0; bit < 64; ++bit) {
+    if (!(mask & (1ULL << bit))) continue;
+    std::string name = "bit" + std::to_string(bit);
+    for (const Bit& b : kBits) {
+      if (b.bit == bit) name = b.name;
+    }
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+std::optional<std::uint64_t> independent_throttle_mask(const GpuMetricsPrefix& metrics) {
+  // Versions before 1.3 end before the field: the buffer's zeros read as "none".
+  if (metrics.indep_throttle_status == ~0ULL || metrics.format_revision != 1 ||
+      metrics.content_revision < 3) {
+    return std::nullopt;
+  }
+  return metrics.indep_throttle_status;
+}
+
+std::string gfx_name(std::uint64_t v) {
+  char buf[48];
+  if (v >= 10000) {
+    std::snprintf(buf, sizeof buf, "gfx%llu%llx%llx", static_cast<unsigned long long>(v / 10000),
+                  static_cast<unsigned long long>(v / 100 % 100),
+                  static_cast<unsigned long long>(v % 100));
+  } else if (v >= 0x800) {
+    std::snprintf(buf, sizeof buf, "gfx%llx", static_cast<unsigned long long>(v));
+  } else {
+    std::snprintf(buf, sizeof buf, "gfx%llu", static_cast<unsigned long long>(v));
+  }
+  return buf;
+}
+
+}  // namespace polyaccel::amd
