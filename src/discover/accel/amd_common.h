@@ -9,10 +9,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "discover/accel/backend.h"
 
 namespace polyaccel::amd {
 
@@ -76,6 +80,23 @@ std::vector<std::string> throttle_reason_names(std::uint64_t mask);
 // throttling as violation counters instead).
 std::optional<std::uint64_t> independent_throttle_mask(const GpuMetricsPrefix& metrics);
 
+// Reads the metrics table with a library's getter (`get(table)`, true when it answered) into a
+// buffer with room for any version, and gives its independent throttle mask.
+template <class Get>
+std::optional<std::uint64_t> metrics_throttle_mask(Get get) {
+  auto buffer = std::make_unique<unsigned char[]>(kGpuMetricsBufferSize);
+  if (!get(reinterpret_cast<GpuMetricsPrefix*>(buffer.get()))) return std::nullopt;
+  GpuMetricsPrefix prefix;
+  std::memcpy(&prefix, buffer.get(), sizeof prefix);
+  return independent_throttle_mask(prefix);
+}
+
+// Sets the sample's throttle mask and the names of its bits.
+inline void set_throttle(std::uint64_t mask, AcceleratorSample& s) {
+  s.throttle_reasons = mask;
+  s.throttle_reason_names = throttle_reason_names(mask);
+}
+
 // rsmi_dev_target_graphics_version_get (and amd-smi's target_graphics_version, which comes from
 // it) has answered in three forms: KFD's gfx_target_version (90402), the name's digits read as
 // decimal (942, before ROCm 6.4) and read as hex (0x942, 0x90a). All give "gfx942".
@@ -106,5 +127,37 @@ class FieldTally {
   unsigned answers_ = 0;
   unsigned failures_ = 0;
 };
+
+// Reads a RAS bad page table (rsmi_dev_memory_reserved_pages_get, amdsmi_get_gpu_bad_page_info:
+// the same records and page states in both libraries) into the sample's bad_pages_* counts.
+// `get(&n, records)` is the library's getter, true when it answered; with records null it tells
+// how many pages there are.
+template <class Record, class Get>
+void read_bad_pages(Get get, AcceleratorSample& s) {
+  std::uint32_t count = 0;
+  if (!get(&count, nullptr)) return;
+  std::vector<Record> records(count + 64);  // room for pages retired in between
+  std::uint32_t n = static_cast<std::uint32_t>(records.size());
+  if (count == 0) {
+    n = 0;
+  } else if (!get(&n, records.data())) {
+    return;
+  }
+  std::uint64_t retired = 0;
+  std::uint64_t pending = 0;
+  std::uint64_t unreservable = 0;
+  for (std::uint32_t i = 0; i < n && i < records.size(); ++i) {
+    if (records[i].status == 0) {
+      ++retired;  // RESERVED
+    } else if (records[i].status == 1) {
+      ++pending;  // PENDING: retired at the next reset or driver load
+    } else {
+      ++unreservable;
+    }
+  }
+  s.bad_pages_retired = retired;
+  s.bad_pages_pending = pending;
+  s.bad_pages_unreservable = unreservable;
+}
 
 }  // namespace polyaccel::amd

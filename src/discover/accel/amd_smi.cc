@@ -584,50 +584,27 @@ void AmdSmiBackend::read_errors(amdsmi::ProcessorHandle p, Tally& t, Accelerator
   }
 }
 
-// The RAS table's bad pages, by state. Asked twice: how many, then the records.
+// The RAS table's bad pages, by state.
 void AmdSmiBackend::read_bad_pages(amdsmi::ProcessorHandle p, Tally& t,
                                    AcceleratorSample& s) const {
   if (!api_.bad_pages) return;
-  std::uint32_t count = 0;
-  if (!t.ok("bad_pages", api_.bad_pages(p, &count, nullptr))) return;
-  std::vector<amdsmi::RetiredPageRecord> records(count + 64);  // room for pages retired meanwhile
-  std::uint32_t n = static_cast<std::uint32_t>(records.size());
-  if (count > 0 && !t.ok("bad_pages", api_.bad_pages(p, &n, records.data()))) return;
-  if (count == 0) n = 0;
-  std::uint64_t retired = 0;
-  std::uint64_t pending = 0;
-  std::uint64_t unreservable = 0;
-  for (std::uint32_t i = 0; i < std::min<std::size_t>(n, records.size()); ++i) {
-    switch (records[i].status) {
-      case amdsmi::kPageReserved:
-        ++retired;
-        break;
-      case amdsmi::kPagePending:
-        ++pending;
-        break;
-      default:
-        ++unreservable;
-    }
-  }
-  s.bad_pages_retired = retired;
-  s.bad_pages_pending = pending;
-  s.bad_pages_unreservable = unreservable;
+  amd::read_bad_pages<amdsmi::RetiredPageRecord>(
+      [&](std::uint32_t* n, amdsmi::RetiredPageRecord* records) {
+        return t.ok("bad_pages", api_.bad_pages(p, n, records));
+      },
+      s);
 }
 
 // Throttling: the metrics table's independent throttle bits where the GPU fills them, else the
 // violation status of MI300 and later (its "active" flags, mapped onto the same bits).
 void AmdSmiBackend::read_throttle(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const {
   if (api_.gpu_metrics) {
-    auto metrics = std::make_unique<unsigned char[]>(amd::kGpuMetricsBufferSize);
-    auto* table = reinterpret_cast<amd::GpuMetricsPrefix*>(metrics.get());
-    if (t.ok("gpu_metrics", api_.gpu_metrics(p, table))) {
-      amd::GpuMetricsPrefix prefix;
-      std::memcpy(&prefix, metrics.get(), sizeof prefix);
-      if (auto mask = amd::independent_throttle_mask(prefix)) {
-        s.throttle_reasons = *mask;
-        s.throttle_reason_names = amd::throttle_reason_names(*mask);
-        return;
-      }
+    auto mask = amd::metrics_throttle_mask([&](amd::GpuMetricsPrefix* table) {
+      return t.ok("gpu_metrics", api_.gpu_metrics(p, table));
+    });
+    if (mask) {
+      amd::set_throttle(*mask, s);
+      return;
     }
   }
   if (!structs_readable() || !api_.violation_status) return;
@@ -650,9 +627,7 @@ void AmdSmiBackend::read_throttle(amdsmi::ProcessorHandle p, Tally& t, Accelerat
     known = true;
     if (f.active) mask |= f.bit;
   }
-  if (!known) return;
-  s.throttle_reasons = mask;
-  s.throttle_reason_names = amd::throttle_reason_names(mask);
+  if (known) amd::set_throttle(mask, s);
 }
 
 void AmdSmiBackend::decode_events(const unsigned char* raw, std::uint32_t n,

@@ -75,6 +75,8 @@ struct Api {
   rsmi::EventMaskSetFn* event_mask_set = nullptr;
   rsmi::EventGetFn* event_get = nullptr;
   rsmi::DevFn* event_stop = nullptr;
+  rsmi::ReservedPagesFn* reserved_pages = nullptr;
+  rsmi::GpuMetricsFn* gpu_metrics = nullptr;
 };
 
 void resolve(SharedLibrary& lib, Api& api) {
@@ -109,6 +111,8 @@ void resolve(SharedLibrary& lib, Api& api) {
   lib.resolve(api.event_mask_set, "rsmi_event_notification_mask_set");
   lib.resolve(api.event_get, "rsmi_event_notification_get");
   lib.resolve(api.event_stop, "rsmi_event_notification_stop");
+  lib.resolve(api.reserved_pages, "rsmi_dev_memory_reserved_pages_get");
+  lib.resolve(api.gpu_metrics, "rsmi_dev_gpu_metrics_info_get");
 }
 
 Result<SharedLibrary> open_library() {
@@ -247,6 +251,8 @@ class RocmSmiBackend final : public AcceleratorBackend {
   void read_power(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
   void read_clocks(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
   void read_errors(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
+  void read_bad_pages(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
+  void read_throttle(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
   std::optional<double> temperature(std::uint32_t dv, Tally& t, std::uint32_t sensor,
                                     const char* field) const;
   std::optional<std::uint32_t> clock_mhz(std::uint32_t dv, Tally& t, std::uint32_t clock,
@@ -449,6 +455,8 @@ AcceleratorSample RocmSmiBackend::sample(const std::string& pci_bus_id) {
   read_power(gpu->index, t, s);
   read_clocks(gpu->index, t, s);
   read_errors(gpu->index, t, s);
+  read_bad_pages(gpu->index, t, s);
+  read_throttle(gpu->index, t, s);
   s.reachable = t.reachable();
   return s;
 }
@@ -567,6 +575,28 @@ void RocmSmiBackend::read_errors(std::uint32_t dv, Tally& t, AcceleratorSample& 
     s.ecc_corrected_volatile = corrected;
     s.ecc_uncorrected_volatile = uncorrected;
   }
+}
+
+// The RAS table's bad pages (retired, pending, unreservable). AMD keeps them across reboots;
+// the ECC counts above restart with the driver, and no AMD library keeps lifetime ("aggregate")
+// counts, so ecc_*_aggregate stay empty.
+void RocmSmiBackend::read_bad_pages(std::uint32_t dv, Tally& t, AcceleratorSample& s) const {
+  if (!api_.reserved_pages) return;
+  amd::read_bad_pages<rsmi::RetiredPageRecord>(
+      [&](std::uint32_t* n, rsmi::RetiredPageRecord* records) {
+        return t.ok("reserved_pages", api_.reserved_pages(dv, n, records));
+      },
+      s);
+}
+
+// Throttling from the metrics table's independent throttle bits, where the GPU fills them (not
+// MI300, whose table says "not available").
+void RocmSmiBackend::read_throttle(std::uint32_t dv, Tally& t, AcceleratorSample& s) const {
+  if (!api_.gpu_metrics) return;
+  auto mask = amd::metrics_throttle_mask([&](amd::GpuMetricsPrefix* table) {
+    return t.ok("gpu_metrics", api_.gpu_metrics(dv, table));
+  });
+  if (mask) amd::set_throttle(*mask, s);
 }
 
 // The stride of the library's event array: the one its version implies, unless only the other

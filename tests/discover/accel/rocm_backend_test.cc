@@ -195,6 +195,22 @@ TEST_F(RocmMi300xTest, SamplesFollowTheSteps) {
   AcceleratorSample a6 = backend_->sample("0000:a6:00.0");
   EXPECT_EQ(a6.ecc_uncorrected_volatile, std::optional<std::uint64_t>(1));
   EXPECT_EQ(a6.gpu_utilization_percent, std::optional<double>(0));
+  // The uncorrectable error left a bad page, retired at the reset.
+  EXPECT_EQ(a6.bad_pages_pending, std::optional<std::uint64_t>(1));
+  EXPECT_EQ(a6.bad_pages_retired, std::optional<std::uint64_t>(0));
+  steps_->go(3);
+  a6 = backend_->sample("0000:a6:00.0");
+  EXPECT_EQ(a6.bad_pages_pending, std::optional<std::uint64_t>(0));
+  EXPECT_EQ(a6.bad_pages_retired, std::optional<std::uint64_t>(1));
+}
+
+TEST_F(RocmMi300xTest, BadPagesOfTheRasTable) {
+  AcceleratorSample s = backend_->sample("0000:05:00.0");
+  EXPECT_EQ(s.bad_pages_retired, std::optional<std::uint64_t>(0));
+  EXPECT_EQ(s.bad_pages_pending, std::optional<std::uint64_t>(0));
+  EXPECT_EQ(s.bad_pages_unreservable, std::optional<std::uint64_t>(0));
+  // A page retired before boot stays in the table.
+  EXPECT_EQ(backend_->sample("0000:26:00.0").bad_pages_retired, std::optional<std::uint64_t>(1));
 }
 
 TEST_F(RocmMi300xTest, UnsupportedFieldsStayEmpty) {
@@ -204,13 +220,15 @@ TEST_F(RocmMi300xTest, UnsupportedFieldsStayEmpty) {
   EXPECT_FALSE(c6.memory_temperature_c);
   EXPECT_TRUE(c6.gpu_temperature_c);
   EXPECT_TRUE(backend_->sample("0000:e5:00.0").memory_temperature_c);
-  // What rocm_smi has no call for is never filled.
   for (const auto& id : kBusIds) {
     AcceleratorSample s = backend_->sample(id);
+    // What rocm_smi has no call for is never filled: AMD keeps no lifetime ECC counts, and
+    // retires pages (bad_pages_*) rather than NVIDIA-style pages or rows.
     EXPECT_FALSE(s.ecc_corrected_aggregate);
     EXPECT_FALSE(s.ecc_uncorrected_aggregate);
     EXPECT_FALSE(s.retired_pages_double_bit);
     EXPECT_FALSE(s.remapped_rows_pending);
+    // MI300's metrics table says "not available" for the throttle bits.
     EXPECT_FALSE(s.throttle_reasons);
     EXPECT_TRUE(s.throttle_reason_names.empty());
   }
@@ -364,6 +382,7 @@ TEST_P(RocmLibraryVersionTest, ReadsTheLayoutsOfThisVersion) {
                {"mclk_mhz", 1600},
                {"power_average_watts", 480.5},
                {"temperature_edge_c", 55.0},
+               {"indep_throttle_status", (1ULL << 0) | (1ULL << 36)},
                {"ecc",
                 {{"umc", {{"correctable", 4}, {"uncorrectable", 1}}},
                  {"gfx", {{"correctable", 3}, {"uncorrectable", 0}}}}}}}},
@@ -389,6 +408,9 @@ TEST_P(RocmLibraryVersionTest, ReadsTheLayoutsOfThisVersion) {
   EXPECT_EQ(s.gpu_temperature_c, std::optional<double>(55.0));
   EXPECT_EQ(s.ecc_corrected_volatile, std::optional<std::uint64_t>(7));
   EXPECT_EQ(s.ecc_uncorrected_volatile, std::optional<std::uint64_t>(1));
+  // MI250X fills the metrics table's independent throttle bits.
+  EXPECT_EQ(s.throttle_reasons, std::optional<std::uint64_t>((1ULL << 0) | (1ULL << 36)));
+  EXPECT_THAT(s.throttle_reason_names, ::testing::ElementsAre("ppt0", "temp_hotspot"));
 
   Steps steps(kLibrary);
   ASSERT_TRUE(steps.ok());
@@ -476,7 +498,8 @@ TEST(RocmBackend, PartialLibraryWorksWithWhatItHas) {
           "rsmi_dev_ecc_enabled_get", "rsmi_dev_memory_busy_percent_get",
           "rsmi_dev_energy_count_get", "rsmi_dev_pci_replay_counter_get", "rsmi_dev_ecc_count_get",
           "rsmi_event_notification_init", "rsmi_event_notification_mask_set",
-          "rsmi_event_notification_get", "rsmi_event_notification_stop"}));
+          "rsmi_event_notification_get", "rsmi_event_notification_stop",
+          "rsmi_dev_memory_reserved_pages_get", "rsmi_dev_gpu_metrics_info_get"}));
 
   auto devices = backend->devices();
   ASSERT_TRUE(devices) << devices.error().message();

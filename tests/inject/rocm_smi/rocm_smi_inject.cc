@@ -96,6 +96,38 @@ struct rsmi_evt_notification_data_t {
   char message[N];
 };
 
+struct rsmi_retired_page_record_t {
+  std::uint64_t page_address;
+  std::uint64_t page_size;
+  std::uint32_t status;
+};
+
+// rsmi_gpu_metrics_t up to indep_throttle_status (v1.3); later versions only append.
+struct rsmi_gpu_metrics_prefix_t {
+  std::uint16_t structure_size;
+  std::uint8_t format_revision;
+  std::uint8_t content_revision;
+  std::uint16_t temperature_edge, temperature_hotspot, temperature_mem, temperature_vrgfx,
+      temperature_vrsoc, temperature_vrmem;
+  std::uint16_t average_gfx_activity, average_umc_activity, average_mm_activity;
+  std::uint16_t average_socket_power;
+  std::uint64_t energy_accumulator;
+  std::uint64_t system_clock_counter;
+  std::uint16_t average_gfxclk_frequency, average_socclk_frequency, average_uclk_frequency,
+      average_vclk0_frequency, average_dclk0_frequency, average_vclk1_frequency,
+      average_dclk1_frequency;
+  std::uint16_t current_gfxclk, current_socclk, current_uclk, current_vclk0, current_dclk0,
+      current_vclk1, current_dclk1;
+  std::uint32_t throttle_status;
+  std::uint16_t current_fan_speed;
+  std::uint16_t pcie_link_width, pcie_link_speed;
+  std::uint32_t gfx_activity_acc, mem_activity_acc;
+  std::uint16_t temperature_hbm[4];
+  std::uint64_t firmware_timestamp;
+  std::uint16_t voltage_soc, voltage_gfx, voltage_mem;
+  std::uint64_t indep_throttle_status;
+};
+
 // ---- the scenario --------------------------------------------------------------------------
 
 // One device at one step. Values carry over from the step before; an absent one was never given
@@ -114,6 +146,8 @@ struct Values {
   std::optional<std::uint32_t> mclk_mhz;
   std::optional<std::uint64_t> pcie_replay;
   std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> ecc;  // block → (ce, ue)
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> bad_pages;        // address, page status
+  std::optional<std::uint64_t> indep_throttle_status;  // unset: the table says "not available"
   rsmi_status_t lost = RSMI_STATUS_SUCCESS;  // what every call on the device returns, if not 0
 };
 
@@ -229,6 +263,8 @@ const std::set<std::string>& field_names() {
       "mclk",
       "pcie_replay",
       "ecc",
+      "reserved_pages",
+      "gpu_metrics",
       "events",
   };
   return names;
@@ -253,7 +289,7 @@ void apply_values(const nlohmann::json& j, Values& v) {
              {"busy_percent", "memory_busy_percent", "vram_used_bytes", "temperature_edge_c",
               "temperature_junction_c", "temperature_memory_c", "power_average_watts",
               "socket_power_watts", "energy_counter", "sclk_mhz", "mclk_mhz", "pcie_replay_count",
-              "ecc", "lost"},
+              "ecc", "bad_pages", "indep_throttle_status", "lost"},
              "step values");
   auto take = [&](const char* key, auto& field) {
     if (j.contains(key))
@@ -271,6 +307,18 @@ void apply_values(const nlohmann::json& j, Values& v) {
   take("sclk_mhz", v.sclk_mhz);
   take("mclk_mhz", v.mclk_mhz);
   take("pcie_replay_count", v.pcie_replay);
+  take("indep_throttle_status", v.indep_throttle_status);
+  if (j.contains("bad_pages")) {
+    static const std::map<std::string, std::uint32_t> states = {
+        {"reserved", 0}, {"pending", 1}, {"unreservable", 2}};  // rsmi_memory_page_status_t
+    v.bad_pages.clear();
+    for (const auto& pj : j.at("bad_pages")) {
+      check_keys(pj, {"address", "status"}, "bad page");
+      auto st = states.find(pj.at("status").get<std::string>());
+      if (st == states.end()) throw std::runtime_error("unknown page status");
+      v.bad_pages.emplace_back(pj.at("address").get<std::uint64_t>(), st->second);
+    }
+  }
   if (j.contains("ecc")) {
     for (const auto& [block, counts] : j.at("ecc").items()) {
       v.ecc[block_named(block)] = {counts.at("correctable").get<std::uint64_t>(),
@@ -840,6 +888,41 @@ RSMI_API rsmi_status_t rsmi_event_notification_get(int timeout_ms, std::uint32_t
     ++*num_elem;
   }
   return RSMI_STATUS_SUCCESS;
+}
+
+// With no records buffer: how many pages; else up to *num_pages records.
+RSMI_API rsmi_status_t rsmi_dev_memory_reserved_pages_get(std::uint32_t dv,
+                                                          std::uint32_t* num_pages,
+                                                          rsmi_retired_page_record_t* records) {
+  return device_call(dv, "reserved_pages", num_pages, [&](const Device&, const Values& v) {
+    const auto n = static_cast<std::uint32_t>(v.bad_pages.size());
+    if (!records) {
+      *num_pages = n;
+      return RSMI_STATUS_SUCCESS;
+    }
+    const std::uint32_t k = std::min(*num_pages, n);
+    for (std::uint32_t i = 0; i < k; ++i) {
+      records[i] = {v.bad_pages[i].first, 4096, v.bad_pages[i].second};
+    }
+    *num_pages = k;
+    return k < n ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+  });
+}
+
+// The table's v1.3 prefix (what every version starts with); the throttle fields are all ones
+// ("not available") unless the step gives them, as on MI300.
+RSMI_API rsmi_status_t rsmi_dev_gpu_metrics_info_get(std::uint32_t dv,
+                                                     rsmi_gpu_metrics_prefix_t* metrics) {
+  return device_call(dv, "gpu_metrics", metrics, [&](const Device&, const Values& v) {
+    rsmi_gpu_metrics_prefix_t m{};
+    m.structure_size = sizeof m;
+    m.format_revision = 1;
+    m.content_revision = 3;
+    m.throttle_status = UINT32_MAX;
+    m.indep_throttle_status = v.indep_throttle_status.value_or(~0ULL);
+    *metrics = m;
+    return RSMI_STATUS_SUCCESS;
+  });
 }
 
 #endif  // POLYACCEL_INJECT_PARTIAL
