@@ -1,5 +1,6 @@
 #include "discover/accel/amd_common.h"
 
+#include <chrono>
 #include <cstdio>
 
 namespace polyaccel::amd {
@@ -39,6 +40,34 @@ std::optional<std::uint64_t> independent_throttle_mask(const GpuMetricsPrefix& m
     return std::nullopt;
   }
   return metrics.indep_throttle_status;
+}
+
+AcceleratorEvent kfd_event(const std::string& pci_bus_id, std::uint32_t event,
+                           const std::string& message) {
+  AcceleratorEvent ev;
+  ev.pci_bus_id = pci_bus_id;
+  ev.code = event;
+  ev.time = std::chrono::system_clock::now();
+  std::string what;
+  switch (event) {
+    case 3:
+      ev.kind = AcceleratorEventKind::critical;
+      what = "GPU reset (pre-reset)";
+      break;
+    case 4:
+      what = "GPU reset done (post-reset)";
+      break;
+    case 2:
+      what = "thermal throttling";
+      break;
+    case 1:
+      what = "VM fault";
+      break;
+    default:
+      what = "event " + std::to_string(event);
+  }
+  ev.text = message.empty() ? what : what + ": " + message;
+  return ev;
 }
 
 std::string gfx_name(std::uint64_t v) {

@@ -84,12 +84,20 @@ std::optional<std::uint64_t> independent_throttle_mask(const GpuMetricsPrefix& m
 // buffer with room for any version, and gives its independent throttle mask.
 template <class Get>
 std::optional<std::uint64_t> metrics_throttle_mask(Get get) {
-  auto buffer = std::make_unique<unsigned char[]>(kGpuMetricsBufferSize);
+  // Only the prefix is zeroed: a library older than v1.3 leaves the rest of it unwritten.
+  std::unique_ptr<unsigned char[]> buffer(new unsigned char[kGpuMetricsBufferSize]);
+  std::memset(buffer.get(), 0, sizeof(GpuMetricsPrefix));
   if (!get(reinterpret_cast<GpuMetricsPrefix*>(buffer.get()))) return std::nullopt;
   GpuMetricsPrefix prefix;
   std::memcpy(&prefix, buffer.get(), sizeof prefix);
   return independent_throttle_mask(prefix);
 }
+
+// An event of either AMD library: both report KFD's SMI event numbers (VM fault 1, thermal
+// throttle 2, GPU pre-reset 3, post-reset 4, ...). A pre-reset is critical: the GPU is lost
+// until the reset is done.
+AcceleratorEvent kfd_event(const std::string& pci_bus_id, std::uint32_t event,
+                           const std::string& message);
 
 // Sets the sample's throttle mask and the names of its bits.
 inline void set_throttle(std::uint64_t mask, AcceleratorSample& s) {

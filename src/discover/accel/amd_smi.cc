@@ -645,30 +645,7 @@ void AmdSmiBackend::decode_events(const unsigned char* raw, std::uint32_t n,
     std::string message =
         field(reinterpret_cast<const char*>(entry + kMessageOffset), stride - kMessageOffset);
 
-    AcceleratorEvent ev;
-    ev.pci_bus_id = bus_id->second;
-    ev.code = event;
-    ev.time = std::chrono::system_clock::now();
-    std::string what;
-    switch (event) {
-      case amdsmi::kEventGpuPreReset:
-        ev.kind = AcceleratorEventKind::critical;
-        what = "GPU reset (pre-reset)";
-        break;
-      case amdsmi::kEventGpuPostReset:
-        what = "GPU reset done (post-reset)";
-        break;
-      case amdsmi::kEventThermalThrottle:
-        what = "thermal throttling";
-        break;
-      case amdsmi::kEventVmFault:
-        what = "VM fault";
-        break;
-      default:
-        what = "event " + std::to_string(event);
-    }
-    ev.text = message.empty() ? what : what + ": " + message;
-    out.push_back(std::move(ev));
+    out.push_back(amd::kfd_event(bus_id->second, event, message));
   }
 }
 

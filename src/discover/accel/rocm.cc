@@ -631,30 +631,7 @@ void RocmSmiBackend::decode_events(const unsigned char* raw, std::uint32_t n,
     std::string message = trimmed(
         std::string(entry.message, strnlen(entry.message, stride - kEventMessageOffset)).c_str());
 
-    AcceleratorEvent ev;
-    ev.pci_bus_id = index_bus_ids_[dv];
-    ev.code = event;
-    ev.time = std::chrono::system_clock::now();
-    std::string what;
-    switch (event) {
-      case rsmi::kEventGpuPreReset:
-        ev.kind = AcceleratorEventKind::critical;
-        what = "GPU reset (pre-reset)";
-        break;
-      case rsmi::kEventGpuPostReset:
-        what = "GPU reset done (post-reset)";
-        break;
-      case rsmi::kEventThermalThrottle:
-        what = "thermal throttling";
-        break;
-      case rsmi::kEventVmFault:
-        what = "VM fault";
-        break;
-      default:
-        what = "event " + std::to_string(event);
-    }
-    ev.text = message.empty() ? what : what + ": " + message;
-    out.push_back(std::move(ev));
+    out.push_back(amd::kfd_event(index_bus_ids_[dv], event, message));
   }
 }
 
