@@ -3,21 +3,19 @@
 // AMD_SMI_INJECT_SCENARIO the scenario. Also the AMD entry of the backend list, which takes
 // amd-smi where it loads and ROCm SMI otherwise. ctest runs each case in its own process, so
 // setting the environment here is safe.
-#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "discover/accel/backends.h"
+#include "support/inject_steps.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -56,28 +54,7 @@ std::filesystem::path write_scenario(const testing::TempDir& dir, const nlohmann
   return path;
 }
 
-// The test's own handle on the library the backend loaded (RTLD_NOLOAD: the same copy), to move
-// the scenario along. Production code never sees polyaccel_inject_set_step.
-class Steps {
- public:
-  explicit Steps(const std::string& library)
-      : handle_(::dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
-    if (handle_)
-      set_step_ =
-          reinterpret_cast<void (*)(unsigned)>(::dlsym(handle_, "polyaccel_inject_set_step"));
-  }
-  ~Steps() {
-    if (handle_) ::dlclose(handle_);
-  }
-  Steps(const Steps&) = delete;
-  Steps& operator=(const Steps&) = delete;
-  bool ok() const { return set_step_ != nullptr; }
-  void go(unsigned step) const { set_step_(step); }
-
- private:
-  void* handle_ = nullptr;
-  void (*set_step_)(unsigned) = nullptr;
-};
+using Steps = testing::InjectSteps;
 
 class AmdSmiMi300xTest : public ::testing::Test {
  protected:
@@ -128,23 +105,6 @@ TEST_F(AmdSmiMi300xTest, Inventory) {
   }
   EXPECT_EQ((*devices)[0].inventory.uuid, "8aff74a1-0000-1000-803c-1f52d07e4b19");
   EXPECT_EQ((*devices)[0].inventory.serial, "PCB05214210");
-}
-
-TEST_F(AmdSmiMi300xTest, EveryGpuHasXgmiToTheOtherSeven) {
-  auto devices = backend_->devices();
-  ASSERT_TRUE(devices);
-  for (const auto& d : *devices) {
-    SCOPED_TRACE(d.pci_bus_id);
-    std::vector<std::string> peers;
-    for (const PeerLink& p : d.peer_links) {
-      EXPECT_EQ(p.link, (Link{LinkLevel::xgmi, 1}));
-      peers.push_back(p.peer.to_string());
-    }
-    std::vector<std::string> others;
-    std::copy_if(kBusIds.begin(), kBusIds.end(), std::back_inserter(others),
-                 [&](const std::string& id) { return id != d.pci_bus_id; });
-    EXPECT_THAT(peers, UnorderedElementsAreArray(others));
-  }
 }
 
 TEST_F(AmdSmiMi300xTest, IdleSample) {
@@ -240,95 +200,6 @@ TEST_F(AmdSmiMi300xTest, UnsupportedFieldsStayEmpty) {
     EXPECT_FALSE(s.remapped_rows_pending);
     EXPECT_FALSE(s.board_temperature_c);
   }
-}
-
-TEST_F(AmdSmiMi300xTest, UnknownDeviceIsUnreachable) {
-  AcceleratorSample s = backend_->sample("0000:ff:00.0");
-  EXPECT_FALSE(s.reachable);
-  EXPECT_FALSE(s.gpu_utilization_percent);
-}
-
-TEST_F(AmdSmiMi300xTest, Events) {
-  EXPECT_TRUE(backend_->poll_events(std::chrono::milliseconds(0)).empty());
-
-  steps_->go(1);
-  auto events = backend_->poll_events(std::chrono::milliseconds(1000));
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].pci_bus_id, "0000:e5:00.0");
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::other);
-  EXPECT_EQ(events[0].code, 2u);  // AMDSMI_EVT_NOTIF_THERMAL_THROTTLE
-  EXPECT_THAT(events[0].text, HasSubstr("thermal"));
-
-  steps_->go(2);
-  events = backend_->poll_events(std::chrono::milliseconds(1000));
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].pci_bus_id, "0000:a6:00.0");
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::critical);
-  EXPECT_EQ(events[0].code, 3u);  // AMDSMI_EVT_NOTIF_GPU_PRE_RESET
-  EXPECT_THAT(events[0].text, HasSubstr("uncorrectable ECC error in UMC"));
-
-  steps_->go(3);
-  events = backend_->poll_events(std::chrono::milliseconds(1000));
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].pci_bus_id, "0000:a6:00.0");
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::other);
-  EXPECT_EQ(events[0].code, 4u);  // AMDSMI_EVT_NOTIF_GPU_POST_RESET
-
-  EXPECT_TRUE(backend_->poll_events(std::chrono::milliseconds(10)).empty());
-}
-
-TEST_F(AmdSmiMi300xTest, PollWaitsForAnEvent) {
-  std::thread later([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    steps_->go(2);
-  });
-  auto events = backend_->poll_events(std::chrono::seconds(20));
-  later.join();
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::critical);
-}
-
-TEST_F(AmdSmiMi300xTest, GpuFallsOffTheBusAndComesBack) {
-  EXPECT_TRUE(backend_->sample("0000:65:00.0").reachable);
-  steps_->go(2);
-  AcceleratorSample lost = backend_->sample("0000:65:00.0");
-  EXPECT_FALSE(lost.reachable);
-  EXPECT_FALSE(lost.gpu_utilization_percent);
-  EXPECT_FALSE(lost.memory_used_bytes);
-  EXPECT_FALSE(lost.gpu_temperature_c);
-  EXPECT_FALSE(lost.power_watts);
-  EXPECT_FALSE(lost.bad_pages_retired);
-  for (const auto& id : kBusIds) {
-    if (id != "0000:65:00.0") {
-      EXPECT_TRUE(backend_->sample(id).reachable) << id;
-    }
-  }
-  steps_->go(3);
-  AcceleratorSample back = backend_->sample("0000:65:00.0");
-  EXPECT_TRUE(back.reachable);
-  EXPECT_EQ(back.gpu_temperature_c, std::optional<double>(44.0));
-  EXPECT_EQ(back.sm_clock_mhz, std::optional<std::uint32_t>(132));
-}
-
-TEST_F(AmdSmiMi300xTest, MergesIntoTheHostModel) {
-  HostModel model;
-  std::vector<std::unique_ptr<AcceleratorBackend>> backends;
-  backends.push_back(std::move(backend_));
-  auto statuses = merge_accelerators(model, backends);
-  ASSERT_EQ(statuses.size(), 1u);
-  EXPECT_EQ(statuses[0].name, "amd-smi");
-  EXPECT_TRUE(statuses[0].present) << statuses[0].detail;
-  ASSERT_EQ(model.accelerators.size(), 8u);
-  for (const Accelerator& a : model.accelerators) {
-    EXPECT_EQ(a.vendor, Vendor::amd);
-    EXPECT_EQ(a.name, "AMD Instinct MI300X");
-    ASSERT_TRUE(a.inventory);
-    EXPECT_EQ(a.inventory->backend, "amd-smi");
-  }
-  auto i = model.links.index_of("gpu0");
-  auto j = model.links.index_of("gpu7");
-  ASSERT_TRUE(i && j);
-  EXPECT_EQ(model.links.at(*i, *j).level, LinkLevel::xgmi);
 }
 
 // MI200 fills the metrics table's independent throttle bits; and amd-smi's ECC count is the sum
@@ -532,6 +403,17 @@ TEST(AmdSmiBackend, InitErrorIsAClearError) {
   Status again = backend->open();
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().problem, opened.error().problem);
+}
+
+// The test build refuses a scenario it does not understand, as a library that cannot start.
+TEST(AmdSmiBackend, UnknownScenarioKeyIsAnInitError) {
+  testing::TempDir dir;
+  auto scenario = write_scenario(
+      dir, {{"devices", {{{"pci_bus_id", "0000:05:00.0"}, {"vram_gigabytes", 192}}}}});
+  auto backend = backend_for(kLibrary, scenario);
+  Status opened = backend->open();
+  ASSERT_FALSE(opened);
+  EXPECT_THAT(opened.error().problem, HasSubstr("AMDSMI_STATUS_INIT_ERROR"));
 }
 
 TEST(AmdSmiBackend, NoLibraryIsNotFound) {

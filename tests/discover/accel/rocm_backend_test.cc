@@ -2,11 +2,9 @@
 // librocm_smi64.so.1 (tests/inject/rocm_smi) fed by scenario files: POLYACCEL_ROCM_SMI_LIB names
 // the built library, ROCM_SMI_INJECT_SCENARIO the scenario. ctest runs each case in its own
 // process, so setting the environment here is safe.
-#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -14,10 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "discover/accel/backends.h"
+#include "support/inject_steps.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -56,28 +54,7 @@ std::filesystem::path write_scenario(const testing::TempDir& dir, const nlohmann
   return path;
 }
 
-// The test's own handle on the library the backend loaded (RTLD_NOLOAD: the same copy), to move
-// the scenario along. Production code never sees polyaccel_inject_set_step.
-class Steps {
- public:
-  explicit Steps(const std::string& library)
-      : handle_(::dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
-    if (handle_)
-      set_step_ =
-          reinterpret_cast<void (*)(unsigned)>(::dlsym(handle_, "polyaccel_inject_set_step"));
-  }
-  ~Steps() {
-    if (handle_) ::dlclose(handle_);
-  }
-  Steps(const Steps&) = delete;
-  Steps& operator=(const Steps&) = delete;
-  bool ok() const { return set_step_ != nullptr; }
-  void go(unsigned step) const { set_step_(step); }
-
- private:
-  void* handle_ = nullptr;
-  void (*set_step_)(unsigned) = nullptr;
-};
+using Steps = testing::InjectSteps;
 
 class RocmMi300xTest : public ::testing::Test {
  protected:
@@ -128,23 +105,6 @@ TEST_F(RocmMi300xTest, Inventory) {
   EXPECT_EQ((*devices)[0].inventory.uuid, "GPU-8a3c1f52d07e4b19");
   EXPECT_EQ((*devices)[7].inventory.uuid, "GPU-9c6b2e07d3f1a858");
   EXPECT_EQ((*devices)[0].inventory.serial, "PCB05214210");
-}
-
-TEST_F(RocmMi300xTest, EveryGpuHasXgmiToTheOtherSeven) {
-  auto devices = backend_->devices();
-  ASSERT_TRUE(devices);
-  for (const auto& d : *devices) {
-    SCOPED_TRACE(d.pci_bus_id);
-    std::vector<std::string> peers;
-    for (const PeerLink& p : d.peer_links) {
-      EXPECT_EQ(p.link, (Link{LinkLevel::xgmi, 1}));
-      peers.push_back(p.peer.to_string());
-    }
-    std::vector<std::string> others;
-    std::copy_if(kBusIds.begin(), kBusIds.end(), std::back_inserter(others),
-                 [&](const std::string& id) { return id != d.pci_bus_id; });
-    EXPECT_THAT(peers, UnorderedElementsAreArray(others));
-  }
 }
 
 TEST_F(RocmMi300xTest, IdleSample) {
@@ -204,15 +164,6 @@ TEST_F(RocmMi300xTest, SamplesFollowTheSteps) {
   EXPECT_EQ(a6.bad_pages_retired, std::optional<std::uint64_t>(1));
 }
 
-TEST_F(RocmMi300xTest, BadPagesOfTheRasTable) {
-  AcceleratorSample s = backend_->sample("0000:05:00.0");
-  EXPECT_EQ(s.bad_pages_retired, std::optional<std::uint64_t>(0));
-  EXPECT_EQ(s.bad_pages_pending, std::optional<std::uint64_t>(0));
-  EXPECT_EQ(s.bad_pages_unreservable, std::optional<std::uint64_t>(0));
-  // A page retired before boot stays in the table.
-  EXPECT_EQ(backend_->sample("0000:26:00.0").bad_pages_retired, std::optional<std::uint64_t>(1));
-}
-
 TEST_F(RocmMi300xTest, UnsupportedFieldsStayEmpty) {
   // 0000:c6:00.0 has no memory temperature sensor; the others do.
   AcceleratorSample c6 = backend_->sample("0000:c6:00.0");
@@ -232,93 +183,6 @@ TEST_F(RocmMi300xTest, UnsupportedFieldsStayEmpty) {
     EXPECT_FALSE(s.throttle_reasons);
     EXPECT_TRUE(s.throttle_reason_names.empty());
   }
-}
-
-TEST_F(RocmMi300xTest, UnknownDeviceIsUnreachable) {
-  AcceleratorSample s = backend_->sample("0000:ff:00.0");
-  EXPECT_FALSE(s.reachable);
-  EXPECT_FALSE(s.gpu_utilization_percent);
-}
-
-TEST_F(RocmMi300xTest, Events) {
-  EXPECT_TRUE(backend_->poll_events(std::chrono::milliseconds(0)).empty());
-
-  steps_->go(1);
-  auto events = backend_->poll_events(std::chrono::milliseconds(1000));
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].pci_bus_id, "0000:e5:00.0");
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::other);
-  EXPECT_EQ(events[0].code, 2u);  // RSMI_EVT_NOTIF_THERMAL_THROTTLE
-  EXPECT_THAT(events[0].text, HasSubstr("thermal"));
-
-  steps_->go(2);
-  events = backend_->poll_events(std::chrono::milliseconds(1000));
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].pci_bus_id, "0000:a6:00.0");
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::critical);
-  EXPECT_EQ(events[0].code, 3u);  // RSMI_EVT_NOTIF_GPU_PRE_RESET
-  EXPECT_THAT(events[0].text, HasSubstr("uncorrectable ECC error in UMC"));
-
-  steps_->go(3);
-  events = backend_->poll_events(std::chrono::milliseconds(1000));
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].pci_bus_id, "0000:a6:00.0");
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::other);
-  EXPECT_EQ(events[0].code, 4u);  // RSMI_EVT_NOTIF_GPU_POST_RESET
-
-  EXPECT_TRUE(backend_->poll_events(std::chrono::milliseconds(10)).empty());
-}
-
-TEST_F(RocmMi300xTest, PollWaitsForAnEvent) {
-  std::thread later([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    steps_->go(2);
-  });
-  auto events = backend_->poll_events(std::chrono::seconds(20));
-  later.join();
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::critical);
-}
-
-TEST_F(RocmMi300xTest, GpuFallsOffTheBusAndComesBack) {
-  EXPECT_TRUE(backend_->sample("0000:65:00.0").reachable);
-  steps_->go(2);
-  AcceleratorSample lost = backend_->sample("0000:65:00.0");
-  EXPECT_FALSE(lost.reachable);
-  EXPECT_FALSE(lost.gpu_utilization_percent);
-  EXPECT_FALSE(lost.memory_used_bytes);
-  EXPECT_FALSE(lost.gpu_temperature_c);
-  EXPECT_FALSE(lost.power_watts);
-  for (const auto& id : kBusIds) {
-    if (id != "0000:65:00.0") {
-      EXPECT_TRUE(backend_->sample(id).reachable) << id;
-    }
-  }
-  steps_->go(3);
-  AcceleratorSample back = backend_->sample("0000:65:00.0");
-  EXPECT_TRUE(back.reachable);
-  EXPECT_EQ(back.gpu_temperature_c, std::optional<double>(44.0));
-  EXPECT_EQ(back.sm_clock_mhz, std::optional<std::uint32_t>(132));
-}
-
-TEST_F(RocmMi300xTest, MergesIntoTheHostModel) {
-  HostModel model;
-  std::vector<std::unique_ptr<AcceleratorBackend>> backends;
-  backends.push_back(std::move(backend_));
-  auto statuses = merge_accelerators(model, backends);
-  ASSERT_EQ(statuses.size(), 1u);
-  EXPECT_TRUE(statuses[0].present) << statuses[0].detail;
-  ASSERT_EQ(model.accelerators.size(), 8u);
-  for (const Accelerator& a : model.accelerators) {
-    EXPECT_EQ(a.vendor, Vendor::amd);
-    EXPECT_EQ(a.name, "AMD Instinct MI300X");
-    ASSERT_TRUE(a.inventory);
-    EXPECT_EQ(a.inventory->gfx_version, "gfx942");
-  }
-  auto i = model.links.index_of("gpu0");
-  auto j = model.links.index_of("gpu7");
-  ASSERT_TRUE(i && j);
-  EXPECT_EQ(model.links.at(*i, *j).level, LinkLevel::xgmi);
 }
 
 // A device whose calls answer "not supported" after answering before is gone too: rocm_smi
