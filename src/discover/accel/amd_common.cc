@@ -42,6 +42,31 @@ std::optional<std::uint64_t> independent_throttle_mask(const GpuMetricsPrefix& m
   return metrics.indep_throttle_status;
 }
 
+std::vector<std::string> physical_bus_ids(const std::vector<std::string>& reported) {
+  std::vector<std::optional<PciAddress>> addresses;
+  for (const auto& id : reported)
+    addresses.push_back(PciAddress::parse(id));
+  auto same_device = [](const PciAddress& a, const PciAddress& b) {
+    return a.domain == b.domain && a.bus == b.bus && a.device == b.device;
+  };
+  std::vector<std::string> physical = reported;
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    if (!addresses[i]) continue;
+    bool partitioned = false;
+    for (std::size_t j = 0; j < addresses.size(); ++j) {
+      if (j != i && addresses[j] && same_device(*addresses[i], *addresses[j]) &&
+          addresses[j]->function != addresses[i]->function) {
+        partitioned = true;
+      }
+    }
+    if (!partitioned) continue;
+    PciAddress gpu = *addresses[i];
+    gpu.function = 0;
+    physical[i] = gpu.to_string();
+  }
+  return physical;
+}
+
 AcceleratorEvent kfd_event(const std::string& pci_bus_id, std::uint32_t event,
                            const std::string& message) {
   AcceleratorEvent ev;

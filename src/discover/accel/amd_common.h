@@ -80,6 +80,14 @@ std::vector<std::string> throttle_reason_names(std::uint64_t mask);
 // throttling as violation counters instead).
 std::optional<std::uint64_t> independent_throttle_mask(const GpuMetricsPrefix& metrics);
 
+// The PCI function each device of an AMD library stands on. Both libraries report the partitions
+// of a GPU in a compute partition mode (DPX, CPX, ...) as functions 1..N-1 of the GPU's PCI
+// device, functions that do not exist on the bus (ROCm/rocm_smi_lib#208,
+// ROCm/rocm-systems#5805): devices that share a domain, bus and device number are one GPU, at
+// function 0. `reported` holds the libraries' bus ids in their order ("" when unknown); the
+// answer is in the same order.
+std::vector<std::string> physical_bus_ids(const std::vector<std::string>& reported);
+
 // Reads the metrics table with a library's getter (`get(table)`, true when it answered) into a
 // buffer with room for any version, and gives its independent throttle mask.
 template <class Get>

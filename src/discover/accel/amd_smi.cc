@@ -327,7 +327,9 @@ Status AmdSmiBackend::enumerate() {
   if (st != amdsmi::kSuccess) return call_failed("amdsmi_get_socket_handles", st);
   sockets.resize(std::min<std::size_t>(socket_count, sockets.size()));
 
-  std::uint32_t index = 0;
+  // Every GPU processor with its bus id, then the GPUs (partitions: one GPU, function 0).
+  std::vector<amdsmi::ProcessorHandle> handles;
+  std::vector<std::string> bus_ids;
   for (amdsmi::SocketHandle socket : sockets) {
     std::uint32_t count = 0;
     if (api_.processor_handles(socket, &count, nullptr) != amdsmi::kSuccess) continue;
@@ -340,18 +342,22 @@ Status AmdSmiBackend::enumerate() {
           type != amdsmi::kProcessorTypeAmdGpu) {
         continue;
       }
-      const std::uint32_t this_index = index++;
       amdsmi::Bdf bdf = 0;
-      if (api_.bdf(p, &bdf) != amdsmi::kSuccess) continue;
-      std::string bus_id = bus_id_of(bdf);
-      handle_bus_ids_[p] = bus_id;
-      auto gpu = std::find_if(gpus_.begin(), gpus_.end(),
-                              [&](const Gpu& g) { return g.bus_id == bus_id; });
-      if (gpu == gpus_.end()) {
-        gpus_.push_back(Gpu{p, this_index, bus_id, 1, {}});
-      } else {
-        ++gpu->partitions;
-      }
+      handles.push_back(p);
+      bus_ids.push_back(api_.bdf(p, &bdf) == amdsmi::kSuccess ? bus_id_of(bdf) : "");
+    }
+  }
+  bus_ids = amd::physical_bus_ids(bus_ids);
+  for (std::uint32_t index = 0; index < handles.size(); ++index) {
+    const std::string& bus_id = bus_ids[index];
+    if (bus_id.empty()) continue;
+    handle_bus_ids_[handles[index]] = bus_id;
+    auto gpu =
+        std::find_if(gpus_.begin(), gpus_.end(), [&](const Gpu& g) { return g.bus_id == bus_id; });
+    if (gpu == gpus_.end()) {
+      gpus_.push_back(Gpu{handles[index], index, bus_id, 1, {}});
+    } else {
+      ++gpu->partitions;
     }
   }
   return Ok{};

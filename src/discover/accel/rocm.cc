@@ -353,15 +353,14 @@ Status RocmSmiBackend::open_once() {
 void RocmSmiBackend::enumerate(std::uint32_t count) {
   for (std::uint32_t i = 0; i < count; ++i) {
     std::uint64_t bdfid = 0;
-    if (api_.pci_id(i, &bdfid) != rsmi::kSuccess) {
-      index_bus_ids_.emplace_back();
-      continue;
-    }
-    std::string bus_id = bus_id_of(bdfid);
-    index_bus_ids_.push_back(bus_id);
+    index_bus_ids_.push_back(api_.pci_id(i, &bdfid) == rsmi::kSuccess ? bus_id_of(bdfid) : "");
+  }
+  index_bus_ids_ = amd::physical_bus_ids(index_bus_ids_);  // partitions: one GPU, function 0
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::string& bus_id = index_bus_ids_[i];
     bool seen =
         std::any_of(gpus_.begin(), gpus_.end(), [&](const Gpu& g) { return g.bus_id == bus_id; });
-    if (!seen) gpus_.push_back(Gpu{i, bus_id, {}});
+    if (!bus_id.empty() && !seen) gpus_.push_back(Gpu{i, bus_id, {}});
   }
 }
 

@@ -279,20 +279,26 @@ TEST(AmdSmiBackend, LibraryBefore26) {
   EXPECT_THAT(events[1].text, HasSubstr("second"));
 }
 
-// In a compute partition mode the library shows one processor per partition on one function.
+// In a compute partition mode the library shows one processor per partition, each on a function
+// of the GPU's PCI device that does not exist on the bus (rocm-systems#5805): one GPU, function 0.
 TEST(AmdSmiBackend, PartitionsOfOneGpuAreOneDevice) {
   testing::TempDir dir;
-  nlohmann::json partition = {{"pci_bus_id", "0000:05:00.0"},
-                              {"name", "AMD Instinct MI300X"},
-                              {"compute_partition", "CPX"},
-                              {"memory_partition", "NPS4"}};
-  auto scenario =
-      write_scenario(dir, {{"devices",
-                            {partition,
-                             partition,
-                             partition,
-                             partition,
-                             {{"pci_bus_id", "0000:26:00.0"}, {"compute_partition", "SPX"}}}}});
+  auto partition = [](const char* bus_id) {
+    return nlohmann::json{{"pci_bus_id", bus_id},
+                          {"name", "AMD Instinct MI300X"},
+                          {"compute_partition", "CPX"},
+                          {"memory_partition", "NPS4"}};
+  };
+  auto scenario = write_scenario(
+      dir, {{"devices",
+             {partition("0000:05:00.0"),
+              partition("0000:05:00.1"),
+              partition("0000:05:00.2"),
+              partition("0000:05:00.3"),
+              {{"pci_bus_id", "0000:26:00.0"}, {"compute_partition", "SPX"}}}},
+            {"steps",
+             {nlohmann::json::object(),
+              {{"events", {{{"device", "0000:05:00.2"}, {"type", "gpu_pre_reset"}}}}}}}});
   auto backend = backend_for(kLibrary, scenario);
   ASSERT_TRUE(backend->open());
   auto devices = backend->devices();
@@ -304,6 +310,14 @@ TEST(AmdSmiBackend, PartitionsOfOneGpuAreOneDevice) {
   EXPECT_EQ((*devices)[0].partitions, 4u);
   EXPECT_EQ((*devices)[1].partitions, 1u);
   EXPECT_EQ((*devices)[1].inventory.index, 4u);
+  EXPECT_FALSE(backend->sample("0000:05:00.2").reachable);  // no such function
+  // An event of a partition is an event of its GPU.
+  Steps steps(kLibrary);
+  ASSERT_TRUE(steps.ok());
+  steps.go(1);
+  auto events = backend->poll_events(std::chrono::milliseconds(1000));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].pci_bus_id, "0000:05:00.0");
 }
 
 // A device whose calls answer "not supported" after answering before is gone too.

@@ -319,20 +319,26 @@ TEST(RocmBackend, EventStrideToldFromTheEntries) {
   EXPECT_EQ(events[2].code, 3u);
 }
 
-// In a compute partition mode the library shows one index per partition on one PCI function.
+// In a compute partition mode the library shows one index per partition, each on a function of
+// the GPU's PCI device that does not exist on the bus (rocm_smi_lib#208): one GPU, function 0.
 TEST(RocmBackend, PartitionsOfOneGpuAreOneDevice) {
   testing::TempDir dir;
-  nlohmann::json partition = {{"pci_bus_id", "0000:05:00.0"},
-                              {"name", "AMD Instinct MI300X"},
-                              {"compute_partition", "CPX"},
-                              {"memory_partition", "NPS4"}};
-  auto scenario =
-      write_scenario(dir, {{"devices",
-                            {partition,
-                             partition,
-                             partition,
-                             partition,
-                             {{"pci_bus_id", "0000:26:00.0"}, {"compute_partition", "SPX"}}}}});
+  auto partition = [](const char* bus_id) {
+    return nlohmann::json{{"pci_bus_id", bus_id},
+                          {"name", "AMD Instinct MI300X"},
+                          {"compute_partition", "CPX"},
+                          {"memory_partition", "NPS4"}};
+  };
+  auto scenario = write_scenario(
+      dir, {{"devices",
+             {partition("0000:05:00.0"),
+              partition("0000:05:00.1"),
+              partition("0000:05:00.2"),
+              partition("0000:05:00.3"),
+              {{"pci_bus_id", "0000:26:00.0"}, {"compute_partition", "SPX"}}}},
+            {"steps",
+             {nlohmann::json::object(),
+              {{"events", {{{"device", "0000:05:00.2"}, {"type", "gpu_pre_reset"}}}}}}}});
   auto backend = backend_for(kLibrary, scenario);
   ASSERT_TRUE(backend->open());
   auto devices = backend->devices();
@@ -346,6 +352,15 @@ TEST(RocmBackend, PartitionsOfOneGpuAreOneDevice) {
   EXPECT_EQ((*devices)[1].partitions, 1u);
   EXPECT_EQ((*devices)[1].pci_bus_id, "0000:26:00.0");
   EXPECT_EQ((*devices)[1].inventory.index, 4u);
+  EXPECT_FALSE(backend->sample("0000:05:00.2").reachable);  // no such function
+  EXPECT_TRUE(backend->sample("0000:05:00.0").reachable);
+  // An event of a partition is an event of its GPU.
+  Steps steps(kLibrary);
+  ASSERT_TRUE(steps.ok());
+  steps.go(1);
+  auto events = backend->poll_events(std::chrono::milliseconds(1000));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].pci_bus_id, "0000:05:00.0");
 }
 
 TEST(RocmBackend, PartialLibraryWorksWithWhatItHas) {

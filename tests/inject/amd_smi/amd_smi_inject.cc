@@ -83,7 +83,7 @@ struct Device {
   std::vector<Values> steps;  // one per scenario step
 };
 
-// A socket holds the processors of one PCI function (several in a compute partition mode).
+// A socket holds the processors of one GPU (several in a compute partition mode).
 struct Socket {
   std::vector<std::size_t> devices;
 };
@@ -366,9 +366,10 @@ Scenario parse_scenario(const json& j) {
   if (j.contains("unsupported")) everywhere = unsupported_list(j.at("unsupported"));
   for (const auto& dj : j.value("devices", json::array())) {
     sc.devices.push_back(parse_device(dj, everywhere));
-    // Processors on one PCI function share a socket.
+    // The partitions of one GPU (one PCI device, the partition number in the function, as
+    // amd-smi reports them) share a socket.
     auto same = std::find_if(sc.sockets.begin(), sc.sockets.end(), [&](const Socket& s) {
-      return sc.devices[s.devices.front()].bus_id == sc.devices.back().bus_id;
+      return (sc.devices[s.devices.front()].bdf >> 3) == (sc.devices.back().bdf >> 3);
     });
     if (same == sc.sockets.end()) {
       sc.sockets.push_back(Socket{{sc.devices.size() - 1}});
