@@ -201,6 +201,9 @@ class AmdSmiBackend final : public AcceleratorBackend {
   AcceleratorSample sample(const std::string& pci_bus_id) override;
   std::vector<AcceleratorEvent> poll_events(std::chrono::milliseconds timeout) override;
 
+  // Whether libamd_smi.so itself opened (whatever its init said).
+  bool library_loaded() const { return lib_.loaded(); }
+
  private:
   struct Gpu {
     amdsmi::ProcessorHandle handle = nullptr;
@@ -303,6 +306,13 @@ Status AmdSmiBackend::open_once() {
   }
 
   amdsmi::Status st = api_.init(amdsmi::kInitAmdGpus);
+  if (st == amdsmi::kDriverNotLoaded) {
+    // A host with ROCm installed but no AMD GPU (no amdgpu driver): nothing to see, not broken.
+    return Error{ErrorCode::not_found,
+                 report_.path,
+                 "amdsmi_init: the amdgpu driver is not loaded (no AMD GPU)",
+                 {}};
+  }
   if (st != amdsmi::kSuccess) return call_failed("amdsmi_init", st);
   initialized_ = true;
 
@@ -694,30 +704,12 @@ class AmdBackend final : public AcceleratorBackend {
   Vendor vendor() const override { return Vendor::amd; }
   Status open() override {
     if (opened_) return *opened_;
-    Status st = chosen_->open();
-    if (!st) {
-      // amd-smi absent or unusable: ROCm SMI, which older ROCm releases and Debian ship.
-      std::string why = st.error().code == ErrorCode::not_found
-                            ? "amd-smi absent (" + st.error().message() + ")"
-                            : "amd-smi failed (" + st.error().message() + ")";
-      auto rocm = make_rocm_smi_backend();
-      Status rocm_st = rocm->open();
-      if (rocm_st) {
-        note_ = why + ", ROCm SMI used";
-      } else if (st.error().code == ErrorCode::not_found) {
-        note_ = why;  // neither library is there: the ROCm SMI answer says so
-      }
-      if (rocm_st || st.error().code == ErrorCode::not_found) {
-        chosen_ = std::move(rocm);
-        st = rocm_st;
-      }
-    }
+    opened_ = choose();
     report_ = chosen_->library();
     if (!note_.empty()) {
       report_.note = report_.note.empty() ? note_ : note_ + "; " + report_.note;
     }
-    opened_ = st;
-    return st;
+    return *opened_;
   }
   const LibraryReport& library() const override { return opened_ ? report_ : chosen_->library(); }
   Result<std::vector<Device>> devices() override { return chosen_->devices(); }
@@ -729,6 +721,35 @@ class AmdBackend final : public AcceleratorBackend {
   }
 
  private:
+  // amd-smi if it opens; else ROCm SMI if it opens (older ROCm releases, Debian). When neither
+  // does, the answer of amd-smi where its library is there (its driver check or its failure
+  // explains ROCm SMI's too), else ROCm SMI's.
+  Status choose() {
+    auto amd_smi = std::make_unique<AmdSmiBackend>();
+    Status st = amd_smi->open();
+    if (st) {
+      chosen_ = std::move(amd_smi);
+      return st;
+    }
+    std::string why = st.error().code == ErrorCode::not_found
+                          ? "amd-smi absent (" + st.error().message() + ")"
+                          : "amd-smi failed (" + st.error().message() + ")";
+    auto rocm = make_rocm_smi_backend();
+    Status rocm_st = rocm->open();
+    if (rocm_st) {
+      note_ = why + ", ROCm SMI used";
+      chosen_ = std::move(rocm);
+      return rocm_st;
+    }
+    if (amd_smi->library_loaded() || st.error().code != ErrorCode::not_found) {
+      chosen_ = std::move(amd_smi);
+      return st;
+    }
+    note_ = why;
+    chosen_ = std::move(rocm);
+    return rocm_st;
+  }
+
   std::unique_ptr<AcceleratorBackend> chosen_;
   std::optional<Status> opened_;
   std::string note_;

@@ -404,19 +404,31 @@ TEST(AmdSmiBackend, PathThatIsNotALibrary) {
 
 TEST(AmdSmiBackend, InitErrorIsAClearError) {
   testing::TempDir dir;
-  auto scenario = write_scenario(dir, {{"init_error", "DRIVER_NOT_LOADED"}});
+  auto scenario = write_scenario(dir, {{"init_error", "DRM_ERROR"}});
   auto backend = backend_for(kLibrary, scenario);
   Status opened = backend->open();
   ASSERT_FALSE(opened);
   EXPECT_NE(opened.error().code, ErrorCode::not_found);
   EXPECT_EQ(opened.error().input, kLibrary);
   EXPECT_THAT(opened.error().problem, HasSubstr("amdsmi_init failed"));
-  EXPECT_THAT(opened.error().problem, HasSubstr("AMDSMI_STATUS_DRIVER_NOT_LOADED"));
+  EXPECT_THAT(opened.error().problem, HasSubstr("AMDSMI_STATUS_DRM_ERROR"));
   EXPECT_FALSE(opened.error().remedy.empty());
   EXPECT_FALSE(backend->devices());
   Status again = backend->open();
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().problem, opened.error().problem);
+}
+
+// ROCm installed on a host without an AMD GPU: amd-smi finds no amdgpu driver. That is absence,
+// not a broken install.
+TEST(AmdSmiBackend, NoAmdgpuDriverIsAbsence) {
+  testing::TempDir dir;
+  auto scenario = write_scenario(dir, {{"init_error", "DRIVER_NOT_LOADED"}});
+  auto backend = backend_for(kLibrary, scenario);
+  Status opened = backend->open();
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error().code, ErrorCode::not_found);
+  EXPECT_THAT(opened.error().problem, HasSubstr("amdgpu driver is not loaded"));
 }
 
 // The test build refuses a scenario it does not understand, as a library that cannot start.
@@ -494,6 +506,35 @@ TEST(AmdEntry, BrokenAmdSmiFallsBackToRocmSmiAndSaysWhy) {
   EXPECT_EQ(backend->name(), "rocm-smi");
   EXPECT_THAT(backend->library().note, HasSubstr("amd-smi failed"));
   EXPECT_THAT(backend->library().note, HasSubstr("not a loadable"));
+}
+
+// ROCm installed, no AMD GPU: amd-smi's "no amdgpu driver" explains ROCm SMI's failing init too,
+// so the entry is absent rather than failed.
+TEST(AmdEntry, NoAmdgpuDriverIsAbsentThroughBothLibraries) {
+  testing::TempDir dir;
+  auto no_driver = write_scenario(dir, {{"init_error", "DRIVER_NOT_LOADED"}});
+  auto rocm_no_gpu = dir.path() / "rocm.json";
+  std::ofstream(rocm_no_gpu) << R"({"init_error": "INIT_ERROR"})";
+  auto backend = amd_entry(kLibrary, ROCM_SMI_INJECT_LIB);
+  ::setenv("AMD_SMI_INJECT_SCENARIO", no_driver.c_str(), 1);
+  ::setenv("ROCM_SMI_INJECT_SCENARIO", rocm_no_gpu.c_str(), 1);
+  Status opened = backend->open();
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error().code, ErrorCode::not_found);
+  EXPECT_EQ(backend->name(), "amd-smi");
+  EXPECT_THAT(opened.error().message(), HasSubstr("amdgpu driver is not loaded"));
+}
+
+// A broken amd-smi with no ROCm SMI to stand in: amd-smi's failure is the answer.
+TEST(AmdEntry, BrokenAmdSmiWithoutRocmSmiIsItsFailure) {
+  testing::TempDir dir;
+  auto fake = dir.path() / "libamd_smi.so";
+  std::ofstream(fake) << "not a library\n";
+  auto backend = amd_entry(fake.string(), (dir.path() / "librocm_smi64.so.1").string());
+  Status opened = backend->open();
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error().code, ErrorCode::bad_input);
+  EXPECT_EQ(backend->name(), "amd-smi");
 }
 
 TEST(AmdEntry, NeitherLibraryIsAbsent) {

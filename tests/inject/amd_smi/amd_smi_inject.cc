@@ -537,7 +537,7 @@ AMDSMI_API Status amdsmi_status_code_to_string(Status status, const char** text)
       *text = "AMDSMI_STATUS_NOT_FOUND - Device Not found";
       break;
     default:
-      *text = "AMDSMI_STATUS_UNKNOWN_ERROR - An unknown error occurred";
+      *text = status_name(status);  // the name alone, without amd-smi's explanation
   }
   return kSuccess;
 }
