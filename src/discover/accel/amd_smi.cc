@@ -231,6 +231,7 @@ class AmdSmiBackend final : public AcceleratorBackend {
   void read_throttle(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
   std::optional<double> temperature(amdsmi::ProcessorHandle p, Tally& t, std::uint32_t sensor,
                                     const char* field_name) const;
+  std::size_t event_stride(const unsigned char* raw, std::uint32_t n) const;
   void decode_events(const unsigned char* raw, std::uint32_t n,
                      std::vector<AcceleratorEvent>& out) const;
 
@@ -646,9 +647,28 @@ void AmdSmiBackend::read_throttle(amdsmi::ProcessorHandle p, Tally& t, Accelerat
   if (known) amd::set_throttle(mask, s);
 }
 
+// The record stride: the one the library's version implies, unless only the other one gives
+// records of our processors (a library between layouts, such as 25.x with long strings).
+std::size_t AmdSmiBackend::event_stride(const unsigned char* raw, std::uint32_t n) const {
+  const std::size_t preferred =
+      structs_readable() ? sizeof(amdsmi::EventData) : kEventStrideBefore26;
+  const std::size_t other = structs_readable() ? kEventStrideBefore26 : sizeof(amdsmi::EventData);
+  auto known = [&](std::size_t stride) {
+    for (std::uint32_t k = 0; k < n; ++k) {
+      amdsmi::ProcessorHandle handle = nullptr;
+      std::memcpy(&handle, raw + k * stride + offsetof(amdsmi::EventData, processor_handle),
+                  sizeof handle);
+      if (!handle_bus_ids_.count(handle)) return false;
+    }
+    return true;
+  };
+  if (n <= 1 || known(preferred) || !known(other)) return preferred;
+  return other;
+}
+
 void AmdSmiBackend::decode_events(const unsigned char* raw, std::uint32_t n,
                                   std::vector<AcceleratorEvent>& out) const {
-  const std::size_t stride = structs_readable() ? sizeof(amdsmi::EventData) : kEventStrideBefore26;
+  const std::size_t stride = event_stride(raw, n);
   constexpr std::size_t kMessageOffset = offsetof(amdsmi::EventData, message);
   for (std::uint32_t k = 0; k < n; ++k) {
     const unsigned char* entry = raw + k * stride;
@@ -660,7 +680,6 @@ void AmdSmiBackend::decode_events(const unsigned char* raw, std::uint32_t n,
     if (bus_id == handle_bus_ids_.end()) continue;
     std::string message =
         field(reinterpret_cast<const char*>(entry + kMessageOffset), stride - kMessageOffset);
-
     out.push_back(amd::kfd_event(bus_id->second, event, message));
   }
 }

@@ -4,9 +4,11 @@
 // now in ROCm/rocm-systems projects/amdsmi), where AMDSMI_MAX_STRING_LENGTH is 256.
 //
 // The library's major version changes whenever a struct changes. Libraries before 26 (ROCm 6.x)
-// used 64- and 32-byte strings in the info structs and the event record; the backend reads
-// those structs only from a major-26-or-later library (kStructLayoutMajor). The static_asserts
-// below pin the offsets that a mistake here would silently break.
+// used 64- and 32-byte strings in the info structs and (up to 24) the event record, and 25.x
+// took a sensor index in amdsmi_get_power_info; the backend reads those structs and calls that
+// function only from a major-26-or-later library (kStructLayoutMajor). Their amdsmi_version_t
+// began with a `year` (23 to 25), which our layout reads as the major: below 26 as well. The
+// static_asserts below pin the offsets that a mistake here would silently break.
 //
 // Internal to discover/accel/: amd_smi.cc resolves these by name with dlsym, and the test build
 // of libamd_smi.so (tests/inject/amd_smi/) defines them, checked against these same types.

@@ -279,6 +279,32 @@ TEST(AmdSmiBackend, LibraryBefore26) {
   EXPECT_THAT(events[1].text, HasSubstr("second"));
 }
 
+// A 25.x library with the long event records of 26: the stride is told from the records.
+TEST(AmdSmiBackend, EventRecordSizeToldFromTheRecords) {
+  testing::TempDir dir;
+  auto scenario = write_scenario(
+      dir, {{"library_version", "25.4.2"},
+            {"event_record_size", 272},
+            {"devices", {{{"pci_bus_id", "0000:05:00.0"}}, {{"pci_bus_id", "0000:26:00.0"}}}},
+            {"steps",
+             {nlohmann::json::object(),
+              {{"events",
+                {{{"device", "0000:05:00.0"}, {"type", "gpu_pre_reset"}},
+                 {{"device", "0000:26:00.0"}, {"type", "gpu_post_reset"}, {"message", "done"}},
+                 {{"device", "0000:05:00.0"}, {"type", "thermal_throttle"}}}}}}}});
+  auto backend = backend_for(kLibrary, scenario);
+  ASSERT_TRUE(backend->open());
+  Steps steps(kLibrary);
+  ASSERT_TRUE(steps.ok());
+  steps.go(1);
+  auto events = backend->poll_events(std::chrono::milliseconds(1000));
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].code, 3u);
+  EXPECT_EQ(events[1].pci_bus_id, "0000:26:00.0");
+  EXPECT_THAT(events[1].text, HasSubstr("done"));
+  EXPECT_EQ(events[2].code, 2u);
+}
+
 // In a compute partition mode the library shows one processor per partition, each on a function
 // of the GPU's PCI device that does not exist on the bus (rocm-systems#5805): one GPU, function 0.
 TEST(AmdSmiBackend, PartitionsOfOneGpuAreOneDevice) {

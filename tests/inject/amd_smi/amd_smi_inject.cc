@@ -98,6 +98,7 @@ struct Scenario {
   Version version{26, 2, 1, "polyaccel-inject"};
   std::string driver_version;
   Status init_error = kSuccess;
+  std::size_t event_record_size = 0;  // 80 or 272; 0: as the version has it
   std::vector<Device> devices;
   std::vector<Socket> sockets;
   std::vector<std::vector<Event>> events;  // per step
@@ -348,8 +349,8 @@ std::size_t device_named(const Scenario& sc, const std::string& bus_id) {
 
 Scenario parse_scenario(const json& j) {
   check_keys(j,
-             {"comment", "library_version", "driver_version", "init_error", "unsupported",
-              "devices", "steps"},
+             {"comment", "library_version", "driver_version", "init_error", "event_record_size",
+              "unsupported", "devices", "steps"},
              "scenario");
   Scenario sc;
   if (j.contains("library_version")) {
@@ -362,6 +363,11 @@ Scenario parse_scenario(const json& j) {
   }
   sc.driver_version = j.value("driver_version", "");
   if (j.contains("init_error")) sc.init_error = status_named(j.at("init_error"));
+  sc.event_record_size = j.value("event_record_size", std::size_t{0});
+  if (sc.event_record_size != 0 && sc.event_record_size != 80 &&
+      sc.event_record_size != sizeof(EventData)) {
+    throw std::runtime_error("event_record_size must be 80 or 272");
+  }
   std::set<std::string> everywhere;
   if (j.contains("unsupported")) everywhere = unsupported_list(j.at("unsupported"));
   for (const auto& dj : j.value("devices", json::array())) {
@@ -942,7 +948,9 @@ AMDSMI_API Status amdsmi_get_gpu_event_notification(int timeout_ms, std::uint32_
     return kNoData;
   }
   const bool old_layout = s.scenario.version.major < kStructLayoutMajor;
-  const std::size_t stride = old_layout ? 80 : sizeof(EventData);
+  const std::size_t stride = s.scenario.event_record_size ? s.scenario.event_record_size
+                             : old_layout                 ? 80
+                                                          : sizeof(EventData);
   const std::size_t message_size = stride - offsetof(EventData, message);
   auto* out = reinterpret_cast<unsigned char*>(data);
   while (*num_elem < capacity && ready()) {
