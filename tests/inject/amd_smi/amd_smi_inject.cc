@@ -26,10 +26,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "../amd_scenario.h"
 #include "discover/accel/amd_smi_abi.h"
 
 using namespace polyaccel::amdsmi;  // NOLINT(google-build-using-namespace)
 using json = nlohmann::json;
+namespace inject = polyaccel::inject;
 
 #define AMDSMI_API extern "C" __attribute__((visibility("default")))
 // Checks an exported function against the ABI's declaration of its type.
@@ -140,19 +142,6 @@ Status status_named(const std::string& name) {
   return it->second;
 }
 
-std::uint64_t block_named(const std::string& name) {
-  static const std::map<std::string, std::uint64_t> blocks = {
-      {"umc", 1ULL << 0},   {"sdma", 1ULL << 1},     {"gfx", 1ULL << 2},   {"mmhub", 1ULL << 3},
-      {"athub", 1ULL << 4}, {"pcie_bif", 1ULL << 5}, {"hdp", 1ULL << 6},   {"xgmi_wafl", 1ULL << 7},
-      {"df", 1ULL << 8},    {"smn", 1ULL << 9},      {"sem", 1ULL << 10},  {"mp0", 1ULL << 11},
-      {"mp1", 1ULL << 12},  {"fuse", 1ULL << 13},    {"mca", 1ULL << 14},  {"vcn", 1ULL << 15},
-      {"jpeg", 1ULL << 16}, {"ih", 1ULL << 17},      {"mpio", 1ULL << 18},
-  };
-  auto it = blocks.find(name);
-  if (it == blocks.end()) throw std::runtime_error("unknown GPU block " + name);
-  return it->second;
-}
-
 std::uint32_t event_type_named(const std::string& name) {
   static const std::map<std::string, std::uint32_t> types = {
       {"vm_fault", kEventVmFault},
@@ -203,12 +192,6 @@ const std::set<std::string>& violation_flags() {
   return flags;
 }
 
-void check_keys(const json& j, const std::set<std::string>& allowed, const char* what) {
-  for (const auto& [key, value] : j.items()) {
-    if (!allowed.count(key)) throw std::runtime_error(std::string(what) + ": unknown key " + key);
-  }
-}
-
 Bdf bdf_of(const std::string& bus_id) {
   unsigned domain = 0, bus = 0, dev = 0, fn = 0;
   if (std::sscanf(bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4) {
@@ -229,7 +212,7 @@ std::uint64_t target_version(const std::string& gfx) {
 }
 
 void apply_values(const json& j, Values& v) {
-  check_keys(
+  inject::check_keys(
       j,
       {"busy_percent", "memory_busy_percent", "vram_used_bytes", "temperature_edge_c",
        "temperature_junction_c", "temperature_memory_c", "temperature_hbm_c", "power_average_watts",
@@ -258,23 +241,15 @@ void apply_values(const json& j, Values& v) {
   }
   if (j.contains("ecc")) {
     for (const auto& [block, counts] : j.at("ecc").items()) {
-      block_named(block);
+      inject::gpu_block_named(block);
       v.ecc[block] = {counts.at("correctable").get<std::uint64_t>(),
                       counts.at("uncorrectable").get<std::uint64_t>()};
     }
   }
   if (j.contains("bad_pages")) {
-    static const std::map<std::string, std::uint32_t> states = {
-        {"reserved", kPageReserved},
-        {"pending", kPagePending},
-        {"unreservable", kPageUnreservable}};
     v.bad_pages.clear();
-    for (const auto& pj : j.at("bad_pages")) {
-      check_keys(pj, {"address", "status"}, "bad page");
-      auto st = states.find(pj.at("status").get<std::string>());
-      if (st == states.end()) throw std::runtime_error("unknown page status");
-      v.bad_pages.push_back(
-          RetiredPageRecord{pj.at("address").get<std::uint64_t>(), 4096, st->second});
+    for (const auto& [address, status] : inject::bad_pages(j.at("bad_pages"))) {
+      v.bad_pages.push_back(RetiredPageRecord{address, 4096, status});
     }
   }
   if (j.contains("violation_active")) {
@@ -297,23 +272,13 @@ void apply_values(const json& j, Values& v) {
   }
 }
 
-std::set<std::string> unsupported_list(const json& j) {
-  std::set<std::string> out;
-  for (const auto& name : j) {
-    if (!field_names().count(name.get<std::string>())) {
-      throw std::runtime_error("unsupported: unknown field " + name.get<std::string>());
-    }
-    out.insert(name.get<std::string>());
-  }
-  return out;
-}
-
 Device parse_device(const json& j, const std::set<std::string>& unsupported_everywhere) {
-  check_keys(j,
-             {"pci_bus_id", "uuid", "name", "board_name", "asic_serial", "serial", "vram_bytes",
-              "gfx_version", "compute_partition", "memory_partition", "xgmi_peers",
-              "power_cap_watts", "ecc_enabled_blocks", "energy_resolution_uj", "unsupported"},
-             "device");
+  inject::check_keys(
+      j,
+      {"pci_bus_id", "uuid", "name", "board_name", "asic_serial", "serial", "vram_bytes",
+       "gfx_version", "compute_partition", "memory_partition", "xgmi_peers", "power_cap_watts",
+       "ecc_enabled_blocks", "energy_resolution_uj", "unsupported"},
+      "device");
   Device d;
   d.bus_id = j.at("pci_bus_id").get<std::string>();
   d.bdf = bdf_of(d.bus_id);
@@ -329,12 +294,12 @@ Device parse_device(const json& j, const std::set<std::string>& unsupported_ever
   d.xgmi_peers = j.value("xgmi_peers", std::vector<std::string>{});
   if (j.contains("power_cap_watts")) d.power_cap_watts = j.at("power_cap_watts").get<double>();
   for (const auto& b : j.value("ecc_enabled_blocks", std::vector<std::string>{})) {
-    d.ecc_enabled_blocks |= block_named(b);
+    d.ecc_enabled_blocks |= inject::gpu_block_named(b);
   }
   d.energy_resolution_uj = j.value("energy_resolution_uj", 15.259f);
   d.unsupported = unsupported_everywhere;
   if (j.contains("unsupported")) {
-    auto own = unsupported_list(j.at("unsupported"));
+    auto own = inject::unsupported_list(j.at("unsupported"), field_names());
     d.unsupported.insert(own.begin(), own.end());
   }
   return d;
@@ -348,10 +313,10 @@ std::size_t device_named(const Scenario& sc, const std::string& bus_id) {
 }
 
 Scenario parse_scenario(const json& j) {
-  check_keys(j,
-             {"comment", "library_version", "driver_version", "init_error", "event_record_size",
-              "unsupported", "devices", "steps"},
-             "scenario");
+  inject::check_keys(j,
+                     {"comment", "library_version", "driver_version", "init_error",
+                      "event_record_size", "unsupported", "devices", "steps"},
+                     "scenario");
   Scenario sc;
   if (j.contains("library_version")) {
     unsigned major = 0, minor = 0, release = 0;
@@ -369,7 +334,8 @@ Scenario parse_scenario(const json& j) {
     throw std::runtime_error("event_record_size must be 80 or 272");
   }
   std::set<std::string> everywhere;
-  if (j.contains("unsupported")) everywhere = unsupported_list(j.at("unsupported"));
+  if (j.contains("unsupported"))
+    everywhere = inject::unsupported_list(j.at("unsupported"), field_names());
   for (const auto& dj : j.value("devices", json::array())) {
     sc.devices.push_back(parse_device(dj, everywhere));
     // The partitions of one GPU (one PCI device, the partition number in the function, as
@@ -383,33 +349,17 @@ Scenario parse_scenario(const json& j) {
       same->devices.push_back(sc.devices.size() - 1);
     }
   }
-  std::vector<Values> now(sc.devices.size());
-  for (const auto& sj : j.value("steps", json::array())) {
-    check_keys(sj, {"comment", "all", "devices", "events"}, "step");
-    for (Values& v : now) {
-      if (sj.contains("all")) apply_values(sj.at("all"), v);
-    }
-    if (sj.contains("devices")) {
-      for (const auto& [bus_id, vj] : sj.at("devices").items()) {
-        apply_values(vj, now[device_named(sc, bus_id)]);
-      }
-    }
-    for (std::size_t i = 0; i < sc.devices.size(); ++i)
-      sc.devices[i].steps.push_back(now[i]);
-    std::vector<Event> events;
-    for (const auto& ej : sj.value("events", json::array())) {
-      check_keys(ej, {"device", "type", "message"}, "event");
-      events.push_back(Event{device_named(sc, ej.at("device").get<std::string>()),
-                             event_type_named(ej.at("type").get<std::string>()),
-                             ej.value("message", "")});
-    }
-    sc.events.push_back(std::move(events));
-  }
-  if (sc.events.empty()) {  // no steps: one step where nothing was given
-    sc.events.emplace_back();
-    for (Device& d : sc.devices)
-      d.steps.emplace_back();
-  }
+  std::vector<std::vector<Values>> values;
+  inject::read_steps<Values, Event>(
+      j.value("steps", json::array()), sc.devices.size(),
+      [&](const std::string& bus_id) { return device_named(sc, bus_id); }, apply_values,
+      [&](const json& ej) {
+        return Event{device_named(sc, ej.at("device").get<std::string>()),
+                     event_type_named(ej.at("type").get<std::string>()), ej.value("message", "")};
+      },
+      values, sc.events);
+  for (std::size_t i = 0; i < sc.devices.size(); ++i)
+    sc.devices[i].steps = std::move(values[i]);
   return sc;
 }
 
@@ -834,7 +784,7 @@ AMDSMI_API Status amdsmi_get_gpu_total_ecc_count(ProcessorHandle p, ErrorCount* 
     if (d.ecc_enabled_blocks == 0) return kNotSupported;
     *counts = ErrorCount{};
     for (const auto& [block, ce_ue] : v.ecc) {
-      if (!(d.ecc_enabled_blocks & block_named(block))) continue;
+      if (!(d.ecc_enabled_blocks & inject::gpu_block_named(block))) continue;
       counts->correctable_count += ce_ue.first;
       counts->uncorrectable_count += ce_ue.second;
     }
