@@ -320,8 +320,10 @@ Status AmdSmiBackend::open_once() {
   amdsmi::Version version{};
   if (api_.lib_version && api_.lib_version(&version) == amdsmi::kSuccess) major_ = version.major;
   if (!structs_readable()) {
-    report_.note = "library version " + std::to_string(major_) +
-                   " is older than 26: ASIC, board, driver and power details are not read";
+    // (Before 26 the version began with a year, which is what major_ holds then: no number here.)
+    report_.note =
+        "AMD SMI library older than 26 (ROCm 7): ASIC, board, driver and power details are not "
+        "read";
   }
   Status listed = enumerate();
   if (!listed) return listed;
