@@ -133,7 +133,7 @@ struct MigInstance {
 // What a vendor library (NVML, ROCm SMI, HLML) says of one device that does not change while it
 // runs. Optional fields are absent when the library or device does not support them.
 struct AcceleratorInventory {
-  std::string backend;  // "nvml", "rocm-smi", "hlml"
+  std::string backend;  // "nvml", "amd-smi", "rocm-smi", "hlml"
   unsigned index = 0;   // the library's own device index
   std::string uuid;
   std::string serial;
@@ -206,7 +206,7 @@ struct DistanceMatrix {
 
 // What opening one vendor library gave ("nvml: absent", "nvml: 8 devices from ...").
 struct AcceleratorBackendStatus {
-  std::string name;  // "nvml", "rocm-smi", "hlml"
+  std::string name;  // "nvml", "amd-smi", "rocm-smi", "hlml"
   bool present = false;
   std::string detail;
 };

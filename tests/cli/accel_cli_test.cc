@@ -1,5 +1,6 @@
-// `polyaccel topo` with the vendor libraries: test builds of NVML, ROCm SMI and HLML loaded by
-// the production loaders through their override variables, absent libraries and a broken one.
+// `polyaccel topo` with the vendor libraries: test builds of NVML, AMD SMI, ROCm SMI and HLML
+// loaded by the production loaders through their override variables, absent libraries and a broken
+// one.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -18,9 +19,9 @@ using polyaccel::testing::topology_fixture;
 const std::string kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
 
 std::string env(const std::string& nvml, const std::string& rocm, const std::string& hlml) {
-  return "POLYACCEL_NVML_LIB='" + nvml + "' POLYACCEL_ROCM_SMI_LIB='" + rocm +
-         "' POLYACCEL_HLML_LIB='" + hlml + "' NVML_INJECT_SCENARIO='" + NVML_SCENARIO_DIR +
-         "/hgx-8xh100.json' ";
+  return "POLYACCEL_AMD_SMI_LIB=/nonexistent/libamd_smi.so POLYACCEL_NVML_LIB='" + nvml +
+         "' POLYACCEL_ROCM_SMI_LIB='" + rocm + "' POLYACCEL_HLML_LIB='" + hlml +
+         "' NVML_INJECT_SCENARIO='" + NVML_SCENARIO_DIR + "/hgx-8xh100.json' ";
 }
 
 nlohmann::json backend(const nlohmann::json& doc, const std::string& name) {
@@ -55,6 +56,34 @@ TEST(AccelCli, InjectedNvmlFillsInventoryAndNvlinkOnTheXe8640) {
   const auto& m = doc["links"]["matrix"];
   EXPECT_EQ(m[0][0], "X");
   EXPECT_EQ(m[0][1].get<std::string>().rfind("NV", 0), 0u) << m[0][1];
+}
+
+// The AMD entry: amd-smi where its library loads, else ROCm SMI; the line says which and why.
+TEST(AccelCli, AmdSmiWhereItLoadsElseRocmSmi) {
+  const std::string amd = std::string("AMD_SMI_INJECT_SCENARIO='") + AMD_SMI_SCENARIO_DIR +
+                          "/mi300x-8x.json' ROCM_SMI_INJECT_SCENARIO='" + ROCM_SMI_SCENARIO_DIR +
+                          "/mi300x-8x.json' POLYACCEL_NVML_LIB=/nonexistent/libnvidia-ml.so.1 "
+                          "POLYACCEL_HLML_LIB=/nonexistent/libhlml.so ";
+  const std::string topo = polyaccel_binary() + " topo --accel-backends on --topology " +
+                           topology_fixture(kXe8640).string() + " 2>&1";
+  auto with_amd_smi = run_command(amd + "POLYACCEL_AMD_SMI_LIB='" + AMD_SMI_INJECT_LIB +
+                                  "' POLYACCEL_ROCM_SMI_LIB='" + ROCM_SMI_INJECT_LIB + "' " + topo);
+  ASSERT_EQ(with_amd_smi.exit_code, 0) << with_amd_smi.output;
+  EXPECT_NE(with_amd_smi.output.find(std::string("amd-smi: 8 devices from ") + AMD_SMI_INJECT_LIB),
+            std::string::npos)
+      << with_amd_smi.output;
+  EXPECT_NE(with_amd_smi.output.find("XGMI"), std::string::npos) << with_amd_smi.output;
+
+  auto without = run_command(amd +
+                             "POLYACCEL_AMD_SMI_LIB=/nonexistent/libamd_smi.so "
+                             "POLYACCEL_ROCM_SMI_LIB='" +
+                             std::string(ROCM_SMI_INJECT_LIB) + "' " + topo);
+  ASSERT_EQ(without.exit_code, 0) << without.output;
+  EXPECT_NE(without.output.find(std::string("rocm-smi: 8 devices from ") + ROCM_SMI_INJECT_LIB),
+            std::string::npos)
+      << without.output;
+  EXPECT_NE(without.output.find("amd-smi absent"), std::string::npos) << without.output;
+  EXPECT_NE(without.output.find("ROCm SMI used"), std::string::npos) << without.output;
 }
 
 TEST(AccelCli, NoLibraryAtAllIsOneInfoLineEach) {

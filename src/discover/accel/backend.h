@@ -1,6 +1,6 @@
 // AcceleratorBackend: the one interface behind which each vendor library lives (DESIGN.md, rule
-// 4). Nothing outside discover/accel/ names a vendor API. Implementations: nvml.cc, rocm.cc,
-// hlml.cc; the list of them is backends.cc.
+// 4). Nothing outside discover/accel/ names a vendor API. Implementations: nvml.cc, amd_smi.cc,
+// rocm.cc, hlml.cc; the list of them is backends.cc.
 #pragma once
 
 #include <chrono>
@@ -27,7 +27,9 @@ struct AcceleratorSample {
   std::optional<std::uint64_t> memory_used_bytes;
   std::optional<std::uint64_t> memory_free_bytes;
   std::optional<double> gpu_temperature_c;
-  std::optional<double> memory_temperature_c;  // HBM
+  std::optional<double> memory_temperature_c;   // HBM
+  std::optional<double> hotspot_temperature_c;  // AMD: the hottest point of the die (junction)
+  std::optional<double> board_temperature_c;    // Gaudi: the on-board sensor
   std::optional<double> power_watts;
   std::optional<std::uint64_t> energy_millijoules;  // since driver load
   std::optional<std::uint32_t> sm_clock_mhz;
@@ -43,6 +45,11 @@ struct AcceleratorSample {
   std::optional<std::uint64_t> remapped_rows_uncorrectable;
   std::optional<bool> remapped_rows_pending;
   std::optional<bool> remapped_rows_failure;
+  // AMD: bad memory pages in the RAS table (kept across reboots): retired (reserved), pending
+  // (marked bad, retired at the next reset or driver load), and ones that could not be retired.
+  std::optional<std::uint64_t> bad_pages_retired;
+  std::optional<std::uint64_t> bad_pages_pending;
+  std::optional<std::uint64_t> bad_pages_unreservable;
   std::optional<std::uint64_t> throttle_reasons;   // the vendor's bit mask
   std::vector<std::string> throttle_reason_names;  // "sw_power_cap", "hw_thermal_slowdown", ...
 };
@@ -61,6 +68,9 @@ struct AcceleratorEvent {
   std::uint64_t code = 0;  // XID number or the vendor's event code
   std::string text;
   std::chrono::system_clock::time_point time;
+  // NVIDIA MIG: the GPU instance and compute instance the event belongs to, when it belongs to one.
+  std::optional<unsigned> gpu_instance_id;
+  std::optional<unsigned> compute_instance_id;
 };
 
 // What the loader found in the library: the path it opened and which of the symbols we use are
@@ -68,13 +78,14 @@ struct AcceleratorEvent {
 struct LibraryReport {
   std::string path;
   std::vector<std::string> missing_symbols;
+  std::string note;  // why this library, when a vendor has two ("amd-smi absent: ...")
 };
 
 class AcceleratorBackend {
  public:
   virtual ~AcceleratorBackend() = default;
 
-  virtual std::string name() const = 0;  // "nvml", "rocm-smi", "hlml"
+  virtual std::string name() const = 0;  // "nvml", "amd-smi", "rocm-smi", "hlml"
   virtual Vendor vendor() const = 0;
 
   // dlopens the library and initialises it. Error code not_found when the library is absent

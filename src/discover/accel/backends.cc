@@ -24,7 +24,7 @@ const char* to_string(AcceleratorEventKind kind) {
 std::vector<std::unique_ptr<AcceleratorBackend>> make_all_backends() {
   std::vector<std::unique_ptr<AcceleratorBackend>> all;
   all.push_back(make_nvml_backend());
-  all.push_back(make_rocm_smi_backend());
+  all.push_back(make_amd_backend());
   all.push_back(make_hlml_backend());
   return all;
 }
@@ -34,12 +34,15 @@ std::vector<AcceleratorBackendStatus> merge_accelerators(
   std::vector<AcceleratorBackendStatus> statuses;
   bool changed = false;
   for (auto& backend : backends) {
-    AcceleratorBackendStatus st{backend->name(), false, {}};
     Status opened = backend->open();
+    // Named after open(): the AMD entry becomes "amd-smi" or "rocm-smi" there.
+    AcceleratorBackendStatus st{backend->name(), false, {}};
+    const std::string& note = backend->library().note;
     if (!opened) {
       st.detail = opened.error().code == ErrorCode::not_found
                       ? "absent (" + opened.error().message() + ")"
                       : "failed: " + opened.error().message();
+      if (!note.empty()) st.detail += "; " + note;
       statuses.push_back(std::move(st));
       continue;
     }
@@ -54,6 +57,7 @@ std::vector<AcceleratorBackendStatus> merge_accelerators(
     if (!backend->library().missing_symbols.empty()) {
       st.detail += ", missing " + join(backend->library().missing_symbols, ", ");
     }
+    if (!note.empty()) st.detail += "; " + note;
     for (auto& dev : *devices) {
       auto addr = PciAddress::parse(dev.pci_bus_id);
       if (!addr) continue;

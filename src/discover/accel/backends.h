@@ -13,7 +13,10 @@ namespace polyaccel {
 // One factory per vendor, each defined in its own file.
 std::unique_ptr<AcceleratorBackend> make_nvml_backend();      // nvml.cc
 std::unique_ptr<AcceleratorBackend> make_rocm_smi_backend();  // rocm.cc
-std::unique_ptr<AcceleratorBackend> make_hlml_backend();      // hlml.cc
+std::unique_ptr<AcceleratorBackend> make_amd_smi_backend();   // amd_smi.cc
+// The AMD entry of the list: amd-smi where libamd_smi.so opens, else ROCm SMI (amd_smi.cc).
+std::unique_ptr<AcceleratorBackend> make_amd_backend();
+std::unique_ptr<AcceleratorBackend> make_hlml_backend();  // hlml.cc
 
 // Every backend, in a fixed order (NVIDIA, AMD, Gaudi). Listed here once (DESIGN.md).
 std::vector<std::unique_ptr<AcceleratorBackend>> make_all_backends();

@@ -217,7 +217,7 @@ Status HlmlBackend::open() {
   std::lock_guard lock(mu_);
   if (open_) return Ok{};
   const std::string path = library_path(kOverrideVariable, kDefaultLibrary);
-  report_ = LibraryReport{path, {}};
+  report_ = LibraryReport{path, {}, {}};
   auto lib = SharedLibrary::open(path, "HLML");
   if (!lib) return lib.error();
   lib_ = std::move(lib.value());
@@ -418,16 +418,26 @@ AcceleratorSample HlmlBackend::sample(const std::string& pci_bus_id) {
     }
   }
   if (api_.get_temperature) {
-    // HLML has an on-chip and an on-board sensor, no HBM sensor: memory_temperature_c stays
-    // empty.
+    // The chip, the board and, in newer libraries, the HBM. A library that predates the HBM
+    // sensor refuses it as an invalid argument: that is "not supported", not a failure.
     unsigned celsius = 0;
     if (tally.ok(api_.get_temperature(h, HLML_TEMPERATURE_ON_AIP, &celsius))) {
       s.gpu_temperature_c = celsius;
     }
+    if (tally.ok(api_.get_temperature(h, HLML_TEMPERATURE_ON_BOARD, &celsius))) {
+      s.board_temperature_c = celsius;
+    }
+    hlml_return_t hbm = api_.get_temperature(h, HLML_TEMPERATURE_HBM, &celsius);
+    if (tally.ok(hbm == HLML_ERROR_INVALID_ARGUMENT ? HLML_ERROR_NOT_SUPPORTED : hbm)) {
+      s.memory_temperature_c = celsius;
+    }
   }
   if (auto mw = read_uint(api_.get_power_usage, h, tally)) s.power_watts = *mw / 1000.0;
+  // Millijoules since the driver loaded (Intel's pyhlml: hlmlDeviceGetTotalEnergyConsumption).
   if (auto mj = read_ull(api_.get_total_energy, h, tally)) s.energy_millijoules = *mj;
   if (api_.get_clock_info) {
+    // HLML's clocks are SOC, IC, MME and TPC; it has no memory clock (memory_clock_mhz stays
+    // empty).
     unsigned mhz = 0;
     if (tally.ok(api_.get_clock_info(h, HLML_CLOCK_SOC, &mhz))) s.sm_clock_mhz = mhz;
   }

@@ -99,6 +99,7 @@ enum hlml_temperature_sensors_t : int {
   HLML_TEMPERATURE_ON_AIP = 0,
   HLML_TEMPERATURE_ON_BOARD = 1,
   HLML_TEMPERATURE_OTHER = 2,
+  HLML_TEMPERATURE_HBM = 3,  // newer libraries (Intel's pyhlml declares it); older ones refuse it
 };
 
 enum hlml_enable_state_t : int {

@@ -222,7 +222,7 @@ class NvmlBackend final : public AcceleratorBackend {
     std::lock_guard lock(mu_);
     if (initialized_) return Ok{};
     std::string path = library_path("POLYACCEL_NVML_LIB", kLibraryName);
-    report_ = LibraryReport{path, {}};
+    report_ = LibraryReport{path, {}, {}};
     auto lib = SharedLibrary::open(path, "NVML");
     if (!lib) return lib.error();
     lib_ = std::move(*lib);
@@ -727,9 +727,14 @@ class NvmlBackend final : public AcceleratorBackend {
       e.code = data.eventType;
       e.text = "NVML event type " + std::to_string(data.eventType);
     }
-    if (data.gpuInstanceId != 0xFFFFFFFFu && (data.eventType & nvmlEventTypeXidCriticalError)) {
-      e.text += " on GPU instance " + std::to_string(data.gpuInstanceId) + ", compute instance " +
-                std::to_string(data.computeInstanceId);
+    // On a MIG GPU the driver names the instance the event belongs to; all ones when none.
+    if (data.gpuInstanceId != 0xFFFFFFFFu) {
+      e.gpu_instance_id = data.gpuInstanceId;
+      if (data.computeInstanceId != 0xFFFFFFFFu) e.compute_instance_id = data.computeInstanceId;
+      e.text += " on GPU instance " + std::to_string(data.gpuInstanceId);
+      if (e.compute_instance_id) {
+        e.text += ", compute instance " + std::to_string(*e.compute_instance_id);
+      }
     }
     return e;
   }

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "discover/accel/amd_common.h"
 #include "discover/accel/backends.h"
 #include "discover/accel/library.h"
 #include "discover/accel/rocm_smi_abi.h"
@@ -74,6 +75,8 @@ struct Api {
   rsmi::EventMaskSetFn* event_mask_set = nullptr;
   rsmi::EventGetFn* event_get = nullptr;
   rsmi::DevFn* event_stop = nullptr;
+  rsmi::ReservedPagesFn* reserved_pages = nullptr;
+  rsmi::GpuMetricsFn* gpu_metrics = nullptr;
 };
 
 void resolve(SharedLibrary& lib, Api& api) {
@@ -108,6 +111,8 @@ void resolve(SharedLibrary& lib, Api& api) {
   lib.resolve(api.event_mask_set, "rsmi_event_notification_mask_set");
   lib.resolve(api.event_get, "rsmi_event_notification_get");
   lib.resolve(api.event_stop, "rsmi_event_notification_stop");
+  lib.resolve(api.reserved_pages, "rsmi_dev_memory_reserved_pages_get");
+  lib.resolve(api.gpu_metrics, "rsmi_dev_gpu_metrics_info_get");
 }
 
 Result<SharedLibrary> open_library() {
@@ -132,22 +137,6 @@ std::string bus_id_of(std::uint64_t bdfid) {
   a.device = static_cast<std::uint8_t>((bdfid >> 3) & 0x1f);
   a.function = static_cast<std::uint8_t>(bdfid & 0x7);
   return a.to_string();
-}
-
-// rsmi_dev_target_graphics_version_get has answered in three forms: KFD's gfx_target_version
-// (90402), the name's digits read as decimal (942, before ROCm 6.4) and read as hex (0x942, 0x90a).
-std::string gfx_name(std::uint64_t v) {
-  char buf[48];
-  if (v >= 10000) {
-    std::snprintf(buf, sizeof buf, "gfx%llu%llx%llx", static_cast<unsigned long long>(v / 10000),
-                  static_cast<unsigned long long>(v / 100 % 100),
-                  static_cast<unsigned long long>(v % 100));
-  } else if (v >= 0x800) {
-    std::snprintf(buf, sizeof buf, "gfx%llx", static_cast<unsigned long long>(v));
-  } else {
-    std::snprintf(buf, sizeof buf, "gfx%llu", static_cast<unsigned long long>(v));
-  }
-  return buf;
 }
 
 std::string trimmed(const char* text) {
@@ -217,23 +206,14 @@ EventEntry event_entry(const unsigned char* raw) {
 // Tallies one sample's calls (see the top of this file).
 class Tally {
  public:
-  explicit Tally(std::set<std::string>& answered_before) : answered_(answered_before) {}
-
+  explicit Tally(std::set<std::string>& answered_before) : tally_(answered_before) {}
   bool ok(const char* field, std::uint32_t status) {
-    if (status == rsmi::kSuccess) {
-      ++answers_;
-      answered_.insert(field);
-      return true;
-    }
-    if (!is_unsupported(status) || answered_.count(field)) ++failures_;
-    return false;
+    return tally_.ok(field, status == rsmi::kSuccess, is_unsupported(status));
   }
-  bool reachable() const { return answers_ > 0 || failures_ == 0; }
+  bool reachable() const { return tally_.reachable(); }
 
  private:
-  std::set<std::string>& answered_;
-  unsigned answers_ = 0;
-  unsigned failures_ = 0;
+  amd::FieldTally tally_;
 };
 
 class RocmSmiBackend final : public AcceleratorBackend {
@@ -271,6 +251,8 @@ class RocmSmiBackend final : public AcceleratorBackend {
   void read_power(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
   void read_clocks(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
   void read_errors(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
+  void read_bad_pages(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
+  void read_throttle(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
   std::optional<double> temperature(std::uint32_t dv, Tally& t, std::uint32_t sensor,
                                     const char* field) const;
   std::optional<std::uint32_t> clock_mhz(std::uint32_t dv, Tally& t, std::uint32_t clock,
@@ -371,15 +353,14 @@ Status RocmSmiBackend::open_once() {
 void RocmSmiBackend::enumerate(std::uint32_t count) {
   for (std::uint32_t i = 0; i < count; ++i) {
     std::uint64_t bdfid = 0;
-    if (api_.pci_id(i, &bdfid) != rsmi::kSuccess) {
-      index_bus_ids_.emplace_back();
-      continue;
-    }
-    std::string bus_id = bus_id_of(bdfid);
-    index_bus_ids_.push_back(bus_id);
+    index_bus_ids_.push_back(api_.pci_id(i, &bdfid) == rsmi::kSuccess ? bus_id_of(bdfid) : "");
+  }
+  index_bus_ids_ = amd::physical_bus_ids(index_bus_ids_);  // partitions: one GPU, function 0
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::string& bus_id = index_bus_ids_[i];
     bool seen =
         std::any_of(gpus_.begin(), gpus_.end(), [&](const Gpu& g) { return g.bus_id == bus_id; });
-    if (!seen) gpus_.push_back(Gpu{i, bus_id, {}});
+    if (!bus_id.empty() && !seen) gpus_.push_back(Gpu{i, bus_id, {}});
   }
 }
 
@@ -428,7 +409,8 @@ AcceleratorInventory RocmSmiBackend::inventory(const Gpu& gpu) const {
     inv.memory_total_bytes = v;
   }
   inv.driver_version = driver_version_;
-  if (api_.gfx_version && api_.gfx_version(dv, &v) == rsmi::kSuccess) inv.gfx_version = gfx_name(v);
+  if (api_.gfx_version && api_.gfx_version(dv, &v) == rsmi::kSuccess)
+    inv.gfx_version = amd::gfx_name(v);
   inv.compute_partition = read_string(api_.compute_partition, dv);
   inv.memory_partition = read_string(api_.memory_partition, dv);
   if (api_.power_cap && api_.power_cap(dv, 0, &v) == rsmi::kSuccess) {
@@ -472,6 +454,8 @@ AcceleratorSample RocmSmiBackend::sample(const std::string& pci_bus_id) {
   read_power(gpu->index, t, s);
   read_clocks(gpu->index, t, s);
   read_errors(gpu->index, t, s);
+  read_bad_pages(gpu->index, t, s);
+  read_throttle(gpu->index, t, s);
   s.reachable = t.reachable();
   return s;
 }
@@ -592,6 +576,28 @@ void RocmSmiBackend::read_errors(std::uint32_t dv, Tally& t, AcceleratorSample& 
   }
 }
 
+// The RAS table's bad pages (retired, pending, unreservable). AMD keeps them across reboots;
+// the ECC counts above restart with the driver, and no AMD library keeps lifetime ("aggregate")
+// counts, so ecc_*_aggregate stay empty.
+void RocmSmiBackend::read_bad_pages(std::uint32_t dv, Tally& t, AcceleratorSample& s) const {
+  if (!api_.reserved_pages) return;
+  amd::read_bad_pages<rsmi::RetiredPageRecord>(
+      [&](std::uint32_t* n, rsmi::RetiredPageRecord* records) {
+        return t.ok("reserved_pages", api_.reserved_pages(dv, n, records));
+      },
+      s);
+}
+
+// Throttling from the metrics table's independent throttle bits, where the GPU fills them (not
+// MI300, whose table says "not available").
+void RocmSmiBackend::read_throttle(std::uint32_t dv, Tally& t, AcceleratorSample& s) const {
+  if (!api_.gpu_metrics) return;
+  auto mask = amd::metrics_throttle_mask([&](amd::GpuMetricsPrefix* table) {
+    return t.ok("gpu_metrics", api_.gpu_metrics(dv, table));
+  });
+  if (mask) amd::set_throttle(*mask, s);
+}
+
 // The stride of the library's event array: the one its version implies, unless only the other
 // one gives sensible entries (see rsmi::EventData).
 std::size_t RocmSmiBackend::event_stride(const unsigned char* raw, std::uint32_t n) const {
@@ -624,30 +630,7 @@ void RocmSmiBackend::decode_events(const unsigned char* raw, std::uint32_t n,
     std::string message = trimmed(
         std::string(entry.message, strnlen(entry.message, stride - kEventMessageOffset)).c_str());
 
-    AcceleratorEvent ev;
-    ev.pci_bus_id = index_bus_ids_[dv];
-    ev.code = event;
-    ev.time = std::chrono::system_clock::now();
-    std::string what;
-    switch (event) {
-      case rsmi::kEventGpuPreReset:
-        ev.kind = AcceleratorEventKind::critical;
-        what = "GPU reset (pre-reset)";
-        break;
-      case rsmi::kEventGpuPostReset:
-        what = "GPU reset done (post-reset)";
-        break;
-      case rsmi::kEventThermalThrottle:
-        what = "thermal throttling";
-        break;
-      case rsmi::kEventVmFault:
-        what = "VM fault";
-        break;
-      default:
-        what = "event " + std::to_string(event);
-    }
-    ev.text = message.empty() ? what : what + ": " + message;
-    out.push_back(std::move(ev));
+    out.push_back(amd::kfd_event(index_bus_ids_[dv], event, message));
   }
 }
 

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "discover/accel/amd_common.h"
+
 namespace polyaccel::rsmi {
 
 // rsmi_status_t
@@ -105,6 +107,11 @@ constexpr std::uint64_t event_mask(std::uint32_t event) {
   return 1ULL << (event - 1);
 }
 
+// rsmi_memory_page_status_t
+inline constexpr std::uint32_t kPageReserved = 0;
+inline constexpr std::uint32_t kPagePending = 1;
+inline constexpr std::uint32_t kPageUnreservable = 2;
+
 // rsmi_version_t
 struct Version {
   std::uint32_t major;
@@ -149,6 +156,14 @@ using EventDataLong = EventData<96>;
 static_assert(sizeof(EventDataShort) == 72);
 static_assert(sizeof(EventDataLong) == 104);
 
+// rsmi_retired_page_record_t
+struct RetiredPageRecord {
+  std::uint64_t page_address;
+  std::uint64_t page_size;
+  std::uint32_t status;  // rsmi_memory_page_status_t
+};
+static_assert(sizeof(RetiredPageRecord) == 24);
+
 // The signatures we resolve, by rocm_smi.h's declaration. `dv` is the device index.
 using InitFn = std::uint32_t(std::uint64_t flags);                  // rsmi_init
 using ShutDownFn = std::uint32_t();                                 // rsmi_shut_down
@@ -173,5 +188,10 @@ using TopoLinkTypeFn = std::uint32_t(std::uint32_t src, std::uint32_t dst, std::
 using DevFn = std::uint32_t(std::uint32_t dv);  // event_notification_init / _stop
 using EventMaskSetFn = std::uint32_t(std::uint32_t dv, std::uint64_t mask);
 using EventGetFn = std::uint32_t(int timeout_ms, std::uint32_t* num_elem, void* data);
+using ReservedPagesFn = std::uint32_t(std::uint32_t dv, std::uint32_t* num_pages,
+                                      RetiredPageRecord* records);
+// rsmi_gpu_metrics_t is declared only as far as we read it (amd_common.h); the backend hands the
+// library a buffer large enough for any version's table.
+using GpuMetricsFn = std::uint32_t(std::uint32_t dv, amd::GpuMetricsPrefix* metrics);
 
 }  // namespace polyaccel::rsmi

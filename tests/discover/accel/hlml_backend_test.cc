@@ -159,6 +159,7 @@ TEST_F(HlmlBackendTest, SamplesFollowTheScenarioStepByStep) {
       EXPECT_EQ(s.memory_used_bytes, want.at("memory_used_bytes").get<std::uint64_t>());
       EXPECT_EQ(s.memory_free_bytes, 96 * kGiB - want.at("memory_used_bytes").get<std::uint64_t>());
       EXPECT_EQ(s.gpu_temperature_c, want.at("temperature_on_aip").get<double>());
+      EXPECT_EQ(s.board_temperature_c, want.at("temperature_on_board").get<double>());
       ASSERT_TRUE(s.power_watts.has_value());
       EXPECT_DOUBLE_EQ(*s.power_watts, want.at("power_mw").get<double>() / 1000.0);
       if (bus_id == kNoEnergy) {
@@ -224,6 +225,8 @@ TEST_F(HlmlBackendTest, UnsupportedFieldsStayEmpty) {
       EXPECT_FALSE(s.ecc_corrected_aggregate.has_value());
       // HLML has no such reading at all.
       EXPECT_FALSE(s.memory_utilization_percent.has_value());
+      // This library predates the HBM sensor (it refuses the sensor number), and HLML has no
+      // memory clock.
       EXPECT_FALSE(s.memory_temperature_c.has_value());
       EXPECT_FALSE(s.memory_clock_mhz.has_value());
       EXPECT_FALSE(s.retired_pages_single_bit.has_value());
@@ -509,6 +512,32 @@ TEST_F(HlmlBackendFailureTest, NoLibraryAtAll) {
   EXPECT_FALSE(statuses[0].present);
   EXPECT_THAT(statuses[0].detail, HasSubstr("absent"));
   EXPECT_THAT(model.accelerators, IsEmpty());
+}
+
+// A library with the HBM sensor (HLML_TEMPERATURE_HBM) gives the memory temperature; one
+// device there supports it only at the second step (it answers "not supported" before).
+TEST_F(HlmlBackendFailureTest, HbmSensorOfANewerLibrary) {
+  const auto scenario = tmp_.path() / "gaudi3.json";
+  std::ofstream(scenario) << R"({"driver_version": "1.21.0", "devices": [
+      {"pci_bus_id": "0000:19:00.0", "pci_device_id": "1060", "name": "HL-325L"},
+      {"pci_bus_id": "0000:1a:00.0", "pci_device_id": "1060", "name": "HL-325L",
+       "unsupported": ["temperature_hbm"]}],
+    "steps": [{"devices": {
+      "0000:19:00.0": {"temperature_on_aip": 41, "temperature_on_board": 33, "temperature_hbm": 47},
+      "0000:1a:00.0": {"temperature_on_aip": 40, "temperature_on_board": 32}}}]})";
+  use_library(HLML_INJECT_LIB, scenario.string());
+  auto backend = make_hlml_backend();
+  Status st = backend->open();
+  ASSERT_TRUE(st.ok()) << st.error().message();
+  AcceleratorSample s = backend->sample("0000:19:00.0");
+  EXPECT_TRUE(s.reachable);
+  EXPECT_EQ(s.gpu_temperature_c, 41.0);
+  EXPECT_EQ(s.board_temperature_c, 33.0);
+  EXPECT_EQ(s.memory_temperature_c, 47.0);
+  AcceleratorSample other = backend->sample("0000:1a:00.0");
+  EXPECT_TRUE(other.reachable);
+  EXPECT_EQ(other.board_temperature_c, 32.0);
+  EXPECT_FALSE(other.memory_temperature_c.has_value());
 }
 
 TEST_F(HlmlBackendFailureTest, DefaultLibraryNameOnAHostWithoutGaudi) {

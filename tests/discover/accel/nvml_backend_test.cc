@@ -259,6 +259,39 @@ TEST_F(NvmlBackend, XidAndEccEventsArriveAtTheirStep) {
   EXPECT_EQ(events[1].kind, AcceleratorEventKind::ecc_uncorrectable);
 }
 
+// On a MIG GPU the event names the GPU instance and, where it has one, the compute instance.
+TEST_F(NvmlBackend, MigEventsNameTheirInstance) {
+  auto& b = open();
+  (void)devices();
+  EXPECT_TRUE(b.poll_events(std::chrono::milliseconds(0)).empty());
+  set_step(4);
+  auto events = b.poll_events(std::chrono::milliseconds(2000));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].pci_bus_id, "0000:db:00.0");
+  EXPECT_EQ(events[0].kind, AcceleratorEventKind::xid);
+  EXPECT_EQ(events[0].code, 94u);
+  EXPECT_EQ(events[0].gpu_instance_id, std::optional<unsigned>(3));
+  EXPECT_EQ(events[0].compute_instance_id, std::optional<unsigned>(0));
+  EXPECT_THAT(events[0].text, HasSubstr("GPU instance 3, compute instance 0"));
+  EXPECT_EQ(events[1].kind, AcceleratorEventKind::ecc_uncorrectable);
+  EXPECT_EQ(events[1].gpu_instance_id, std::optional<unsigned>(9));
+  EXPECT_FALSE(events[1].compute_instance_id);
+  EXPECT_THAT(events[1].text, HasSubstr("GPU instance 9"));
+}
+
+// Events of a whole GPU carry no instance.
+TEST_F(NvmlBackend, EventsOfAWholeGpuHaveNoInstance) {
+  auto& b = open();
+  (void)devices();
+  EXPECT_TRUE(b.poll_events(std::chrono::milliseconds(0)).empty());  // registers every GPU
+  set_step(2);
+  auto events = b.poll_events(std::chrono::milliseconds(2000));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_FALSE(events[0].gpu_instance_id);
+  EXPECT_FALSE(events[0].compute_instance_id);
+  EXPECT_THAT(events[0].text, ::testing::Not(HasSubstr("instance")));
+}
+
 TEST_F(NvmlBackend, AGpuFallsOffTheBusAndComesBack) {
   auto& b = open();
   (void)devices();

@@ -2,11 +2,9 @@
 // librocm_smi64.so.1 (tests/inject/rocm_smi) fed by scenario files: POLYACCEL_ROCM_SMI_LIB names
 // the built library, ROCM_SMI_INJECT_SCENARIO the scenario. ctest runs each case in its own
 // process, so setting the environment here is safe.
-#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -14,10 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "discover/accel/backends.h"
+#include "support/inject_steps.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -56,28 +54,7 @@ std::filesystem::path write_scenario(const testing::TempDir& dir, const nlohmann
   return path;
 }
 
-// The test's own handle on the library the backend loaded (RTLD_NOLOAD: the same copy), to move
-// the scenario along. Production code never sees polyaccel_inject_set_step.
-class Steps {
- public:
-  explicit Steps(const std::string& library)
-      : handle_(::dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
-    if (handle_)
-      set_step_ =
-          reinterpret_cast<void (*)(unsigned)>(::dlsym(handle_, "polyaccel_inject_set_step"));
-  }
-  ~Steps() {
-    if (handle_) ::dlclose(handle_);
-  }
-  Steps(const Steps&) = delete;
-  Steps& operator=(const Steps&) = delete;
-  bool ok() const { return set_step_ != nullptr; }
-  void go(unsigned step) const { set_step_(step); }
-
- private:
-  void* handle_ = nullptr;
-  void (*set_step_)(unsigned) = nullptr;
-};
+using Steps = testing::InjectSteps;
 
 class RocmMi300xTest : public ::testing::Test {
  protected:
@@ -130,23 +107,6 @@ TEST_F(RocmMi300xTest, Inventory) {
   EXPECT_EQ((*devices)[0].inventory.serial, "PCB05214210");
 }
 
-TEST_F(RocmMi300xTest, EveryGpuHasXgmiToTheOtherSeven) {
-  auto devices = backend_->devices();
-  ASSERT_TRUE(devices);
-  for (const auto& d : *devices) {
-    SCOPED_TRACE(d.pci_bus_id);
-    std::vector<std::string> peers;
-    for (const PeerLink& p : d.peer_links) {
-      EXPECT_EQ(p.link, (Link{LinkLevel::xgmi, 1}));
-      peers.push_back(p.peer.to_string());
-    }
-    std::vector<std::string> others;
-    std::copy_if(kBusIds.begin(), kBusIds.end(), std::back_inserter(others),
-                 [&](const std::string& id) { return id != d.pci_bus_id; });
-    EXPECT_THAT(peers, UnorderedElementsAreArray(others));
-  }
-}
-
 TEST_F(RocmMi300xTest, IdleSample) {
   AcceleratorSample s = backend_->sample("0000:05:00.0");
   EXPECT_EQ(s.pci_bus_id, "0000:05:00.0");
@@ -195,6 +155,13 @@ TEST_F(RocmMi300xTest, SamplesFollowTheSteps) {
   AcceleratorSample a6 = backend_->sample("0000:a6:00.0");
   EXPECT_EQ(a6.ecc_uncorrected_volatile, std::optional<std::uint64_t>(1));
   EXPECT_EQ(a6.gpu_utilization_percent, std::optional<double>(0));
+  // The uncorrectable error left a bad page, retired at the reset.
+  EXPECT_EQ(a6.bad_pages_pending, std::optional<std::uint64_t>(1));
+  EXPECT_EQ(a6.bad_pages_retired, std::optional<std::uint64_t>(0));
+  steps_->go(3);
+  a6 = backend_->sample("0000:a6:00.0");
+  EXPECT_EQ(a6.bad_pages_pending, std::optional<std::uint64_t>(0));
+  EXPECT_EQ(a6.bad_pages_retired, std::optional<std::uint64_t>(1));
 }
 
 TEST_F(RocmMi300xTest, UnsupportedFieldsStayEmpty) {
@@ -204,103 +171,18 @@ TEST_F(RocmMi300xTest, UnsupportedFieldsStayEmpty) {
   EXPECT_FALSE(c6.memory_temperature_c);
   EXPECT_TRUE(c6.gpu_temperature_c);
   EXPECT_TRUE(backend_->sample("0000:e5:00.0").memory_temperature_c);
-  // What rocm_smi has no call for is never filled.
   for (const auto& id : kBusIds) {
     AcceleratorSample s = backend_->sample(id);
+    // What rocm_smi has no call for is never filled: AMD keeps no lifetime ECC counts, and
+    // retires pages (bad_pages_*) rather than NVIDIA-style pages or rows.
     EXPECT_FALSE(s.ecc_corrected_aggregate);
     EXPECT_FALSE(s.ecc_uncorrected_aggregate);
     EXPECT_FALSE(s.retired_pages_double_bit);
     EXPECT_FALSE(s.remapped_rows_pending);
+    // MI300's metrics table says "not available" for the throttle bits.
     EXPECT_FALSE(s.throttle_reasons);
     EXPECT_TRUE(s.throttle_reason_names.empty());
   }
-}
-
-TEST_F(RocmMi300xTest, UnknownDeviceIsUnreachable) {
-  AcceleratorSample s = backend_->sample("0000:ff:00.0");
-  EXPECT_FALSE(s.reachable);
-  EXPECT_FALSE(s.gpu_utilization_percent);
-}
-
-TEST_F(RocmMi300xTest, Events) {
-  EXPECT_TRUE(backend_->poll_events(std::chrono::milliseconds(0)).empty());
-
-  steps_->go(1);
-  auto events = backend_->poll_events(std::chrono::milliseconds(1000));
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].pci_bus_id, "0000:e5:00.0");
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::other);
-  EXPECT_EQ(events[0].code, 2u);  // RSMI_EVT_NOTIF_THERMAL_THROTTLE
-  EXPECT_THAT(events[0].text, HasSubstr("thermal"));
-
-  steps_->go(2);
-  events = backend_->poll_events(std::chrono::milliseconds(1000));
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].pci_bus_id, "0000:a6:00.0");
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::critical);
-  EXPECT_EQ(events[0].code, 3u);  // RSMI_EVT_NOTIF_GPU_PRE_RESET
-  EXPECT_THAT(events[0].text, HasSubstr("uncorrectable ECC error in UMC"));
-
-  steps_->go(3);
-  events = backend_->poll_events(std::chrono::milliseconds(1000));
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].pci_bus_id, "0000:a6:00.0");
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::other);
-  EXPECT_EQ(events[0].code, 4u);  // RSMI_EVT_NOTIF_GPU_POST_RESET
-
-  EXPECT_TRUE(backend_->poll_events(std::chrono::milliseconds(10)).empty());
-}
-
-TEST_F(RocmMi300xTest, PollWaitsForAnEvent) {
-  std::thread later([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    steps_->go(2);
-  });
-  auto events = backend_->poll_events(std::chrono::seconds(20));
-  later.join();
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].kind, AcceleratorEventKind::critical);
-}
-
-TEST_F(RocmMi300xTest, GpuFallsOffTheBusAndComesBack) {
-  EXPECT_TRUE(backend_->sample("0000:65:00.0").reachable);
-  steps_->go(2);
-  AcceleratorSample lost = backend_->sample("0000:65:00.0");
-  EXPECT_FALSE(lost.reachable);
-  EXPECT_FALSE(lost.gpu_utilization_percent);
-  EXPECT_FALSE(lost.memory_used_bytes);
-  EXPECT_FALSE(lost.gpu_temperature_c);
-  EXPECT_FALSE(lost.power_watts);
-  for (const auto& id : kBusIds) {
-    if (id != "0000:65:00.0") {
-      EXPECT_TRUE(backend_->sample(id).reachable) << id;
-    }
-  }
-  steps_->go(3);
-  AcceleratorSample back = backend_->sample("0000:65:00.0");
-  EXPECT_TRUE(back.reachable);
-  EXPECT_EQ(back.gpu_temperature_c, std::optional<double>(44.0));
-  EXPECT_EQ(back.sm_clock_mhz, std::optional<std::uint32_t>(132));
-}
-
-TEST_F(RocmMi300xTest, MergesIntoTheHostModel) {
-  HostModel model;
-  std::vector<std::unique_ptr<AcceleratorBackend>> backends;
-  backends.push_back(std::move(backend_));
-  auto statuses = merge_accelerators(model, backends);
-  ASSERT_EQ(statuses.size(), 1u);
-  EXPECT_TRUE(statuses[0].present) << statuses[0].detail;
-  ASSERT_EQ(model.accelerators.size(), 8u);
-  for (const Accelerator& a : model.accelerators) {
-    EXPECT_EQ(a.vendor, Vendor::amd);
-    EXPECT_EQ(a.name, "AMD Instinct MI300X");
-    ASSERT_TRUE(a.inventory);
-    EXPECT_EQ(a.inventory->gfx_version, "gfx942");
-  }
-  auto i = model.links.index_of("gpu0");
-  auto j = model.links.index_of("gpu7");
-  ASSERT_TRUE(i && j);
-  EXPECT_EQ(model.links.at(*i, *j).level, LinkLevel::xgmi);
 }
 
 // A device whose calls answer "not supported" after answering before is gone too: rocm_smi
@@ -364,6 +246,7 @@ TEST_P(RocmLibraryVersionTest, ReadsTheLayoutsOfThisVersion) {
                {"mclk_mhz", 1600},
                {"power_average_watts", 480.5},
                {"temperature_edge_c", 55.0},
+               {"indep_throttle_status", (1ULL << 0) | (1ULL << 36)},
                {"ecc",
                 {{"umc", {{"correctable", 4}, {"uncorrectable", 1}}},
                  {"gfx", {{"correctable", 3}, {"uncorrectable", 0}}}}}}}},
@@ -389,6 +272,9 @@ TEST_P(RocmLibraryVersionTest, ReadsTheLayoutsOfThisVersion) {
   EXPECT_EQ(s.gpu_temperature_c, std::optional<double>(55.0));
   EXPECT_EQ(s.ecc_corrected_volatile, std::optional<std::uint64_t>(7));
   EXPECT_EQ(s.ecc_uncorrected_volatile, std::optional<std::uint64_t>(1));
+  // MI250X fills the metrics table's independent throttle bits.
+  EXPECT_EQ(s.throttle_reasons, std::optional<std::uint64_t>((1ULL << 0) | (1ULL << 36)));
+  EXPECT_THAT(s.throttle_reason_names, ::testing::ElementsAre("ppt0", "temp_hotspot"));
 
   Steps steps(kLibrary);
   ASSERT_TRUE(steps.ok());
@@ -433,20 +319,26 @@ TEST(RocmBackend, EventStrideToldFromTheEntries) {
   EXPECT_EQ(events[2].code, 3u);
 }
 
-// In a compute partition mode the library shows one index per partition on one PCI function.
+// In a compute partition mode the library shows one index per partition, each on a function of
+// the GPU's PCI device that does not exist on the bus (rocm_smi_lib#208): one GPU, function 0.
 TEST(RocmBackend, PartitionsOfOneGpuAreOneDevice) {
   testing::TempDir dir;
-  nlohmann::json partition = {{"pci_bus_id", "0000:05:00.0"},
-                              {"name", "AMD Instinct MI300X"},
-                              {"compute_partition", "CPX"},
-                              {"memory_partition", "NPS4"}};
-  auto scenario =
-      write_scenario(dir, {{"devices",
-                            {partition,
-                             partition,
-                             partition,
-                             partition,
-                             {{"pci_bus_id", "0000:26:00.0"}, {"compute_partition", "SPX"}}}}});
+  auto partition = [](const char* bus_id) {
+    return nlohmann::json{{"pci_bus_id", bus_id},
+                          {"name", "AMD Instinct MI300X"},
+                          {"compute_partition", "CPX"},
+                          {"memory_partition", "NPS4"}};
+  };
+  auto scenario = write_scenario(
+      dir, {{"devices",
+             {partition("0000:05:00.0"),
+              partition("0000:05:00.1"),
+              partition("0000:05:00.2"),
+              partition("0000:05:00.3"),
+              {{"pci_bus_id", "0000:26:00.0"}, {"compute_partition", "SPX"}}}},
+            {"steps",
+             {nlohmann::json::object(),
+              {{"events", {{{"device", "0000:05:00.2"}, {"type", "gpu_pre_reset"}}}}}}}});
   auto backend = backend_for(kLibrary, scenario);
   ASSERT_TRUE(backend->open());
   auto devices = backend->devices();
@@ -460,6 +352,15 @@ TEST(RocmBackend, PartitionsOfOneGpuAreOneDevice) {
   EXPECT_EQ((*devices)[1].partitions, 1u);
   EXPECT_EQ((*devices)[1].pci_bus_id, "0000:26:00.0");
   EXPECT_EQ((*devices)[1].inventory.index, 4u);
+  EXPECT_FALSE(backend->sample("0000:05:00.2").reachable);  // no such function
+  EXPECT_TRUE(backend->sample("0000:05:00.0").reachable);
+  // An event of a partition is an event of its GPU.
+  Steps steps(kLibrary);
+  ASSERT_TRUE(steps.ok());
+  steps.go(1);
+  auto events = backend->poll_events(std::chrono::milliseconds(1000));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].pci_bus_id, "0000:05:00.0");
 }
 
 TEST(RocmBackend, PartialLibraryWorksWithWhatItHas) {
@@ -476,7 +377,8 @@ TEST(RocmBackend, PartialLibraryWorksWithWhatItHas) {
           "rsmi_dev_ecc_enabled_get", "rsmi_dev_memory_busy_percent_get",
           "rsmi_dev_energy_count_get", "rsmi_dev_pci_replay_counter_get", "rsmi_dev_ecc_count_get",
           "rsmi_event_notification_init", "rsmi_event_notification_mask_set",
-          "rsmi_event_notification_get", "rsmi_event_notification_stop"}));
+          "rsmi_event_notification_get", "rsmi_event_notification_stop",
+          "rsmi_dev_memory_reserved_pages_get", "rsmi_dev_gpu_metrics_info_get"}));
 
   auto devices = backend->devices();
   ASSERT_TRUE(devices) << devices.error().message();

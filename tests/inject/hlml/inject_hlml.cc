@@ -13,12 +13,15 @@
 //                    memory_total_bytes, power_limit_mw, ecc_enabled, ecc_pending, and
 //                    unsupported: features this device answers HLML_ERROR_NOT_SUPPORTED for:
 //                    name uuid serial memory power_limit ecc_mode utilization
-//                    temperature_on_aip temperature_on_board power energy clock_soc
+//                    temperature_on_aip temperature_on_board temperature_hbm power energy clock_soc
 //                    pcie_replay_count ecc_errors replaced_rows replaced_rows_pending
 //                    throttle_reasons events
 //   steps[]          {"devices": {"<pci_bus_id>": values}}; a value not given keeps the previous
 //                    step's (0 at the start): utilization (%), memory_used_bytes,
-//                    temperature_on_aip, temperature_on_board (C), power_mw, energy_mj,
+//                    temperature_on_aip, temperature_on_board, temperature_hbm (C; never
+//                    given: HLML_ERROR_INVALID_ARGUMENT, as a library from before the HBM
+//                    sensor answers), power_mw,
+//                    energy_mj,
 //                    clock_soc_mhz, pcie_replay_count, ecc_uncorrected_volatile,
 //                    ecc_uncorrected_aggregate, replaced_rows_single_bit,
 //                    replaced_rows_double_bit, replaced_rows_pending, throttle_reasons (bit mask).
@@ -43,6 +46,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -70,6 +74,7 @@ const std::set<std::string> kFeatures = {"name",
                                          "utilization",
                                          "temperature_on_aip",
                                          "temperature_on_board",
+                                         "temperature_hbm",
                                          "power",
                                          "energy",
                                          "clock_soc",
@@ -85,6 +90,7 @@ struct Values {
   unsigned long long memory_used = 0;
   unsigned temperature_on_aip = 0;
   unsigned temperature_on_board = 0;
+  std::optional<unsigned> temperature_hbm;  // never given: an old library's answer
   unsigned power_mw = 0;
   unsigned long long energy_mj = 0;
   unsigned clock_soc_mhz = 0;
@@ -171,6 +177,8 @@ void apply(Values& v, const json& j) {
       v.temperature_on_aip = value.get<unsigned>();
     } else if (key == "temperature_on_board") {
       v.temperature_on_board = value.get<unsigned>();
+    } else if (key == "temperature_hbm") {
+      v.temperature_hbm = value.get<unsigned>();
     } else if (key == "power_mw") {
       v.power_mw = value.get<unsigned>();
     } else if (key == "energy_mj") {
@@ -422,9 +430,14 @@ INJECT_EXPORT hlml_return_t hlml_device_get_temperature(hlml_device_t device,
                                                         unsigned int* temp) {
   const char* feature = sensor_type == HLML_TEMPERATURE_ON_AIP     ? "temperature_on_aip"
                         : sensor_type == HLML_TEMPERATURE_ON_BOARD ? "temperature_on_board"
+                        : sensor_type == HLML_TEMPERATURE_HBM      ? "temperature_hbm"
                                                                    : nullptr;
   return on_device(device, feature, [&](const Device&, const Values& v) {
     if (!feature) return HLML_ERROR_NOT_SUPPORTED;
+    if (sensor_type == HLML_TEMPERATURE_HBM) {
+      // Never given: answer as a library from before the HBM sensor does.
+      return v.temperature_hbm ? put(temp, *v.temperature_hbm) : HLML_ERROR_INVALID_ARGUMENT;
+    }
     return put(temp, sensor_type == HLML_TEMPERATURE_ON_AIP ? v.temperature_on_aip
                                                             : v.temperature_on_board);
   });

@@ -27,9 +27,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "../amd_scenario.h"
+
 #define RSMI_API extern "C" __attribute__((visibility("default")))
 
 namespace {
+
+namespace inject = polyaccel::inject;
 
 // ---- rocm_smi.h ----------------------------------------------------------------------------
 
@@ -96,6 +100,38 @@ struct rsmi_evt_notification_data_t {
   char message[N];
 };
 
+struct rsmi_retired_page_record_t {
+  std::uint64_t page_address;
+  std::uint64_t page_size;
+  std::uint32_t status;
+};
+
+// rsmi_gpu_metrics_t up to indep_throttle_status (v1.3); later versions only append.
+struct rsmi_gpu_metrics_prefix_t {
+  std::uint16_t structure_size;
+  std::uint8_t format_revision;
+  std::uint8_t content_revision;
+  std::uint16_t temperature_edge, temperature_hotspot, temperature_mem, temperature_vrgfx,
+      temperature_vrsoc, temperature_vrmem;
+  std::uint16_t average_gfx_activity, average_umc_activity, average_mm_activity;
+  std::uint16_t average_socket_power;
+  std::uint64_t energy_accumulator;
+  std::uint64_t system_clock_counter;
+  std::uint16_t average_gfxclk_frequency, average_socclk_frequency, average_uclk_frequency,
+      average_vclk0_frequency, average_dclk0_frequency, average_vclk1_frequency,
+      average_dclk1_frequency;
+  std::uint16_t current_gfxclk, current_socclk, current_uclk, current_vclk0, current_dclk0,
+      current_vclk1, current_dclk1;
+  std::uint32_t throttle_status;
+  std::uint16_t current_fan_speed;
+  std::uint16_t pcie_link_width, pcie_link_speed;
+  std::uint32_t gfx_activity_acc, mem_activity_acc;
+  std::uint16_t temperature_hbm[4];
+  std::uint64_t firmware_timestamp;
+  std::uint16_t voltage_soc, voltage_gfx, voltage_mem;
+  std::uint64_t indep_throttle_status;
+};
+
 // ---- the scenario --------------------------------------------------------------------------
 
 // One device at one step. Values carry over from the step before; an absent one was never given
@@ -114,6 +150,8 @@ struct Values {
   std::optional<std::uint32_t> mclk_mhz;
   std::optional<std::uint64_t> pcie_replay;
   std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> ecc;  // block → (ce, ue)
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> bad_pages;        // address, page status
+  std::optional<std::uint64_t> indep_throttle_status;  // unset: the table says "not available"
   rsmi_status_t lost = RSMI_STATUS_SUCCESS;  // what every call on the device returns, if not 0
 };
 
@@ -188,21 +226,6 @@ rsmi_status_t status_named(const std::string& name) {
   return it->second;
 }
 
-const std::map<std::string, std::uint64_t>& gpu_blocks() {
-  static const std::map<std::string, std::uint64_t> blocks = {
-      {"umc", 0x1},       {"sdma", 0x2},  {"gfx", 0x4},        {"mmhub", 0x8},   {"athub", 0x10},
-      {"pcie_bif", 0x20}, {"hdp", 0x40},  {"xgmi_wafl", 0x80}, {"df", 0x100},    {"smn", 0x200},
-      {"sem", 0x400},     {"mp0", 0x800}, {"mp1", 0x1000},     {"fuse", 0x2000},
-  };
-  return blocks;
-}
-
-std::uint64_t block_named(const std::string& name) {
-  auto it = gpu_blocks().find(name);
-  if (it == gpu_blocks().end()) throw std::runtime_error("unknown GPU block " + name);
-  return it->second;
-}
-
 // The getters' names in "unsupported".
 const std::set<std::string>& field_names() {
   static const std::set<std::string> names = {
@@ -229,6 +252,8 @@ const std::set<std::string>& field_names() {
       "mclk",
       "pcie_replay",
       "ecc",
+      "reserved_pages",
+      "gpu_metrics",
       "events",
   };
   return names;
@@ -242,19 +267,14 @@ std::uint64_t bdfid_of(const std::string& bus_id) {
   return (std::uint64_t{domain} << 32) | (bus << 8) | (dev << 3) | fn;
 }
 
-void check_keys(const nlohmann::json& j, const std::set<std::string>& allowed, const char* what) {
-  for (const auto& [key, value] : j.items()) {
-    if (!allowed.count(key)) throw std::runtime_error(std::string(what) + ": unknown key " + key);
-  }
-}
-
 void apply_values(const nlohmann::json& j, Values& v) {
-  check_keys(j,
-             {"busy_percent", "memory_busy_percent", "vram_used_bytes", "temperature_edge_c",
-              "temperature_junction_c", "temperature_memory_c", "power_average_watts",
-              "socket_power_watts", "energy_counter", "sclk_mhz", "mclk_mhz", "pcie_replay_count",
-              "ecc", "lost"},
-             "step values");
+  inject::check_keys(
+      j,
+      {"busy_percent", "memory_busy_percent", "vram_used_bytes", "temperature_edge_c",
+       "temperature_junction_c", "temperature_memory_c", "power_average_watts",
+       "socket_power_watts", "energy_counter", "sclk_mhz", "mclk_mhz", "pcie_replay_count", "ecc",
+       "bad_pages", "indep_throttle_status", "lost"},
+      "step values");
   auto take = [&](const char* key, auto& field) {
     if (j.contains(key))
       field = j.at(key).get<typename std::decay_t<decltype(field)>::value_type>();
@@ -271,10 +291,13 @@ void apply_values(const nlohmann::json& j, Values& v) {
   take("sclk_mhz", v.sclk_mhz);
   take("mclk_mhz", v.mclk_mhz);
   take("pcie_replay_count", v.pcie_replay);
+  take("indep_throttle_status", v.indep_throttle_status);
+  if (j.contains("bad_pages")) v.bad_pages = inject::bad_pages(j.at("bad_pages"));
+
   if (j.contains("ecc")) {
     for (const auto& [block, counts] : j.at("ecc").items()) {
-      v.ecc[block_named(block)] = {counts.at("correctable").get<std::uint64_t>(),
-                                   counts.at("uncorrectable").get<std::uint64_t>()};
+      v.ecc[inject::gpu_block_named(block)] = {counts.at("correctable").get<std::uint64_t>(),
+                                               counts.at("uncorrectable").get<std::uint64_t>()};
     }
   }
   if (j.contains("lost")) {
@@ -287,24 +310,13 @@ void apply_values(const nlohmann::json& j, Values& v) {
   }
 }
 
-std::set<std::string> unsupported_list(const nlohmann::json& j) {
-  std::set<std::string> out;
-  for (const auto& name : j) {
-    if (!field_names().count(name.get<std::string>())) {
-      throw std::runtime_error("unsupported: unknown field " + name.get<std::string>());
-    }
-    out.insert(name.get<std::string>());
-  }
-  return out;
-}
-
 Device parse_device(const nlohmann::json& j, const std::set<std::string>& unsupported_everywhere) {
-  check_keys(j,
-             {"pci_bus_id", "unique_id", "serial", "name", "vram_bytes", "gfx_version",
-              "compute_partition", "memory_partition", "xgmi_peers", "power_cap_watts",
-              "ecc_enabled_blocks", "energy_resolution_uj", "sclk_range_mhz", "mclk_range_mhz",
-              "unsupported"},
-             "device");
+  inject::check_keys(j,
+                     {"pci_bus_id", "unique_id", "serial", "name", "vram_bytes", "gfx_version",
+                      "compute_partition", "memory_partition", "xgmi_peers", "power_cap_watts",
+                      "ecc_enabled_blocks", "energy_resolution_uj", "sclk_range_mhz",
+                      "mclk_range_mhz", "unsupported"},
+                     "device");
   Device d;
   d.bus_id = j.at("pci_bus_id").get<std::string>();
   d.bdfid = bdfid_of(d.bus_id);
@@ -322,7 +334,7 @@ Device parse_device(const nlohmann::json& j, const std::set<std::string>& unsupp
   d.xgmi_peers = j.value("xgmi_peers", std::vector<std::string>{});
   if (j.contains("power_cap_watts")) d.power_cap_watts = j.at("power_cap_watts").get<double>();
   for (const auto& block : j.value("ecc_enabled_blocks", std::vector<std::string>{})) {
-    d.ecc_enabled_blocks |= block_named(block);
+    d.ecc_enabled_blocks |= inject::gpu_block_named(block);
   }
   d.energy_resolution_uj = j.value("energy_resolution_uj", d.energy_resolution_uj);
   if (j.contains("sclk_range_mhz")) {
@@ -334,7 +346,8 @@ Device parse_device(const nlohmann::json& j, const std::set<std::string>& unsupp
     d.mclk_range[1] = j.at("mclk_range_mhz").at(1).get<std::uint32_t>();
   }
   d.unsupported = unsupported_everywhere;
-  if (j.contains("unsupported")) d.unsupported.merge(unsupported_list(j.at("unsupported")));
+  if (j.contains("unsupported"))
+    d.unsupported.merge(inject::unsupported_list(j.at("unsupported"), field_names()));
   return d;
 }
 
@@ -354,10 +367,10 @@ std::size_t device_named(const Scenario& sc, const std::string& bus_id) {
 }
 
 Scenario parse_scenario(const nlohmann::json& j) {
-  check_keys(j,
-             {"comment", "library_version", "driver_version", "init_error", "event_message_size",
-              "unsupported", "devices", "steps"},
-             "scenario");
+  inject::check_keys(j,
+                     {"comment", "library_version", "driver_version", "init_error",
+                      "event_message_size", "unsupported", "devices", "steps"},
+                     "scenario");
   Scenario sc;
   if (j.contains("library_version")) {
     const std::string v = j.at("library_version").get<std::string>();
@@ -373,37 +386,23 @@ Scenario parse_scenario(const nlohmann::json& j) {
   }
   if (j.contains("init_error")) sc.init_error = status_named(j.at("init_error").get<std::string>());
   std::set<std::string> everywhere;
-  if (j.contains("unsupported")) everywhere = unsupported_list(j.at("unsupported"));
+  if (j.contains("unsupported"))
+    everywhere = inject::unsupported_list(j.at("unsupported"), field_names());
   for (const auto& dj : j.value("devices", nlohmann::json::array())) {
     sc.devices.push_back(parse_device(dj, everywhere));
   }
-  std::vector<Values> now(sc.devices.size());
-  for (const auto& sj : j.value("steps", nlohmann::json::array())) {
-    check_keys(sj, {"comment", "all", "devices", "events"}, "step");
-    for (Values& v : now) {
-      if (sj.contains("all")) apply_values(sj.at("all"), v);
-    }
-    if (sj.contains("devices")) {
-      for (const auto& [bus_id, vj] : sj.at("devices").items()) {
-        apply_values(vj, now[device_named(sc, bus_id)]);
-      }
-    }
-    for (std::size_t i = 0; i < sc.devices.size(); ++i)
-      sc.devices[i].steps.push_back(now[i]);
-    std::vector<Event> events;
-    for (const auto& ej : sj.value("events", nlohmann::json::array())) {
-      check_keys(ej, {"device", "type", "message"}, "event");
-      events.push_back(
-          Event{static_cast<std::uint32_t>(device_named(sc, ej.at("device").get<std::string>())),
-                event_type_named(ej.at("type").get<std::string>()), ej.value("message", "")});
-    }
-    sc.events.push_back(std::move(events));
-  }
-  if (sc.events.empty()) {  // no steps: one step where nothing was given
-    sc.events.emplace_back();
-    for (Device& d : sc.devices)
-      d.steps.emplace_back();
-  }
+  std::vector<std::vector<Values>> values;
+  inject::read_steps<Values, Event>(
+      j.value("steps", nlohmann::json::array()), sc.devices.size(),
+      [&](const std::string& bus_id) { return device_named(sc, bus_id); }, apply_values,
+      [&](const nlohmann::json& ej) {
+        return Event{
+            static_cast<std::uint32_t>(device_named(sc, ej.at("device").get<std::string>())),
+            event_type_named(ej.at("type").get<std::string>()), ej.value("message", "")};
+      },
+      values, sc.events);
+  for (std::size_t i = 0; i < sc.devices.size(); ++i)
+    sc.devices[i].steps = std::move(values[i]);
   return sc;
 }
 
@@ -840,6 +839,41 @@ RSMI_API rsmi_status_t rsmi_event_notification_get(int timeout_ms, std::uint32_t
     ++*num_elem;
   }
   return RSMI_STATUS_SUCCESS;
+}
+
+// With no records buffer: how many pages; else up to *num_pages records.
+RSMI_API rsmi_status_t rsmi_dev_memory_reserved_pages_get(std::uint32_t dv,
+                                                          std::uint32_t* num_pages,
+                                                          rsmi_retired_page_record_t* records) {
+  return device_call(dv, "reserved_pages", num_pages, [&](const Device&, const Values& v) {
+    const auto n = static_cast<std::uint32_t>(v.bad_pages.size());
+    if (!records) {
+      *num_pages = n;
+      return RSMI_STATUS_SUCCESS;
+    }
+    const std::uint32_t k = std::min(*num_pages, n);
+    for (std::uint32_t i = 0; i < k; ++i) {
+      records[i] = {v.bad_pages[i].first, 4096, v.bad_pages[i].second};
+    }
+    *num_pages = k;
+    return k < n ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+  });
+}
+
+// The table's v1.3 prefix (what every version starts with); the throttle fields are all ones
+// ("not available") unless the step gives them, as on MI300.
+RSMI_API rsmi_status_t rsmi_dev_gpu_metrics_info_get(std::uint32_t dv,
+                                                     rsmi_gpu_metrics_prefix_t* metrics) {
+  return device_call(dv, "gpu_metrics", metrics, [&](const Device&, const Values& v) {
+    rsmi_gpu_metrics_prefix_t m{};
+    m.structure_size = sizeof m;
+    m.format_revision = 1;
+    m.content_revision = 3;
+    m.throttle_status = UINT32_MAX;
+    m.indep_throttle_status = v.indep_throttle_status.value_or(~0ULL);
+    *metrics = m;
+    return RSMI_STATUS_SUCCESS;
+  });
 }
 
 #endif  // POLYACCEL_INJECT_PARTIAL

@@ -1,0 +1,105 @@
+// What the two AMD test libraries (rocm_smi/ and amd_smi/, one machine seen through ROCm SMI and
+// through AMD SMI) share in reading their JSON scenarios: key checks, the RAS block and bad page
+// names, and the steps, whose values carry over from one step to the next. Test code only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace polyaccel::inject {
+
+inline void check_keys(const nlohmann::json& j, const std::set<std::string>& allowed,
+                       const char* what) {
+  for (const auto& [key, value] : j.items()) {
+    if (!allowed.count(key)) throw std::runtime_error(std::string(what) + ": unknown key " + key);
+  }
+}
+
+// A RAS block by name: the same bits in rsmi_gpu_block_t and amdsmi_gpu_block_t.
+inline std::uint64_t gpu_block_named(const std::string& name) {
+  static const std::map<std::string, std::uint64_t> blocks = {
+      {"umc", 1ULL << 0},   {"sdma", 1ULL << 1},     {"gfx", 1ULL << 2},   {"mmhub", 1ULL << 3},
+      {"athub", 1ULL << 4}, {"pcie_bif", 1ULL << 5}, {"hdp", 1ULL << 6},   {"xgmi_wafl", 1ULL << 7},
+      {"df", 1ULL << 8},    {"smn", 1ULL << 9},      {"sem", 1ULL << 10},  {"mp0", 1ULL << 11},
+      {"mp1", 1ULL << 12},  {"fuse", 1ULL << 13},    {"mca", 1ULL << 14},  {"vcn", 1ULL << 15},
+      {"jpeg", 1ULL << 16}, {"ih", 1ULL << 17},      {"mpio", 1ULL << 18},
+  };
+  auto it = blocks.find(name);
+  if (it == blocks.end()) throw std::runtime_error("unknown GPU block " + name);
+  return it->second;
+}
+
+// "bad_pages": [{"address": 4096, "status": "reserved" | "pending" | "unreservable"}], as
+// (address, page status): the same numbers in rsmi_ and amdsmi_memory_page_status_t.
+inline std::vector<std::pair<std::uint64_t, std::uint32_t>> bad_pages(const nlohmann::json& j) {
+  static const std::map<std::string, std::uint32_t> states = {
+      {"reserved", 0}, {"pending", 1}, {"unreservable", 2}};
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> pages;
+  for (const auto& pj : j) {
+    check_keys(pj, {"address", "status"}, "bad page");
+    auto st = states.find(pj.at("status").get<std::string>());
+    if (st == states.end()) throw std::runtime_error("unknown page status");
+    pages.emplace_back(pj.at("address").get<std::uint64_t>(), st->second);
+  }
+  return pages;
+}
+
+// Field names for "unsupported", each one of `known`.
+inline std::set<std::string> unsupported_list(const nlohmann::json& j,
+                                              const std::set<std::string>& known) {
+  std::set<std::string> out;
+  for (const auto& name : j) {
+    if (!known.count(name.get<std::string>())) {
+      throw std::runtime_error("unsupported: unknown field " + name.get<std::string>());
+    }
+    out.insert(name.get<std::string>());
+  }
+  return out;
+}
+
+// Reads "steps": [{"all": values, "devices": {"<bus id>": values}, "events": [...]}]. A step
+// lists what changes; every other value stays as in the step before. Gives each device's values
+// at every step (values[device][step]) and each step's events. `device_index(bus_id)` finds a
+// device, `apply(json, Values&)` applies a step's values, `make_event(json)` reads an event. With
+// no steps, one step where nothing was given.
+template <class Values, class Event, class DeviceIndex, class Apply, class MakeEvent>
+void read_steps(const nlohmann::json& steps, std::size_t device_count, DeviceIndex device_index,
+                Apply apply, MakeEvent make_event, std::vector<std::vector<Values>>& values,
+                std::vector<std::vector<Event>>& events) {
+  values.assign(device_count, {});
+  events.clear();
+  std::vector<Values> now(device_count);
+  for (const auto& sj : steps) {
+    check_keys(sj, {"comment", "all", "devices", "events"}, "step");
+    for (Values& v : now) {
+      if (sj.contains("all")) apply(sj.at("all"), v);
+    }
+    if (sj.contains("devices")) {
+      for (const auto& [bus_id, vj] : sj.at("devices").items()) {
+        apply(vj, now[device_index(bus_id)]);
+      }
+    }
+    for (std::size_t i = 0; i < device_count; ++i)
+      values[i].push_back(now[i]);
+    std::vector<Event> step_events;
+    for (const auto& ej : sj.value("events", nlohmann::json::array())) {
+      check_keys(ej, {"device", "type", "message"}, "event");
+      step_events.push_back(make_event(ej));
+    }
+    events.push_back(std::move(step_events));
+  }
+  if (events.empty()) {
+    events.emplace_back();
+    for (auto& v : values)
+      v.emplace_back();
+  }
+}
+
+}  // namespace polyaccel::inject

@@ -1,0 +1,36 @@
+// The test's handle on a test build of a vendor library (tests/inject/*) that a backend loaded:
+// dlopen with RTLD_NOLOAD gives the very copy the backend uses, and its
+// polyaccel_inject_set_step moves the scenario to another step. Production code never sees it.
+#pragma once
+
+#include <dlfcn.h>
+
+#include <string>
+
+namespace polyaccel::testing {
+
+class InjectSteps {
+ public:
+  explicit InjectSteps(const std::string& library)
+      : handle_(::dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
+    if (handle_) {
+      set_step_ =
+          reinterpret_cast<void (*)(unsigned)>(::dlsym(handle_, "polyaccel_inject_set_step"));
+    }
+  }
+  ~InjectSteps() {
+    if (handle_) ::dlclose(handle_);
+  }
+  InjectSteps(const InjectSteps&) = delete;
+  InjectSteps& operator=(const InjectSteps&) = delete;
+
+  // False when the library is not loaded or is not a test build.
+  bool ok() const { return set_step_ != nullptr; }
+  void go(unsigned step) const { set_step_(step); }
+
+ private:
+  void* handle_ = nullptr;
+  void (*set_step_)(unsigned) = nullptr;
+};
+
+}  // namespace polyaccel::testing
