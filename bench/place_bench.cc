@@ -5,8 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "discover/discover.h"
-#include "place/fit.h"
+#include "place_support.h"
 
 namespace {
 
@@ -17,26 +16,15 @@ const char* kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.x
 const char* kSgi = "24socket-24numa-384pu-cpuonly-1xmlx4_sgi.xml";
 
 HostView load(const std::string& file) {
-  DiscoverOptions o;
-  o.topology_xml =
-      (std::filesystem::path(POLYACCEL_SHARED_DIR) / "fixtures/topologies" / file).string();
-  o.backends = BackendMode::off;
-  auto m = discover_host(o);
-  if (!m) throw std::runtime_error(m.error().message());
-  return *build_host_view(*m, {});
+  return *build_host_view(bench::load_fixture(file), {});
 }
 
-Request make(unsigned vcpus, unsigned gib, std::vector<std::pair<std::string, std::string>> specs) {
-  auto r = parse_request({vcpus, std::uint64_t{gib} << 30, std::move(specs)},
-                         {*parse_pci_alias_option("gpu=10de")});
-  if (!r) throw std::runtime_error(r.error().message());
-  return *r;
-}
+using bench::make_request;
 
 // Fills the host to about half with 4-vCPU pinned guests, so the fit works on a used host.
 HostUsage half_full(const HostView& view) {
   HostUsage usage = *usage_of(view, {});
-  auto filler = make(4, 4, {{"hw:cpu_policy", "dedicated"}});
+  auto filler = make_request(4, 4, {{"hw:cpu_policy", "dedicated"}});
   unsigned pus = 0;
   for (const auto& c : view.cells)
     pus += c.pcpus.count();
@@ -63,28 +51,30 @@ void run(benchmark::State& state, const char* file, const Request& r, bool used,
 }
 
 void BM_Xe8640_1cell_pinned(benchmark::State& s) {
-  run(s, kXe8640, make(8, 16, {{"hw:cpu_policy", "dedicated"}}), s.range(0), Strategy::polyaccel);
+  run(s, kXe8640, make_request(8, 16, {{"hw:cpu_policy", "dedicated"}}), s.range(0),
+      Strategy::polyaccel);
 }
 void BM_Xe8640_2cell_2gpu_nic(benchmark::State& s) {
   run(s, kXe8640,
-      make(16, 64,
-           {{"hw:cpu_policy", "dedicated"},
-            {"hw:numa_nodes", "2"},
-            {"pci_passthrough:alias", "gpu:2"},
-            {"hw:pci_numa_affinity_policy", "required"},
-            {"polyaccel:nic_affinity", "node"}}),
+      make_request(16, 64,
+                   {{"hw:cpu_policy", "dedicated"},
+                    {"hw:numa_nodes", "2"},
+                    {"pci_passthrough:alias", "gpu:2"},
+                    {"hw:pci_numa_affinity_policy", "required"},
+                    {"polyaccel:nic_affinity", "node"}}),
       s.range(0), Strategy::polyaccel);
 }
 void BM_Sgi_1cell_pinned(benchmark::State& s) {
-  run(s, kSgi, make(8, 8, {{"hw:cpu_policy", "dedicated"}}), s.range(0), Strategy::polyaccel);
-}
-void BM_Sgi_4cell_pinned(benchmark::State& s) {
-  run(s, kSgi, make(32, 32, {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "4"}}), s.range(0),
+  run(s, kSgi, make_request(8, 8, {{"hw:cpu_policy", "dedicated"}}), s.range(0),
       Strategy::polyaccel);
 }
+void BM_Sgi_4cell_pinned(benchmark::State& s) {
+  run(s, kSgi, make_request(32, 32, {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "4"}}),
+      s.range(0), Strategy::polyaccel);
+}
 void BM_Sgi_4cell_pinned_first_fit(benchmark::State& s) {
-  run(s, kSgi, make(32, 32, {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "4"}}), s.range(0),
-      Strategy::first_fit);
+  run(s, kSgi, make_request(32, 32, {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "4"}}),
+      s.range(0), Strategy::first_fit);
 }
 
 BENCHMARK(BM_Xe8640_1cell_pinned)->Arg(0)->Arg(1)->ArgName("half_full");

@@ -14,8 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "discover/discover.h"
-#include "place/fit.h"
+#include "place_support.h"
 
 namespace {
 
@@ -23,27 +22,22 @@ using namespace polyaccel;
 using namespace polyaccel::place;
 
 HostView load(const std::string& file) {
-  DiscoverOptions o;
-  o.topology_xml =
-      (std::filesystem::path(POLYACCEL_SHARED_DIR) / "fixtures/topologies" / file).string();
-  o.backends = BackendMode::off;
-  auto m = discover_host(o);
-  if (!m) throw std::runtime_error(m.error().message());
+  auto m = bench::load_fixture(file);
   // The first core of each node is left to the host (cpu_shared_set), as an operator would.
   HostPolicy policy;
   CpuSet reserved;
-  for (const auto& n : m->numa_nodes) {
-    for (const auto& core : m->cores) {
+  for (const auto& n : m.numa_nodes) {
+    for (const auto& core : m.cores) {
       if (n.cpus.contains(core.pus)) {
         reserved |= core.pus;
         break;
       }
     }
   }
-  policy.cpu_dedicated_set = m->pus - reserved;
+  policy.cpu_dedicated_set = m.pus - reserved;
   policy.cpu_shared_set = reserved;
   policy.reserved_memory_per_node = std::uint64_t{4} << 30;
-  return *build_host_view(*m, policy);
+  return *build_host_view(m, policy);
 }
 
 struct Shape {
@@ -52,24 +46,20 @@ struct Shape {
   Request request;
 };
 
-Request make(unsigned vcpus, unsigned gib, std::vector<std::pair<std::string, std::string>> specs) {
-  auto r = parse_request({vcpus, std::uint64_t{gib} << 30, std::move(specs)},
-                         {*parse_pci_alias_option("gpu=10de")});
-  if (!r) throw std::runtime_error(r.error().message());
-  return *r;
-}
+using bench::make_request;
 
 std::vector<Shape> shapes() {
   const std::pair<std::string, std::string> pinned{"hw:cpu_policy", "dedicated"};
   const std::pair<std::string, std::string> required{"hw:pci_numa_affinity_policy", "required"};
   return {
-      {"1 GPU, 8 vCPUs", 0.15, make(8, 32, {pinned, {"pci_passthrough:alias", "gpu:1"}, required})},
+      {"1 GPU, 8 vCPUs", 0.15,
+       make_request(8, 32, {pinned, {"pci_passthrough:alias", "gpu:1"}, required})},
       {"2 GPUs, 16 vCPUs, 2 cells", 0.05,
-       make(16, 64,
-            {pinned, {"hw:numa_nodes", "2"}, {"pci_passthrough:alias", "gpu:2"}, required})},
-      {"pinned 4 vCPUs", 0.40, make(4, 8, {pinned})},
-      {"pinned 12 vCPUs", 0.30, make(12, 24, {pinned})},
-      {"shared 8 vCPUs", 0.10, make(8, 16, {})},
+       make_request(
+           16, 64, {pinned, {"hw:numa_nodes", "2"}, {"pci_passthrough:alias", "gpu:2"}, required})},
+      {"pinned 4 vCPUs", 0.40, make_request(4, 8, {pinned})},
+      {"pinned 12 vCPUs", 0.30, make_request(12, 24, {pinned})},
+      {"shared 8 vCPUs", 0.10, make_request(8, 16, {})},
   };
 }
 
