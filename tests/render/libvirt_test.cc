@@ -99,5 +99,21 @@ TEST(Libvirt, SharedAndMixedGuestsValidate) {
   EXPECT_NE(plain.find("<hostdev"), std::string::npos);
 }
 
+TEST(Libvirt, PowerGuestGetsAHostBridgePerCell) {
+  const auto& m = fixture("power9-2socket-2numa+4gpumem-numa-4xV100-4xmlx5_llnl-sierra.v1.xml");
+  auto v = view_of(m);
+  auto f = fit_on(v, request(8, 16,
+                             {{"hw:cpu_policy", "dedicated"},
+                              {"hw:numa_nodes", "2"},
+                              {"pci_passthrough:alias", "v100:2"},
+                              {"hw:pci_numa_affinity_policy", "required"}},
+                             {*place::parse_pci_alias_option("v100=10de")}));
+  ASSERT_TRUE(f.fit) << f.reason;
+  std::string xml = libvirt_domain_xml(f.placement, {"power", "kvm", "ppc64le", "pseries"});
+  EXPECT_EQ(validate(xml), "") << xml;
+  EXPECT_NE(xml.find("<model name='spapr-pci-host-bridge'/>"), std::string::npos);
+  EXPECT_EQ(xml.find("pcie"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace polyaccel::render
