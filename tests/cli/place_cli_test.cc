@@ -90,6 +90,11 @@ TEST(PlaceCli, CommitReleaseAndForeignState) {
   ASSERT_EQ(rel.exit_code, 0) << rel.output;
   EXPECT_EQ(nlohmann::json::parse(rel.output)["remaining"], 7);
   EXPECT_EQ(run_command(place_cmd(state, one_node + " --commit --name vm8")).exit_code, 0);
+  auto list = run_command(polyaccel_binary() + " allocations --state '" + state + "' --json");
+  ASSERT_EQ(list.exit_code, 0);
+  auto lj = nlohmann::json::parse(list.output);
+  EXPECT_EQ(lj["placements"].size(), 8u);
+  EXPECT_EQ(lj["host"], "testhost-nvidia");
   EXPECT_EQ(
       run_command(polyaccel_binary() + " release nope --state '" + state + "' 2>&1").exit_code, 2);
   // The same state read with another host's topology is refused, and left as it was.
