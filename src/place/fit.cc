@@ -29,6 +29,7 @@ struct CellFit {
   // how much of one resource would be stranded behind the other.
   double cpu_left = 0;
   double memory_left = 0;
+  bool was_empty = false;  // nothing of the cell was in use before
   unsigned imbalance_pct() const {
     return static_cast<unsigned>(std::abs(cpu_left - memory_left) * 100);
   }
@@ -247,6 +248,7 @@ CellFit fit_cell(const HostView& host, size_t h, const CellUsage& u, const Reque
   if (!shared.empty()) f.cell.shared_pus = hc.shared_cpus;
   if (hc.memory_bytes)
     f.memory_left = static_cast<double>(memory_free - gc.memory_bytes) / hc.memory_bytes;
+  f.was_empty = u.held.empty() && u.cpu_usage == 0 && u.memory_used == 0;
   f.ok = true;
   return f;
 }
@@ -358,9 +360,9 @@ std::vector<size_t> nova_cell_order(const HostView& host, const HostUsage& u, co
   return order;
 }
 
-// Lower is better: devices far from the guest, accelerators stranded, resources stranded
-// behind each other, room left (best fit keeps empty nodes empty for the large requests).
-using Score = std::tuple<unsigned, unsigned, unsigned, std::uint64_t>;
+// Lower is better: devices far from the guest, accelerators stranded, empty nodes broken into,
+// resources stranded behind each other, room left (best fit).
+using Score = std::tuple<unsigned, unsigned, unsigned, unsigned, std::uint64_t>;
 
 struct Search {
   const HostView& host;
@@ -400,15 +402,16 @@ struct Search {
       if (device_reason.empty()) device_reason = devices.reason;
       return;
     }
-    unsigned stranded = 0, imbalance = 0;
+    unsigned stranded = 0, broken = 0, imbalance = 0;
     std::uint64_t left = 0;
     for (size_t g = 0; g < current.size(); ++g) {
       const CellFit& f = table[g][current[g]];
       stranded += devices.stranded_accelerators_on(host, usage, host.cells[current[g]].node);
+      broken += f.was_empty ? 1 : 0;
       imbalance += f.imbalance_pct();
       left += f.left_ppm();
     }
-    Score score{devices.penalty, stranded, imbalance, left};
+    Score score{devices.penalty, stranded, broken, imbalance, left};
     if (!found || score < best_score) {
       found = true;
       best_score = score;
@@ -474,8 +477,8 @@ FitResult fit(const HostView& host, const HostUsage& usage, const Request& reque
       std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) {
         const CellFit& fa = s.table[g][a];
         const CellFit& fb = s.table[g][b];
-        return std::make_pair(fa.imbalance_pct(), fa.left_ppm()) <
-               std::make_pair(fb.imbalance_pct(), fb.left_ppm());
+        return std::make_tuple(fa.was_empty, fa.imbalance_pct(), fa.left_ppm()) <
+               std::make_tuple(fb.was_empty, fb.imbalance_pct(), fb.left_ppm());
       });
     }
     s.order.push_back(std::move(o));
