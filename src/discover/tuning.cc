@@ -52,10 +52,12 @@ class Reader {
   TuningFacts& facts_;
 };
 
+// Blanks, and the NUL some kernels print for an empty CPU mask (nohz_full reads "\0\n").
 std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r\n");
+  static const std::string blanks(" \t\r\n\0", 5);
+  size_t b = s.find_first_not_of(blanks);
   if (b == std::string::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+  return s.substr(b, s.find_last_not_of(blanks) - b + 1);
 }
 
 std::optional<long> parse_long(const std::string& text, int base = 10) {
