@@ -116,8 +116,8 @@ AuditContext make_context(const AuditInput& input) {
                                    input.intent.passthrough.end());
   auto ids = vfio_ids(f);
   for (const auto& [addr, p] : f.pci) {
-    bool claimed = std::find(ids.begin(), ids.end(), std::pair{p.vendor_id, p.device_id}) !=
-                   ids.end();
+    bool claimed =
+        std::find(ids.begin(), ids.end(), std::pair{p.vendor_id, p.device_id}) != ids.end();
     if (audit::is_vfio_driver(p.driver) || audit::is_vfio_driver(p.driver_override) || claimed) {
       passthrough.insert(addr);
     }

@@ -48,7 +48,7 @@ struct AuditContext {
   const std::vector<AcceleratorSample>& samples;
   AuditIntent intent;
   bool hypervisor = false;
-  CpuSet pinned;                       // CPUs meant for pinned workloads (may be empty)
+  CpuSet pinned;                        // CPUs meant for pinned workloads (may be empty)
   std::vector<PciAddress> passthrough;  // devices meant for a guest, sorted
 
   bool is_passthrough(const PciAddress& a) const;

@@ -3,6 +3,7 @@
 
 #include "audit/checks.h"
 #include "audit/support.h"
+#include "core/strings.h"
 
 namespace polyaccel::audit {
 
@@ -63,8 +64,9 @@ void check_isolation(const AuditContext& c, Findings& out) {
     f.id = "cpu.isolation";
     f.severity = Severity::warning;
     f.subject = "host";
-    f.observed = "no CPUs set apart for pinned guests (no isolcpus, nohz_full, rcu_nocbs or "
-                 "systemd CPUAffinity)";
+    f.observed =
+        "no CPUs set apart for pinned guests (no isolcpus, nohz_full, rcu_nocbs or "
+        "systemd CPUAffinity)";
     f.expected = "guest CPUs kept free of host services, timer ticks and RCU callbacks";
     f.remedy.summary = "keep the host on " + housekeeping.to_list() + " (one core a node) and " +
                        "give " + pinned.to_list() + " to guests";
@@ -95,9 +97,7 @@ void check_isolation(const AuditContext& c, Findings& out) {
     missing.push_back("RCU callbacks on " + no_rcu.to_list());
     f.remedy.kernel_args.push_back("rcu_nocbs=" + (iso.rcu_nocbs | pinned).to_list());
   }
-  f.observed.clear();
-  for (const auto& m : missing)
-    f.observed += (f.observed.empty() ? "" : "; ") + m;
+  f.observed = join(missing, "; ");
   f.expected = "CPUs meant for pinned work isolated from host services, ticks and RCU";
   f.remedy.summary = "keep host services on " + housekeeping.to_list() +
                      " (systemd CPUAffinity) and take ticks and RCU work off the pinned CPUs";

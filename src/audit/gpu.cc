@@ -4,25 +4,26 @@
 #include <algorithm>
 
 #include "audit/checks.h"
+#include "core/strings.h"
 
 namespace polyaccel::audit {
 
 namespace {
 
-std::string subject(const Accelerator& a) { return a.pci.address.to_string() + " (" + a.id + ")"; }
-
-bool is_nvml(const AcceleratorInventory& inv) { return inv.backend == "nvml"; }
+bool is_nvml(const AcceleratorInventory& inv) {
+  return inv.backend == "nvml";
+}
 
 // "nvidia-smi -i 3 " for NVML devices (the library's own index), nothing otherwise.
 std::string smi(const AcceleratorInventory& inv) {
   return "nvidia-smi -i " + std::to_string(inv.index) + " ";
 }
 
-Finding base(const Accelerator& a, const char* id, Severity severity) {
+Finding base(const AuditContext& c, const Accelerator& a, const char* id, Severity severity) {
   Finding f;
   f.id = id;
   f.severity = severity;
-  f.subject = subject(a);
+  f.subject = c.device_name(a.pci.address);
   return f;
 }
 
@@ -34,7 +35,7 @@ constexpr const char* kSlowdowns[] = {"hw_slowdown", "hw_thermal_slowdown", "sw_
 void check_one(const AuditContext& c, const Accelerator& a, Findings& out) {
   const AcceleratorInventory& inv = *a.inventory;
   if (inv.persistence_mode && !*inv.persistence_mode) {
-    Finding f = base(a, "gpu.persistence", Severity::warning);
+    Finding f = base(c, a, "gpu.persistence", Severity::warning);
     f.observed = "persistence mode off";
     f.expected = "persistence mode on (nvidia-persistenced)";
     f.remedy.summary =
@@ -45,7 +46,7 @@ void check_one(const AuditContext& c, const Accelerator& a, Findings& out) {
     out.push_back(std::move(f));
   }
   if (inv.ecc_enabled && !*inv.ecc_enabled) {
-    Finding f = base(a, "gpu.ecc", Severity::warning);
+    Finding f = base(c, a, "gpu.ecc", Severity::warning);
     f.observed = std::string("ECC off") +
                  (inv.ecc_pending && *inv.ecc_pending ? " (on after the next reset)" : "");
     f.expected = "ECC on: memory errors are corrected and reported, not silent";
@@ -53,7 +54,7 @@ void check_one(const AuditContext& c, const Accelerator& a, Findings& out) {
     if (is_nvml(inv)) f.remedy.commands = {smi(inv) + "-e 1", smi(inv) + "-r"};
     out.push_back(std::move(f));
   } else if (inv.ecc_enabled && inv.ecc_pending && *inv.ecc_pending != *inv.ecc_enabled) {
-    Finding f = base(a, "gpu.ecc", Severity::warning);
+    Finding f = base(c, a, "gpu.ecc", Severity::warning);
     f.observed = "ECC on, off after the next reset";
     f.expected = "ECC to stay on";
     f.remedy.summary = "cancel the pending change before the GPU is reset";
@@ -61,7 +62,7 @@ void check_one(const AuditContext& c, const Accelerator& a, Findings& out) {
     out.push_back(std::move(f));
   }
   if (inv.mig_enabled && inv.mig_pending && *inv.mig_enabled != *inv.mig_pending) {
-    Finding f = base(a, "gpu.mig-pending", Severity::warning);
+    Finding f = base(c, a, "gpu.mig-pending", Severity::warning);
     f.observed = std::string("MIG mode ") + (*inv.mig_enabled ? "on" : "off") + ", " +
                  (*inv.mig_pending ? "on" : "off") + " pending a GPU reset";
     f.expected = "the MIG mode asked for in effect";
@@ -80,19 +81,19 @@ void check_one(const AuditContext& c, const Accelerator& a, Findings& out) {
     }
   }
   if (!slow.empty() || !capped.empty()) {
-    Finding f = base(a, "gpu.clocks-throttled", slow.empty() ? Severity::info : Severity::warning);
+    Finding f =
+        base(c, a, "gpu.clocks-throttled", slow.empty() ? Severity::info : Severity::warning);
     std::vector<std::string> all = slow;
     all.insert(all.end(), capped.begin(), capped.end());
-    f.observed = "clocks held down by";
-    for (size_t i = 0; i < all.size(); ++i)
-      f.observed += (i ? ", " : " ") + all[i];
+    f.observed = "clocks held down by " + join(all, ", ");
     if (s->sm_clock_mhz) f.observed += " (SM " + std::to_string(*s->sm_clock_mhz) + " MHz)";
     f.expected = "no thermal or hardware slowdown";
     f.remedy.summary =
         slow.empty()
             ? "the GPU runs at its power limit" +
-                  (inv.power_limit_watts ? " (" + std::to_string(int(*inv.power_limit_watts)) + " W)"
-                                         : std::string()) +
+                  (inv.power_limit_watts
+                       ? " (" + std::to_string(int(*inv.power_limit_watts)) + " W)"
+                       : std::string()) +
                   ": raise it if it is below the board's default, or accept it"
             : "check cooling (fans, airflow, inlet temperature) and power delivery (PSUs, power "
               "brake signal from the BMC)";
@@ -100,13 +101,13 @@ void check_one(const AuditContext& c, const Accelerator& a, Findings& out) {
     out.push_back(std::move(f));
   }
   if (s->remapped_rows_failure && *s->remapped_rows_failure) {
-    Finding f = base(a, "gpu.row-remap-pending", Severity::critical);
+    Finding f = base(c, a, "gpu.row-remap-pending", Severity::critical);
     f.observed = "row remapping failed";
     f.expected = "memory rows remapped successfully";
     f.remedy.summary = "the GPU ran out of spare rows: drain it and have it replaced";
     out.push_back(std::move(f));
   } else if (s->remapped_rows_pending && *s->remapped_rows_pending) {
-    Finding f = base(a, "gpu.row-remap-pending", Severity::warning);
+    Finding f = base(c, a, "gpu.row-remap-pending", Severity::warning);
     f.observed = "a memory row remap is pending";
     f.expected = "no remap pending";
     f.remedy.summary = "drain the GPU and reset it so that the remap takes effect";

@@ -69,7 +69,7 @@ void check_nic_distance(const AuditContext& c, Findings& out) {
     // Through the CPU's root complex (PHB) is often the best a chassis offers (APUs, GPUs on
     // their own root port); across host bridges or sockets is a placement to fix.
     f.severity = link.level == LinkLevel::phb ? Severity::info : Severity::warning;
-    f.subject = a.pci.address.to_string() + " (" + a.id + ")";
+    f.subject = c.device_name(a.pci.address);
     f.observed = "closest RDMA NIC " + names + " at " + link.label();
     f.expected = "an RDMA NIC at PIX or PXB (behind the same PCIe switch)";
     f.remedy.summary =

@@ -41,8 +41,9 @@ Finding node_short(unsigned node, std::uint64_t size, std::uint64_t have, std::u
   f.subject = "node" + std::to_string(node);
   f.observed = std::to_string(have) + " x " + format_byte_size(size) + " pages reserved";
   f.expected = std::to_string(want) + " x " + format_byte_size(size) + " pages (" + why + ")";
-  f.remedy.summary = "reserve the pages on this node (at run time now, at boot through the "
-                     "emitted per-node reservation)";
+  f.remedy.summary =
+      "reserve the pages on this node (at run time now, at boot through the "
+      "emitted per-node reservation)";
   f.remedy.runtime.push_back({nr_path(node, size), std::to_string(want)});
   return f;
 }

@@ -1,12 +1,15 @@
 // iommu.enabled, iommu.passthrough.
 #include "audit/checks.h"
 #include "audit/support.h"
+#include "core/strings.h"
 
 namespace polyaccel::audit {
 
 namespace {
 
-bool iommu_on(const TuningFacts& f) { return f.iommu_present || !f.iommu_groups.empty(); }
+bool iommu_on(const TuningFacts& f) {
+  return f.iommu_present || !f.iommu_groups.empty();
+}
 
 std::string iommu_on_arg(const TuningFacts& f) {
   return f.cpu_vendor == "AuthenticAMD" ? "amd_iommu=on" : "intel_iommu=on";
@@ -47,8 +50,8 @@ Findings check_iommu(const AuditContext& c) {
     if (g == f.iommu_groups.end() || g->second.type.empty()) return;
     type_known = true;
     if (g->second.type.rfind("DMA", 0) == 0) {
-      translated.push_back(c.device_name(pci.address) + " (group " +
-                           std::to_string(g->second.id) + ", " + g->second.type + ")");
+      translated.push_back(c.device_name(pci.address) + " (group " + std::to_string(g->second.id) +
+                           ", " + g->second.type + ")");
     }
   };
   for (const auto& a : c.model.accelerators)
@@ -64,9 +67,7 @@ Findings check_iommu(const AuditContext& c) {
     if (translated.empty()) {
       fd.observed = "IOMMU on, no iommu=pt, translation mode of the accelerators' groups unknown";
     } else {
-      fd.observed = "translated DMA for devices that stay on the host: ";
-      for (size_t i = 0; i < translated.size(); ++i)
-        fd.observed += (i ? ", " : "") + translated[i];
+      fd.observed = "translated DMA for devices that stay on the host: " + join(translated, ", ");
     }
     fd.expected = "iommu=pt: identity mapping for host devices, the IOMMU only for guests";
     fd.remedy.summary =

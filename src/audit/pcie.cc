@@ -44,15 +44,18 @@ void check_link(const AuditContext& c, const PciDevice& pci, bool accelerator, F
     f.observed += " while idle";
     f.remedy.summary =
         "accelerators slow their link when idle: check again under load (lspci -vv -s " +
-        pci.address.to_string() + " | grep LnkSta); if it stays low, reseat the card or check "
+        pci.address.to_string() +
+        " | grep LnkSta); if it stays low, reseat the card or check "
         "the slot's link speed setting in the firmware";
   } else {
     f.severity = Severity::warning;
-    f.remedy.summary = "the link trained below what device and slot support: reseat the card, "
-                       "check risers and cables, the firmware's slot speed setting and AER "
-                       "errors (journalctl -k | grep -i aer)";
+    f.remedy.summary =
+        "the link trained below what device and slot support: reseat the card, "
+        "check risers and cables, the firmware's slot speed setting and AER "
+        "errors (journalctl -k | grep -i aer)";
   }
-  f.remedy.commands.push_back("lspci -vv -s " + pci.address.to_string() + " | grep -E 'LnkCap|LnkSta'");
+  f.remedy.commands.push_back("lspci -vv -s " + pci.address.to_string() +
+                              " | grep -E 'LnkCap|LnkSta'");
   out.push_back(std::move(f));
 }
 
@@ -72,7 +75,7 @@ constexpr std::uint16_t kRedirectBits =
     kAcsP2pRequestRedirect | kAcsP2pCompletionRedirect | kAcsP2pEgressControl;
 
 std::string acs_text(std::uint16_t control) {
-  static const char* names[] = {"SrcValid", "TransBlk", "ReqRedir",   "CmpltRedir",
+  static const char* names[] = {"SrcValid",    "TransBlk",   "ReqRedir",   "CmpltRedir",
                                 "UpstreamFwd", "EgressCtrl", "DirectTrans"};
   std::string s = "ACSCtl:";
   for (int i = 0; i < 7; ++i)

@@ -5,6 +5,7 @@
 
 #include "audit/checks.h"
 #include "audit/support.h"
+#include "core/strings.h"
 
 namespace polyaccel::audit {
 
@@ -38,16 +39,16 @@ Findings check_vfio(const AuditContext& c) {
       fd.subject = c.device_name(addr);
       fd.observed = p->driver.empty() ? "bound to no driver" : "bound to " + p->driver;
       fd.expected = "bound to vfio-pci, as it is meant for passthrough";
-      fd.remedy.summary = "have vfio-pci claim it before the host driver (modprobe.d), and "
-                          "rebind it now";
+      fd.remedy.summary =
+          "have vfio-pci claim it before the host driver (modprobe.d), and "
+          "rebind it now";
       fd.remedy.modprobe.push_back("options vfio-pci ids=" + id_pair(*p));
       if (!p->driver.empty() && !is_vfio_driver(p->driver)) {
         fd.remedy.modprobe.push_back("softdep " + p->driver + " pre: vfio-pci");
       }
       fd.remedy.commands = {"modprobe vfio-pci", "echo vfio-pci > " + sysfs + "/driver_override"};
       if (!p->driver.empty()) {
-        fd.remedy.commands.push_back("echo " + addr.to_string() + " > " + sysfs +
-                                     "/driver/unbind");
+        fd.remedy.commands.push_back("echo " + addr.to_string() + " > " + sysfs + "/driver/unbind");
       }
       fd.remedy.commands.push_back("echo " + addr.to_string() + " > /sys/bus/pci/drivers_probe");
       out.push_back(std::move(fd));
@@ -67,9 +68,8 @@ Findings check_vfio(const AuditContext& c) {
     fd.id = "vfio.binding";
     fd.severity = Severity::warning;
     fd.subject = c.device_name(addr);
-    fd.observed = "IOMMU group " + std::to_string(g->second.id) + " also holds ";
-    for (size_t i = 0; i < on_host.size(); ++i)
-      fd.observed += (i ? ", " : "") + on_host[i];
+    fd.observed =
+        "IOMMU group " + std::to_string(g->second.id) + " also holds " + join(on_host, ", ");
     fd.expected = "every device of its IOMMU group given to the guest or unbound";
     fd.remedy.summary =
         "vfio refuses a group with devices the host still drives: pass those functions through "

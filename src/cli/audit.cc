@@ -39,10 +39,9 @@ nlohmann::json remedy_json(const Remedy& r) {
   nlohmann::json runtime = nlohmann::json::array();
   for (const auto& w : r.runtime)
     runtime.push_back({{"path", "/" + w.path}, {"value", w.value}});
-  return {{"summary", r.summary},         {"kernel_args", r.kernel_args},
-          {"sysctls", r.sysctls},         {"modprobe", r.modprobe},
-          {"modules_load", r.modules_load}, {"systemd", r.systemd},
-          {"runtime", runtime},           {"commands", r.commands}};
+  return {{"summary", r.summary},   {"kernel_args", r.kernel_args},   {"sysctls", r.sysctls},
+          {"modprobe", r.modprobe}, {"modules_load", r.modules_load}, {"systemd", r.systemd},
+          {"runtime", runtime},     {"commands", r.commands}};
 }
 
 // Everything the command line asks for, checked: a bad value is an Error naming the option.
@@ -75,7 +74,8 @@ Result<AuditRequest> parse_request(const GlobalOptions& g, const AuditCommandOpt
   }
   r.only = o.only;
   auto fail_on = parse_severity(o.fail_on);
-  if (!fail_on) return bad_input("--fail-on", "'" + o.fail_on + "' is not critical, warning or info");
+  if (!fail_on)
+    return bad_input("--fail-on", "'" + o.fail_on + "' is not critical, warning or info");
   r.fail_on = *fail_on;
   if (o.role == "auto") {
     r.intent.role = HostRole::automatic;
@@ -98,7 +98,8 @@ Result<AuditRequest> parse_request(const GlobalOptions& g, const AuditCommandOpt
   }
   auto page = parse_byte_size(o.hugepage_size);
   if (!page || *page < 4096 || (*page & (*page - 1)) != 0) {
-    return bad_input("--hugepage-size", "'" + o.hugepage_size + "' is not a page size (2MiB, 1GiB)");
+    return bad_input("--hugepage-size",
+                     "'" + o.hugepage_size + "' is not a page size (2MiB, 1GiB)");
   }
   r.intent.hugepage_size = *page;
   if (!o.hugepages_per_node.empty()) {
@@ -174,7 +175,9 @@ FixOutcome apply_fixes(const std::string& root, const std::vector<Finding>& find
       auto old = read_first_line(path);
       Status st = write_attribute(path, w.value + "\n");
       if (!st) {
-        o.failed.push_back({{"id", f.id}, {"path", path.string()}, {"value", w.value},
+        o.failed.push_back({{"id", f.id},
+                            {"path", path.string()},
+                            {"value", w.value},
                             {"error", st.error().message()}});
         continue;
       }
@@ -224,7 +227,8 @@ Status emit_files(const std::string& dir, const std::vector<Finding>& findings) 
     fs::create_directories(path.parent_path(), ec);
     if (ec) return Error{ErrorCode::io, path.parent_path().string(), ec.message(), ""};
     if (auto st = write_file_atomically(path, content); !st) return st;
-    if (name.ends_with(".sh")) fs::permissions(path, fs::perms::owner_exec, fs::perm_options::add, ec);
+    if (name.ends_with(".sh"))
+      fs::permissions(path, fs::perms::owner_exec, fs::perm_options::add, ec);
   }
   return Ok{};
 }
@@ -272,7 +276,8 @@ void print_findings(const std::vector<Finding>& findings, std::ostream& out) {
     out << "  expected: " << f.expected << "\n";
     out << "  remedy:   " << f.remedy.summary << "\n";
     const Remedy& r = f.remedy;
-    if (!r.kernel_args.empty()) out << "            kernel command line: " << join(r.kernel_args, " ") << "\n";
+    if (!r.kernel_args.empty())
+      out << "            kernel command line: " << join(r.kernel_args, " ") << "\n";
     for (const auto& s : r.sysctls)
       out << "            sysctl: " << s << "\n";
     for (const auto& m : r.modprobe)
@@ -295,8 +300,9 @@ void print_findings(const std::vector<Finding>& findings, std::ostream& out) {
 std::vector<AcceleratorSample> sample_accelerators(const HostModel& model) {
   std::vector<AcceleratorSample> samples;
   auto present = [&](const std::string& name) {
-    return std::any_of(model.accelerator_backends.begin(), model.accelerator_backends.end(),
-                       [&](const AcceleratorBackendStatus& s) { return s.name == name && s.present; });
+    return std::any_of(
+        model.accelerator_backends.begin(), model.accelerator_backends.end(),
+        [&](const AcceleratorBackendStatus& s) { return s.name == name && s.present; });
   };
   auto backends = make_all_backends();
   for (auto& b : backends) {
@@ -329,9 +335,8 @@ int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& a
     ::close(*lock);
     fix_failed = !outcome.failed.empty();
     if (!options.json) print_fix(outcome, out);
-    fix_json = {{"applied", outcome.applied},
-                {"failed", outcome.failed},
-                {"pending", outcome.pending}};
+    fix_json = {
+        {"applied", outcome.applied}, {"failed", outcome.failed}, {"pending", outcome.pending}};
     // What is left, as the host now reads.
     run = audit_once(*request);
     if (!run) return fail(run.error());
@@ -352,9 +357,8 @@ int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& a
     }
     out << j.dump(2) << "\n";
   } else {
-    out << "Audit of " << (run->model.hostname.empty() ? "(unnamed)" : run->model.hostname)
-        << " (" << run->model.source << "), role "
-        << (context.hypervisor ? "hypervisor" : "compute");
+    out << "Audit of " << (run->model.hostname.empty() ? "(unnamed)" : run->model.hostname) << " ("
+        << run->model.source << "), role " << (context.hypervisor ? "hypervisor" : "compute");
     if (!context.pinned.empty()) out << ", pinned CPUs " << context.pinned.to_list();
     out << ": " << run->findings.size() << " findings\n\n";
     print_findings(run->findings, out);

@@ -25,16 +25,16 @@ int fail(const Error& error);
 
 // `polyaccel audit` (docs/audit.md).
 struct AuditCommandOptions {
-  std::string root;                // --root DIR: sys/, proc/, etc/ of the host to audit
-  std::vector<std::string> only;   // --only ID...
-  std::string fail_on = "warning";  // --fail-on SEVERITY: exit 1 from this severity up
-  std::string role = "auto";       // --role auto|hypervisor|compute
-  std::string pinned_cpus;         // --pinned-cpus LIST
+  std::string root;                      // --root DIR: sys/, proc/, etc/ of the host to audit
+  std::vector<std::string> only;         // --only ID...
+  std::string fail_on = "warning";       // --fail-on SEVERITY: exit 1 from this severity up
+  std::string role = "auto";             // --role auto|hypervisor|compute
+  std::string pinned_cpus;               // --pinned-cpus LIST
   std::vector<std::string> passthrough;  // --passthrough BDF...
-  std::string hugepages_per_node;  // --hugepages-per-node SIZE
-  std::string hugepage_size = "2MiB";  // --hugepage-size SIZE
-  std::string emit_dir;            // --emit DIR
-  bool fix = false;                // --fix
+  std::string hugepages_per_node;        // --hugepages-per-node SIZE
+  std::string hugepage_size = "2MiB";    // --hugepage-size SIZE
+  std::string emit_dir;                  // --emit DIR
+  bool fix = false;                      // --fix
 };
 int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& audit,
                       std::ostream& out);

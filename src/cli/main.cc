@@ -45,8 +45,9 @@ int main(int argc, char** argv) {
       ->type_name("LIST");
   audit->add_option("--passthrough", a.passthrough, "devices meant for guests (vfio-pci)")
       ->type_name("BDF");
-  audit->add_option("--hugepages-per-node", a.hugepages_per_node,
-                    "hugepages wanted on every NUMA node (64GiB)")
+  audit
+      ->add_option("--hugepages-per-node", a.hugepages_per_node,
+                   "hugepages wanted on every NUMA node (64GiB)")
       ->type_name("SIZE");
   audit->add_option("--hugepage-size", a.hugepage_size, "page size for --hugepages-per-node")
       ->type_name("SIZE");

@@ -13,7 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr size_t kConfigSpaceBase = 256;     // where the PCIe extended capabilities start
+constexpr size_t kConfigSpaceBase = 256;  // where the PCIe extended capabilities start
 constexpr std::uint16_t kAcsCapabilityId = 0x000D;
 
 class Reader {

@@ -33,10 +33,10 @@ struct PciFunctionFacts {
   PciAddress address;
   std::uint16_t vendor_id = 0;
   std::uint16_t device_id = 0;
-  std::uint32_t class_code = 0;        // 0x060400: PCI-to-PCI bridge
-  std::optional<int> numa_node;        // -1: the firmware gave no locality
-  std::string driver;                  // bound driver, empty when none
-  std::string driver_override;         // empty when none
+  std::uint32_t class_code = 0;         // 0x060400: PCI-to-PCI bridge
+  std::optional<int> numa_node;         // -1: the firmware gave no locality
+  std::string driver;                   // bound driver, empty when none
+  std::string driver_override;          // empty when none
   std::optional<unsigned> iommu_group;  // absent when the IOMMU is off
   // The bridges above it, from the root port down to its own upstream port (sysfs path order).
   std::vector<PciAddress> upstream_bridges;

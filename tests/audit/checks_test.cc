@@ -179,10 +179,8 @@ TEST(AuditChecks, IsolationOfPinnedCpus) {
   EXPECT_EQ(f[0].severity, Severity::warning);
   EXPECT_EQ(f[0].subject, "cpus 2-27");
   EXPECT_THAT(f[0].observed, HasSubstr("host services may run on 2-27"));
-  EXPECT_THAT(f[0].remedy.kernel_args,
-              ::testing::ElementsAre("nohz_full=2-27", "rcu_nocbs=2-27"));
-  EXPECT_EQ(f[0].remedy.systemd,
-            std::vector<std::string>{"CPUAffinity=0-1 28-223"});
+  EXPECT_THAT(f[0].remedy.kernel_args, ::testing::ElementsAre("nohz_full=2-27", "rcu_nocbs=2-27"));
+  EXPECT_EQ(f[0].remedy.systemd, std::vector<std::string>{"CPUAffinity=0-1 28-223"});
 
   // systemd keeps the host off them; ticks and RCU still there: information only.
   h.write("etc/systemd/system.conf", "[Manager]\n#CPUAffinity=1 2\n");

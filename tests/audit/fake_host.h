@@ -82,8 +82,8 @@ class FakeHost {
     write(dir + "/type", type + "\n");
     for (const auto& bdf : bdfs) {
       link(dir + "/devices/" + bdf, "../../../../bus/pci/devices/" + bdf);
-      link(device_dir(bdf) + "/iommu_group", "/nonexistent/kernel/iommu_groups/" +
-                                                 std::to_string(group));
+      link(device_dir(bdf) + "/iommu_group",
+           "/nonexistent/kernel/iommu_groups/" + std::to_string(group));
     }
   }
 
@@ -94,8 +94,8 @@ class FakeHost {
       for (int i = 0; i < 4; ++i)
         c[off + i] = static_cast<char>((v >> (8 * i)) & 0xff);
     };
-    put32(0x100, 0x0001u | (1u << 16) | (0x148u << 20));  // AER, version 1, next 0x148
-    put32(0x148, 0x000Du | (1u << 16));                   // ACS, version 1, last
+    put32(0x100, 0x0001u | (1u << 16) | (0x148u << 20));              // AER, version 1, next 0x148
+    put32(0x148, 0x000Du | (1u << 16));                               // ACS, version 1, last
     put32(0x14c, 0x007fu | (static_cast<std::uint32_t>(acs) << 16));  // capability, control
     return c;
   }

@@ -76,12 +76,12 @@ TEST_F(GpuChecks, IdleNodeShowsPersistenceAndPendingMig) {
   EXPECT_THAT(ids_and_subjects(f),
               ::testing::UnorderedElementsAre("gpu.persistence 0000:2a:00.0 (gpu1)",
                                               "gpu.mig-pending 0000:cb:00.0 (gpu6)"));
-  auto persistence = std::find_if(f.begin(), f.end(),
-                                  [](const Finding& x) { return x.id == "gpu.persistence"; });
+  auto persistence =
+      std::find_if(f.begin(), f.end(), [](const Finding& x) { return x.id == "gpu.persistence"; });
   ASSERT_NE(persistence, f.end());
   EXPECT_THAT(persistence->remedy.commands, ::testing::Contains("nvidia-smi -i 1 -pm 1"));
-  auto mig = std::find_if(f.begin(), f.end(),
-                          [](const Finding& x) { return x.id == "gpu.mig-pending"; });
+  auto mig =
+      std::find_if(f.begin(), f.end(), [](const Finding& x) { return x.id == "gpu.mig-pending"; });
   ASSERT_NE(mig, f.end());
   EXPECT_EQ(mig->observed, "MIG mode off, on pending a GPU reset");
 }
@@ -106,9 +106,8 @@ TEST_F(GpuChecks, PendingRowRemapAfterAnUncorrectableError) {
   EXPECT_EQ(remap->severity, Severity::warning);
   // Before the error (step 0) no remap was pending.
   auto later = audit_at(0);
-  EXPECT_TRUE(std::none_of(later.begin(), later.end(), [](const Finding& x) {
-    return x.id == "gpu.row-remap-pending";
-  }));
+  EXPECT_TRUE(std::none_of(later.begin(), later.end(),
+                           [](const Finding& x) { return x.id == "gpu.row-remap-pending"; }));
 }
 
 TEST_F(GpuChecks, EccTurnedOffOrAboutToBe) {

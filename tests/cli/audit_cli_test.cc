@@ -25,14 +25,26 @@ using ::testing::HasSubstr;
 
 namespace fs = std::filesystem;
 
-const std::set<std::string> kIds = {
-    "audit.limits",        "hugepages.reserved",      "hugepages.1g-runtime",
-    "numa.balancing",      "numa.pci-locality-unknown", "cpu.governor",
-    "cpu.isolation",       "iommu.enabled",           "iommu.passthrough",
-    "pcie.link-degraded",  "pcie.acs-redirect",       "gpudirect.peer-memory",
-    "gpudirect.nic-distance", "vfio.binding",         "gpu.persistence",
-    "gpu.ecc",             "gpu.mig-pending",         "gpu.clocks-throttled",
-    "gpu.row-remap-pending", "memory.swap"};
+const std::set<std::string> kIds = {"audit.limits",
+                                    "hugepages.reserved",
+                                    "hugepages.1g-runtime",
+                                    "numa.balancing",
+                                    "numa.pci-locality-unknown",
+                                    "cpu.governor",
+                                    "cpu.isolation",
+                                    "iommu.enabled",
+                                    "iommu.passthrough",
+                                    "pcie.link-degraded",
+                                    "pcie.acs-redirect",
+                                    "gpudirect.peer-memory",
+                                    "gpudirect.nic-distance",
+                                    "vfio.binding",
+                                    "gpu.persistence",
+                                    "gpu.ecc",
+                                    "gpu.mig-pending",
+                                    "gpu.clocks-throttled",
+                                    "gpu.row-remap-pending",
+                                    "memory.swap"};
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
@@ -57,8 +69,8 @@ void expect_well_formed(const nlohmann::json& doc) {
     EXPECT_FALSE(f["observed"].get<std::string>().empty()) << f["id"];
     EXPECT_FALSE(f["expected"].get<std::string>().empty()) << f["id"];
     EXPECT_FALSE(f["remedy"]["summary"].get<std::string>().empty()) << f["id"];
-    for (const char* key : {"kernel_args", "sysctls", "modprobe", "modules_load", "systemd",
-                            "runtime", "commands"}) {
+    for (const char* key :
+         {"kernel_args", "sysctls", "modprobe", "modules_load", "systemd", "runtime", "commands"}) {
       EXPECT_TRUE(f["remedy"][key].is_array()) << key;
     }
     ++counted;
@@ -92,8 +104,8 @@ class AuditCli : public ::testing::Test {
     put(root_ / "sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages", "0\n");
     put(root_ / "proc/sys/kernel/numa_balancing", "1\n");
     for (int cpu : {0, 1, 16})
-      put(root_ / ("sys/devices/system/cpu/cpu" + std::to_string(cpu) +
-                   "/cpufreq/scaling_governor"),
+      put(root_ /
+              ("sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cpufreq/scaling_governor"),
           "powersave\n");
   }
   CommandResultJson audit(const std::string& args) {
@@ -156,22 +168,25 @@ TEST_F(AuditCli, BadInputIsOneLineAndExitTwo) {
   auto missing = run_command(polyaccel_binary() + " audit --root /nonexistent/x 2>&1");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.output, HasSubstr("/nonexistent/x"));
-  auto xml_fix = run_command(polyaccel_binary() + " audit --fix --topology " +
-                             topology_fixture(
-                                 "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml")
-                                 .string() +
-                             " 2>&1");
+  auto xml_fix = run_command(
+      polyaccel_binary() + " audit --fix --topology " +
+      topology_fixture("2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml").string() +
+      " 2>&1");
   EXPECT_EQ(xml_fix.exit_code, 2);
 }
 
 TEST_F(AuditCli, EmitWritesReviewableFilesAndNothingElse) {
-  std::string before = run_command("cd '" + root_.string() + "' && find . -type f | sort | "
-                                   "xargs md5sum").output;
+  std::string before = run_command("cd '" + root_.string() +
+                                   "' && find . -type f | sort | "
+                                   "xargs md5sum")
+                           .output;
   TempDir out;
   auto r = audit("--role hypervisor --pinned-cpus 2-7 --emit '" + out.path().string() + "'");
   EXPECT_EQ(r.exit_code, 1);
-  std::string after = run_command("cd '" + root_.string() + "' && find . -type f | sort | "
-                                  "xargs md5sum").output;
+  std::string after = run_command("cd '" + root_.string() +
+                                  "' && find . -type f | sort | "
+                                  "xargs md5sum")
+                          .output;
   EXPECT_EQ(before, after);  // the audited tree is untouched
 
   auto unit = slurp(out.path() / "systemd/polyaccel-hugepages.service");
@@ -223,8 +238,10 @@ TEST(AuditLive, RunsAndAgreesWithTheFilesItRead) {
   auto swaps = run_command("tail -n +2 /proc/swaps | wc -l").output;
   EXPECT_EQ(only(doc, "memory.swap").size(), std::stoi(swaps) > 0 ? 1u : 0u);
   // IOMMU: a finding exactly when the kernel shows none.
-  auto iommu = run_command("ls /sys/class/iommu /sys/kernel/iommu_groups 2>/dev/null | grep -v "
-                           "'^/\\|^$' | wc -l").output;
+  auto iommu = run_command(
+                   "ls /sys/class/iommu /sys/kernel/iommu_groups 2>/dev/null | grep -v "
+                   "'^/\\|^$' | wc -l")
+                   .output;
   EXPECT_EQ(only(doc, "iommu.enabled").size(), std::stoi(iommu) == 0 ? 1u : 0u);
   // Governors: each CPU named really runs that governor.
   for (const auto& f : only(doc, "cpu.governor")) {
@@ -259,8 +276,9 @@ TEST(AuditLive, FixReservesHugepagesOnThisMachineAndTheTestRestoresThem) {
   for (const auto& [path, value] : old)
     most = std::max<std::uint64_t>(most, std::stoull(value));
   const std::uint64_t want = most + 8;  // 16 MiB more than any node has
-  auto r = run_command(polyaccel_binary() + " audit --only hugepages.reserved --hugepages-per-node " +
-                       std::to_string(want * 2) + "MiB --fix --json");
+  auto r =
+      run_command(polyaccel_binary() + " audit --only hugepages.reserved --hugepages-per-node " +
+                  std::to_string(want * 2) + "MiB --fix --json");
   for (const auto& [path, value] : old) {
     std::string now = slurp(path);
     std::ofstream(path) << value;  // restore before anything can fail

@@ -20,11 +20,11 @@ TEST(TuningFacts, KernelCommandLineAsTheKernelSplitsIt) {
   auto args = parse_kernel_cmdline(
       "BOOT_IMAGE=/vmlinuz-6.1.0 root=UUID=a26d ro quiet isolcpus=managed_irq,domain,2-15 "
       "dyndbg=\"file x.c +p\" iommu=pt iommu=off -- --init-arg=1\n");
-  EXPECT_THAT(args, ElementsAre(Pair("BOOT_IMAGE", "/vmlinuz-6.1.0"), Pair("root", "UUID=a26d"),
-                                Pair("ro", ""), Pair("quiet", ""),
-                                Pair("isolcpus", "managed_irq,domain,2-15"),
-                                Pair("dyndbg", "file x.c +p"), Pair("iommu", "pt"),
-                                Pair("iommu", "off")));
+  EXPECT_THAT(
+      args,
+      ElementsAre(Pair("BOOT_IMAGE", "/vmlinuz-6.1.0"), Pair("root", "UUID=a26d"), Pair("ro", ""),
+                  Pair("quiet", ""), Pair("isolcpus", "managed_irq,domain,2-15"),
+                  Pair("dyndbg", "file x.c +p"), Pair("iommu", "pt"), Pair("iommu", "off")));
   TuningFacts f;
   f.kernel_args = args;
   EXPECT_EQ(f.kernel_arg("iommu"), "off");  // the last one wins
@@ -34,7 +34,7 @@ TEST(TuningFacts, KernelCommandLineAsTheKernelSplitsIt) {
 
 TEST(TuningFacts, AcsControlFromTheExtendedConfigSpace) {
   EXPECT_EQ(find_acs_control(FakeHost::config_with_acs(0x001d)), 0x001d);
-  EXPECT_EQ(find_acs_control(std::string(256, '\0')), std::nullopt);  // not root
+  EXPECT_EQ(find_acs_control(std::string(256, '\0')), std::nullopt);   // not root
   EXPECT_EQ(find_acs_control(std::string(4096, '\0')), std::nullopt);  // no capabilities
   // A list that points back at itself ends.
   std::string loop(4096, '\0');
@@ -57,10 +57,12 @@ TEST(TuningFacts, EveryFactFromABuiltTree) {
   h.write("etc/systemd/system.conf", "[Manager]\nCPUAffinity=0,1 8-9\n");
   h.write("etc/systemd/system.conf.d/50-reset.conf", "[Manager]\nCPUAffinity=\n");
   h.write("etc/systemd/system.conf.d/60-host.conf", "[Manager]\nCPUAffinity=0 1\n");
-  h.write("etc/modprobe.d/vfio.conf", "# GPUs for guests\noptions vfio-pci ids=10de:2330\n"
-                                      "softdep nvidia pre: vfio-pci\n");
-  h.write("proc/modules", "nvidia_peermem 16384 0 - Live 0x0000000000000000 (POE)\n"
-                          "vfio_pci 16384 0 - Live 0x0000000000000000\n");
+  h.write("etc/modprobe.d/vfio.conf",
+          "# GPUs for guests\noptions vfio-pci ids=10de:2330\n"
+          "softdep nvidia pre: vfio-pci\n");
+  h.write("proc/modules",
+          "nvidia_peermem 16384 0 - Live 0x0000000000000000 (POE)\n"
+          "vfio_pci 16384 0 - Live 0x0000000000000000\n");
   h.write("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n/swap.img file 2097148 0 -2\n");
   h.write("sys/class/iommu/ivhd0/.keep", "");
   FakeHost::Function port{"0000:40:01.1", "0x1022", "0x1483", "0x060400"};

@@ -73,7 +73,7 @@ struct Gpu {
   bool has_mig = false;
   unsigned mig_current = 0, mig_pending = 0, mig_max = 0;
   std::vector<Mig> migs;
-  std::vector<std::string> nvlinks;  // remote bus id per link; "" for an inactive link
+  std::vector<std::string> nvlinks;            // remote bus id per link; "" for an inactive link
   json power_limit_mw, ecc, persistence_mode;  // null when unsupported
   std::set<std::string> unsupported;
   std::unique_ptr<nvmlDevice_st> handle;
