@@ -145,6 +145,12 @@ AuditContext make_context(const AuditInput& input) {
   return c;
 }
 
+std::vector<Finding> audit_host(const HostModel& model, const TuningFacts& facts,
+                                const std::vector<AcceleratorSample>& samples,
+                                const AuditIntent& intent) {
+  return run_audit({model, facts, samples, intent});
+}
+
 std::vector<std::string> all_finding_ids() {
   std::vector<std::string> ids;
   for (const auto& family : audit::check_families()) {

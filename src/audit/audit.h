@@ -63,6 +63,12 @@ AuditContext make_context(const AuditInput& input);
 // ids are listed (empty: all).
 std::vector<Finding> run_audit(const AuditInput& input, const std::vector<std::string>& only = {});
 
+// The same for callers that hold the pieces (the exporter publishes a gauge per finding id):
+// default intent unless given, no samples unless given.
+std::vector<Finding> audit_host(const HostModel& model, const TuningFacts& facts,
+                                const std::vector<AcceleratorSample>& samples = {},
+                                const AuditIntent& intent = {});
+
 // Every finding id the checks can give, in checks.cc order.
 std::vector<std::string> all_finding_ids();
 

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -102,6 +105,46 @@ class FakeHost {
 
  private:
   TempDir dir_;
+};
+
+// A gathered tree of ../shared/fixtures/topologies, extracted once for a whole test suite (the
+// extraction is the slow part); what a test changes through write() is put back by restore().
+class RestoringTree {
+ public:
+  explicit RestoringTree(const std::string& tarball)
+      : root_(extract_tarball(topology_fixture(tarball), dir_.path())) {}
+  const std::filesystem::path& root() const { return root_; }
+
+  void write(const std::string& relative, const std::string& content) {
+    auto path = root_ / relative;
+    if (!saved_.count(relative)) {
+      std::optional<std::string> old;
+      if (std::filesystem::exists(path)) {
+        std::ifstream in(path, std::ios::binary);
+        std::stringstream text;
+        text << in.rdbuf();
+        old = text.str();
+      }
+      saved_[relative] = old;
+    }
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+  }
+  void restore() {
+    for (const auto& [relative, old] : saved_) {
+      if (old) {
+        std::ofstream(root_ / relative, std::ios::binary | std::ios::trunc) << *old;
+      } else {
+        std::filesystem::remove(root_ / relative);
+      }
+    }
+    saved_.clear();
+  }
+
+ private:
+  TempDir dir_;
+  std::filesystem::path root_;
+  std::map<std::string, std::optional<std::string>> saved_;
 };
 
 }  // namespace polyaccel::testing

@@ -13,19 +13,23 @@
 namespace polyaccel {
 namespace {
 
-using polyaccel::testing::TempDir;
 using polyaccel::testing::topology_fixture;
 using ::testing::HasSubstr;
 
 class NecTree : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = polyaccel::testing::extract_tarball(
-        topology_fixture("sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2"),
-        dir_.path());
+  static void SetUpTestSuite() {
+    tree_ = new polyaccel::testing::RestoringTree(
+        "sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2");
   }
+  static void TearDownTestSuite() {
+    delete tree_;
+    tree_ = nullptr;
+  }
+  void SetUp() override { root_ = tree_->root(); }
+  void TearDown() override { tree_->restore(); }
   void write(const std::string& relative, const std::string& content) {
-    std::ofstream(root_ / relative, std::ios::trunc) << content;
+    tree_->write(relative, content);
   }
   std::vector<Finding> audit(HostRole role = HostRole::compute) {
     DiscoverOptions o;
@@ -46,9 +50,11 @@ class NecTree : public ::testing::Test {
     return out;
   }
 
-  TempDir dir_;
+  static polyaccel::testing::RestoringTree* tree_;
   std::filesystem::path root_;
 };
+
+polyaccel::testing::RestoringTree* NecTree::tree_ = nullptr;
 
 TEST_F(NecTree, AsCapturedOnlyTheAuditsOwnLimits) {
   auto all = audit();

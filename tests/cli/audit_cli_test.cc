@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "audit/fake_host.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -51,10 +52,6 @@ std::string slurp(const fs::path& p) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-void put(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::trunc) << text;
 }
 
 // Every finding has a known id, a severity, and says what, where and how to fix.
@@ -96,18 +93,24 @@ struct CommandResultJson {
 
 class AuditCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = polyaccel::testing::extract_tarball(
-        topology_fixture("sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2"),
-        dir_.path());
-    // A hypervisor gone wrong: node 1's hugepages gone, NUMA balancing on, power saving.
-    put(root_ / "sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages", "0\n");
-    put(root_ / "proc/sys/kernel/numa_balancing", "1\n");
-    for (int cpu : {0, 1, 16})
-      put(root_ /
-              ("sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cpufreq/scaling_governor"),
-          "powersave\n");
+  static void SetUpTestSuite() {
+    tree_ = new polyaccel::testing::RestoringTree(
+        "sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2");
   }
+  static void TearDownTestSuite() {
+    delete tree_;
+    tree_ = nullptr;
+  }
+  void SetUp() override {
+    root_ = tree_->root();
+    // A hypervisor gone wrong: node 1's hugepages gone, NUMA balancing on, power saving.
+    tree_->write("sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages", "0\n");
+    tree_->write("proc/sys/kernel/numa_balancing", "1\n");
+    for (int cpu : {0, 1, 16})
+      tree_->write("sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cpufreq/scaling_governor",
+                   "powersave\n");
+  }
+  void TearDown() override { tree_->restore(); }
   CommandResultJson audit(const std::string& args) {
     auto r = run_command(polyaccel_binary() + " audit --root '" + root_.string() + "' " + args);
     CommandResultJson out{r.exit_code, r.output, nullptr};
@@ -116,9 +119,11 @@ class AuditCli : public ::testing::Test {
     }
     return out;
   }
-  TempDir dir_;
+  static polyaccel::testing::RestoringTree* tree_;
   fs::path root_;
 };
+
+polyaccel::testing::RestoringTree* AuditCli::tree_ = nullptr;
 
 TEST_F(AuditCli, JsonOnTheGatheredTreeOfAHypervisor) {
   auto r = audit("--role hypervisor --pinned-cpus 2-7 --json");
@@ -243,6 +248,17 @@ TEST(AuditLive, RunsAndAgreesWithTheFilesItRead) {
                    "'^/\\|^$' | wc -l")
                    .output;
   EXPECT_EQ(only(doc, "iommu.enabled").size(), std::stoi(iommu) == 0 ? 1u : 0u);
+  // Hugepages: "none on any node" exactly when every node's pools read 0.
+  auto reserved = run_command(
+                      "cat /sys/devices/system/node/node*/hugepages/*/nr_hugepages | awk '{s+=$1} "
+                      "END {print s+0}'")
+                      .output;
+  auto none_host = [&] {
+    for (const auto& f : only(doc, "hugepages.reserved"))
+      if (f["subject"] == "host") return true;
+    return false;
+  };
+  EXPECT_EQ(none_host(), std::stoull(reserved) == 0) << reserved;
   // Governors: each CPU named really runs that governor.
   for (const auto& f : only(doc, "cpu.governor")) {
     std::string governor = f["observed"].get<std::string>().substr(17);
