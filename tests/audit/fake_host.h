@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "support/test_support.h"
 
 namespace polyaccel::testing {
@@ -145,6 +147,27 @@ class RestoringTree {
   TempDir dir_;
   std::filesystem::path root_;
   std::map<std::string, std::optional<std::string>> saved_;
+};
+
+// Test suites on the gathered NEC Vector Engine machine: one extraction for the suite, each
+// test's changes undone after it.
+class NecTreeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tree_ = new RestoringTree("sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2");
+  }
+  static void TearDownTestSuite() {
+    delete tree_;
+    tree_ = nullptr;
+  }
+  void TearDown() override { tree_->restore(); }
+  static const std::filesystem::path& tree_root() { return tree_->root(); }
+  static void write_tree(const std::string& relative, const std::string& content) {
+    tree_->write(relative, content);
+  }
+
+ private:
+  static inline RestoringTree* tree_ = nullptr;
 };
 
 }  // namespace polyaccel::testing

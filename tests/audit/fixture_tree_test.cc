@@ -16,20 +16,11 @@ namespace {
 using polyaccel::testing::topology_fixture;
 using ::testing::HasSubstr;
 
-class NecTree : public ::testing::Test {
+class NecTree : public polyaccel::testing::NecTreeTest {
  protected:
-  static void SetUpTestSuite() {
-    tree_ = new polyaccel::testing::RestoringTree(
-        "sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2");
-  }
-  static void TearDownTestSuite() {
-    delete tree_;
-    tree_ = nullptr;
-  }
-  void SetUp() override { root_ = tree_->root(); }
-  void TearDown() override { tree_->restore(); }
+  void SetUp() override { root_ = tree_root(); }
   void write(const std::string& relative, const std::string& content) {
-    tree_->write(relative, content);
+    write_tree(relative, content);
   }
   std::vector<Finding> audit(HostRole role = HostRole::compute) {
     DiscoverOptions o;
@@ -50,11 +41,8 @@ class NecTree : public ::testing::Test {
     return out;
   }
 
-  static polyaccel::testing::RestoringTree* tree_;
   std::filesystem::path root_;
 };
-
-polyaccel::testing::RestoringTree* NecTree::tree_ = nullptr;
 
 TEST_F(NecTree, AsCapturedOnlyTheAuditsOwnLimits) {
   auto all = audit();

@@ -91,26 +91,17 @@ struct CommandResultJson {
   nlohmann::json doc;
 };
 
-class AuditCli : public ::testing::Test {
+class AuditCli : public polyaccel::testing::NecTreeTest {
  protected:
-  static void SetUpTestSuite() {
-    tree_ = new polyaccel::testing::RestoringTree(
-        "sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2");
-  }
-  static void TearDownTestSuite() {
-    delete tree_;
-    tree_ = nullptr;
-  }
   void SetUp() override {
-    root_ = tree_->root();
+    root_ = tree_root();
     // A hypervisor gone wrong: node 1's hugepages gone, NUMA balancing on, power saving.
-    tree_->write("sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages", "0\n");
-    tree_->write("proc/sys/kernel/numa_balancing", "1\n");
+    write_tree("sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages", "0\n");
+    write_tree("proc/sys/kernel/numa_balancing", "1\n");
     for (int cpu : {0, 1, 16})
-      tree_->write("sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cpufreq/scaling_governor",
-                   "powersave\n");
+      write_tree("sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cpufreq/scaling_governor",
+                 "powersave\n");
   }
-  void TearDown() override { tree_->restore(); }
   CommandResultJson audit(const std::string& args) {
     auto r = run_command(polyaccel_binary() + " audit --root '" + root_.string() + "' " + args);
     CommandResultJson out{r.exit_code, r.output, nullptr};
@@ -119,11 +110,8 @@ class AuditCli : public ::testing::Test {
     }
     return out;
   }
-  static polyaccel::testing::RestoringTree* tree_;
   fs::path root_;
 };
-
-polyaccel::testing::RestoringTree* AuditCli::tree_ = nullptr;
 
 TEST_F(AuditCli, JsonOnTheGatheredTreeOfAHypervisor) {
   auto r = audit("--role hypervisor --pinned-cpus 2-7 --json");
