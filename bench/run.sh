@@ -7,3 +7,4 @@ build=${1:-build}
 "$build/bench/accel_bench" --benchmark_min_time=0.2
 "$build/bench/place_bench" --benchmark_min_time=0.2
 "$build/bench/place_fleet" 20 1000
+"$build/bench/audit_bench" --benchmark_min_time=0.2

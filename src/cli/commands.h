@@ -60,6 +60,21 @@ struct FlavorsOptions {
   std::string reserve_memory_per_node = "8GiB";
   std::string page_size = "1GiB";
 };
+// `polyaccel audit` (docs/audit.md).
+struct AuditCommandOptions {
+  std::string root;                      // --root DIR: sys/, proc/, etc/ of the host to audit
+  std::vector<std::string> only;         // --only ID...
+  std::string fail_on = "warning";       // --fail-on SEVERITY: exit 1 from this severity up
+  std::string role = "auto";             // --role auto|hypervisor|compute
+  std::string pinned_cpus;               // --pinned-cpus LIST
+  std::vector<std::string> passthrough;  // --passthrough BDF...
+  std::string hugepages_per_node;        // --hugepages-per-node SIZE
+  std::string hugepage_size = "2MiB";    // --hugepage-size SIZE
+  std::string emit_dir;                  // --emit DIR
+  bool fix = false;                      // --fix
+};
+int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& audit,
+                      std::ostream& out);
 
 int run_topo(const GlobalOptions& options, std::ostream& out);
 int run_place(const GlobalOptions& options, const PlaceOptions& place, std::ostream& out);

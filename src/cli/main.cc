@@ -87,6 +87,29 @@ int main(int argc, char** argv) {
                    "huge page size when none is reserved yet")
       ->type_name("SIZE");
 
+  auto* audit = app.add_subcommand("audit", "check the host's tuning; a remedy per finding");
+  add_globals(audit);
+  AuditCommandOptions a;
+  audit->add_option("--root", a.root, "audit a captured host: DIR holds sys/, proc/, etc/")
+      ->type_name("DIR");
+  audit->add_option("--only", a.only, "run only these checks (finding ids)")->type_name("ID");
+  audit->add_option("--fail-on", a.fail_on, "exit 1 from this severity up: critical, warning, info")
+      ->type_name("SEVERITY");
+  audit->add_option("--role", a.role, "what the host is for: auto, hypervisor, compute");
+  audit->add_option("--pinned-cpus", a.pinned_cpus, "CPUs meant for pinned guests or jobs")
+      ->type_name("LIST");
+  audit->add_option("--passthrough", a.passthrough, "devices meant for guests (vfio-pci)")
+      ->type_name("BDF");
+  audit
+      ->add_option("--hugepages-per-node", a.hugepages_per_node,
+                   "hugepages wanted on every NUMA node (64GiB)")
+      ->type_name("SIZE");
+  audit->add_option("--hugepage-size", a.hugepage_size, "page size for --hugepages-per-node")
+      ->type_name("SIZE");
+  audit->add_option("--emit", a.emit_dir, "write the remedies as files to review and install")
+      ->type_name("DIR");
+  audit->add_flag("--fix", a.fix, "apply the changes that are safe at run time");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -100,5 +123,6 @@ int main(int argc, char** argv) {
   if (*release) return run_release(g, place_options.state, release_name, std::cout);
   if (*allocations) return run_allocations(g, place_options.state, std::cout);
   if (*flavors) return run_flavors(g, flavors_options, std::cout);
+  if (*audit) return run_audit_command(g, a, std::cout);
   return kExitError;
 }

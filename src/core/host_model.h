@@ -150,6 +150,7 @@ struct AcceleratorInventory {
   std::optional<double> power_limit_watts;
   std::optional<bool> ecc_enabled;
   std::optional<bool> ecc_pending;
+  std::optional<bool> persistence_mode;  // NVIDIA: the driver stays initialised without clients
 };
 
 struct Accelerator {

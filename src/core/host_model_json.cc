@@ -87,7 +87,8 @@ json to_json(const AcceleratorInventory& inv) {
           {"memory_partition", inv.memory_partition},
           {"power_limit_watts", opt(inv.power_limit_watts)},
           {"ecc_enabled", opt(inv.ecc_enabled)},
-          {"ecc_pending", opt(inv.ecc_pending)}};
+          {"ecc_pending", opt(inv.ecc_pending)},
+          {"persistence_mode", opt(inv.persistence_mode)}};
 }
 
 json to_json(const HostModel& m) {

@@ -125,5 +125,26 @@ TEST(AccelCli, CapturedMachinesDoNotAskTheLibrariesByDefault) {
   EXPECT_TRUE(doc["accelerators"][0]["inventory"].is_null());
 }
 
+TEST(AccelCli, AuditReportsWhatTheInjectedNvmlSays) {
+  auto r = run_command(env(NVML_INJECT_LIB, "/x", "/x") + polyaccel_binary() +
+                       " audit --json --accel-backends on --only gpu.persistence gpu.mig-pending "
+                       "gpu.clocks-throttled --topology " +
+                       topology_fixture(kXe8640).string());
+  ASSERT_EQ(r.exit_code, 1) << r.output;
+  auto doc = nlohmann::json::parse(r.output);
+  std::vector<std::string> found;
+  for (const auto& f : doc["findings"])
+    found.push_back(f["id"].get<std::string>() + " " + f["subject"].get<std::string>());
+  // Step 0 of the scenario: idle (gpu_idle is no slowdown), 2a:00.0 without persistence mode,
+  // cb:00.0 with MIG pending.
+  EXPECT_EQ(found, (std::vector<std::string>{"gpu.mig-pending 0000:cb:00.0 (gpu6)",
+                                             "gpu.persistence 0000:2a:00.0 (gpu1)"}));
+  // Without the library the GPU checks have nothing to say.
+  auto none = run_command(env("/nonexistent/libnvidia-ml.so.1", "/x", "/x") + polyaccel_binary() +
+                          " audit --json --accel-backends on --only gpu.persistence --topology " +
+                          topology_fixture(kXe8640).string());
+  EXPECT_EQ(none.exit_code, 0) << none.output;
+}
+
 }  // namespace
 }  // namespace polyaccel

@@ -59,6 +59,7 @@ struct Api {
   fn::nvmlDeviceGetNvLinkRemoteDeviceType* nvmlDeviceGetNvLinkRemoteDeviceType = nullptr;
   fn::nvmlDeviceGetPowerManagementLimit* nvmlDeviceGetPowerManagementLimit = nullptr;
   fn::nvmlDeviceGetEccMode* nvmlDeviceGetEccMode = nullptr;
+  fn::nvmlDeviceGetPersistenceMode* nvmlDeviceGetPersistenceMode = nullptr;
   fn::nvmlDeviceGetUtilizationRates* nvmlDeviceGetUtilizationRates = nullptr;
   fn::nvmlDeviceGetTemperature* nvmlDeviceGetTemperature = nullptr;
   fn::nvmlDeviceGetFieldValues* nvmlDeviceGetFieldValues = nullptr;
@@ -102,6 +103,7 @@ struct Api {
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetNvLinkRemoteDeviceType);
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetPowerManagementLimit);
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetEccMode);
+    POLYACCEL_NVML_RESOLVE(nvmlDeviceGetPersistenceMode);
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetUtilizationRates);
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetTemperature);
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetFieldValues);
@@ -465,6 +467,12 @@ class NvmlBackend final : public AcceleratorBackend {
       if (api_.nvmlDeviceGetEccMode(dev, &current, &pending) == NVML_SUCCESS) {
         inv.ecc_enabled = current == NVML_FEATURE_ENABLED;
         inv.ecc_pending = pending == NVML_FEATURE_ENABLED;
+      }
+    }
+    if (api_.nvmlDeviceGetPersistenceMode) {
+      nvmlEnableState_t mode = 0;
+      if (api_.nvmlDeviceGetPersistenceMode(dev, &mode) == NVML_SUCCESS) {
+        inv.persistence_mode = mode == NVML_FEATURE_ENABLED;
       }
     }
     if (api_.nvmlDeviceGetMigMode) {

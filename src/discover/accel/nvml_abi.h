@@ -192,6 +192,7 @@ using nvmlDeviceGetNvLinkRemoteDeviceType = nvmlReturn_t(nvmlDevice_t, unsigned 
                                                          nvmlIntNvLinkDeviceType_t*);
 using nvmlDeviceGetPowerManagementLimit = nvmlReturn_t(nvmlDevice_t, unsigned int*);
 using nvmlDeviceGetEccMode = nvmlReturn_t(nvmlDevice_t, nvmlEnableState_t*, nvmlEnableState_t*);
+using nvmlDeviceGetPersistenceMode = nvmlReturn_t(nvmlDevice_t, nvmlEnableState_t*);
 using nvmlDeviceGetUtilizationRates = nvmlReturn_t(nvmlDevice_t, nvmlUtilization_t*);
 using nvmlDeviceGetTemperature = nvmlReturn_t(nvmlDevice_t, nvmlTemperatureSensors_t,
                                               unsigned int*);

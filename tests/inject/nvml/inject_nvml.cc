@@ -73,8 +73,8 @@ struct Gpu {
   bool has_mig = false;
   unsigned mig_current = 0, mig_pending = 0, mig_max = 0;
   std::vector<Mig> migs;
-  std::vector<std::string> nvlinks;  // remote bus id per link; "" for an inactive link
-  json power_limit_mw, ecc;          // null when unsupported
+  std::vector<std::string> nvlinks;            // remote bus id per link; "" for an inactive link
+  json power_limit_mw, ecc, persistence_mode;  // null when unsupported
   std::set<std::string> unsupported;
   std::unique_ptr<nvmlDevice_st> handle;
   std::vector<std::unique_ptr<nvmlDevice_st>> mig_handles;
@@ -182,6 +182,7 @@ std::string load(State& s) {
       }
       g.power_limit_mw = d.value("power_limit_mw", json());
       g.ecc = d.value("ecc", json());
+      g.persistence_mode = d.value("persistence_mode", json());
       g.unsupported = all_unsupported;
       for (const auto& u : d.value("unsupported", json::array())) {
         g.unsupported.insert(u.get<std::string>());
@@ -500,6 +501,19 @@ INJECT_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableS
   return NVML_SUCCESS;
 }
 INJECT_CHECK(nvmlDeviceGetEccMode);
+
+INJECT_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device,
+                                                        nvmlEnableState_t* mode) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  const Gpu* g = nullptr;
+  if (nvmlReturn_t r = check(s, device, "persistence_mode", &g); r != NVML_SUCCESS) return r;
+  if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!g->persistence_mode.is_boolean()) return NVML_ERROR_NOT_SUPPORTED;
+  *mode = g->persistence_mode.get<bool>() ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+INJECT_CHECK(nvmlDeviceGetPersistenceMode);
 
 INJECT_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
                                                 unsigned int* pending) {

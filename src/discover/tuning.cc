@@ -1,0 +1,410 @@
+#include "discover/tuning.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "core/file_io.h"
+
+namespace polyaccel {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kConfigSpaceBase = 256;  // where the PCIe extended capabilities start
+constexpr std::uint16_t kAcsCapabilityId = 0x000D;
+
+class Reader {
+ public:
+  Reader(const std::string& root, TuningFacts& facts) : root_(root), facts_(facts) {}
+
+  fs::path path(const std::string& relative) const { return root_ / relative; }
+  bool exists(const std::string& relative) const {
+    std::error_code ec;
+    return fs::exists(path(relative), ec);
+  }
+  // The text of a file that should be there; a failure is recorded as a problem.
+  std::optional<std::string> text(const std::string& relative) {
+    auto t = read_text_file(path(relative));
+    if (!t) problem(relative, "cannot be read");
+    return t;
+  }
+  // The same, for a file whose absence is normal (a module not loaded, no swap configured).
+  std::optional<std::string> optional_text(const std::string& relative) const {
+    return read_text_file(path(relative));
+  }
+  void problem(const std::string& relative, const std::string& what) {
+    facts_.problems.push_back({relative, what});
+  }
+  std::vector<std::string> entries(const std::string& relative) const {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(path(relative), ec))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  fs::path root_;
+  TuningFacts& facts_;
+};
+
+// Blanks, and the NUL some kernels print for an empty CPU mask (nohz_full reads "\0\n").
+std::string trim(const std::string& s) {
+  static const std::string blanks(" \t\r\n\0", 5);
+  size_t b = s.find_first_not_of(blanks);
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(blanks) - b + 1);
+}
+
+std::optional<long> parse_long(const std::string& text, int base = 10) {
+  std::string t = trim(text);
+  if (t.empty()) return std::nullopt;
+  char* end = nullptr;
+  long v = std::strtol(t.c_str(), &end, base);
+  if (*end != '\0') return std::nullopt;
+  return v;
+}
+
+void read_kernel(Reader& r, TuningFacts& f) {
+  if (auto cmdline = r.text("proc/cmdline")) {
+    f.kernel_args = parse_kernel_cmdline(*cmdline);
+    f.kernel_cmdline_known = true;
+  }
+  if (auto rel = r.optional_text("proc/sys/kernel/osrelease")) {
+    f.kernel_release = trim(*rel);
+  } else if (auto version = r.optional_text("proc/version")) {
+    // "Linux version 3.10.0-1160.15.2.el7.x86_64 (...)"
+    std::istringstream in(*version);
+    std::string linux_word, version_word, release;
+    in >> linux_word >> version_word >> release;
+    f.kernel_release = release;
+  }
+  if (auto cpuinfo = r.optional_text("proc/cpuinfo")) {
+    std::istringstream in(*cpuinfo);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("vendor_id", 0) != 0) continue;
+      f.cpu_vendor = trim(line.substr(line.find(':') + 1));
+      break;
+    }
+  }
+  if (r.exists("proc/sys/kernel/numa_balancing")) {
+    auto t = r.text("proc/sys/kernel/numa_balancing");
+    auto v = t ? parse_long(*t) : std::nullopt;
+    if (v) {
+      f.numa_balancing = static_cast<int>(*v);
+    } else if (t) {
+      r.problem("proc/sys/kernel/numa_balancing", "not an integer: '" + trim(*t) + "'");
+    }
+  }
+}
+
+void read_cpus(Reader& r, TuningFacts& f) {
+  const std::string cpu_dir = "sys/devices/system/cpu";
+  for (const auto& name : r.entries(cpu_dir)) {
+    if (name.size() < 4 || name.rfind("cpu", 0) != 0) continue;
+    auto index = parse_long(name.substr(3));
+    if (!index || *index < 0) continue;
+    std::string gov = cpu_dir + "/" + name + "/cpufreq/scaling_governor";
+    if (!r.exists(gov)) continue;
+    if (auto t = r.text(gov)) f.governors[static_cast<unsigned>(*index)] = trim(*t);
+  }
+  auto cpu_list = [&](const std::string& file, std::optional<CpuSet>& out) {
+    std::string rel = cpu_dir + "/" + file;
+    if (!r.exists(rel)) return;
+    auto t = r.text(rel);
+    if (!t) return;
+    // nohz_full reads " " or "(null)" when unset on some kernels.
+    std::string v = trim(*t);
+    if (v == "(null)") v.clear();
+    if (auto set = CpuSet::parse_list(v)) {
+      out = *set;
+    } else {
+      r.problem(rel, "not a CPU list: '" + v + "'");
+    }
+  };
+  cpu_list("isolated", f.isolated);
+  cpu_list("nohz_full", f.nohz_full);
+}
+
+// systemd's list syntax: indexes or ranges separated by blanks or commas.
+std::optional<CpuSet> parse_systemd_cpu_list(const std::string& value) {
+  std::string list = value;
+  std::replace(list.begin(), list.end(), ' ', ',');
+  std::replace(list.begin(), list.end(), '\t', ',');
+  std::string compact;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i] == ',' && (compact.empty() || compact.back() == ',')) continue;
+    compact += list[i];
+  }
+  while (!compact.empty() && compact.back() == ',')
+    compact.pop_back();
+  return CpuSet::parse_list(compact);
+}
+
+void read_systemd(Reader& r, TuningFacts& f) {
+  std::vector<std::string> files;
+  if (r.exists("etc/systemd/system.conf")) files.push_back("etc/systemd/system.conf");
+  for (const auto& name : r.entries("etc/systemd/system.conf.d")) {
+    if (name.size() > 5 && name.ends_with(".conf")) {
+      files.push_back("etc/systemd/system.conf.d/" + name);
+    }
+  }
+  for (const auto& file : files) {
+    auto t = r.text(file);
+    if (!t) continue;
+    std::istringstream in(*t);
+    for (std::string line; std::getline(in, line);) {
+      line = trim(line);
+      if (line.rfind("CPUAffinity", 0) != 0) continue;
+      size_t eq = line.find('=');
+      if (eq == std::string::npos || trim(line.substr(0, eq)) != "CPUAffinity") continue;
+      std::string value = trim(line.substr(eq + 1));
+      if (value.empty()) {
+        f.systemd_cpu_affinity.reset();  // an empty assignment resets the setting
+      } else if (auto set = parse_systemd_cpu_list(value)) {
+        f.systemd_cpu_affinity = *set;
+      } else {
+        r.problem(file, "CPUAffinity is not a CPU list: '" + value + "'");
+      }
+    }
+  }
+}
+
+std::string module_name(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+void read_modules(Reader& r, TuningFacts& f) {
+  if (auto t = r.optional_text("proc/modules")) {
+    f.modules_known = true;
+    std::istringstream in(*t);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream words(line);
+      std::string name;
+      if (words >> name) f.modules.insert(module_name(name));
+    }
+  }
+  // Built-in and loaded modules both show in sys/module (a kernel without module support has
+  // no proc/modules at all).
+  for (const auto& name : r.entries("sys/module")) {
+    f.modules.insert(module_name(name));
+    f.modules_known = true;
+  }
+  for (const auto& name : r.entries("etc/modprobe.d")) {
+    if (!name.ends_with(".conf")) continue;
+    auto t = r.text("etc/modprobe.d/" + name);
+    if (!t) continue;
+    std::istringstream in(*t);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream words(line);
+      std::string keyword, module;
+      if (!(words >> keyword >> module) || keyword != "options") continue;
+      std::string rest;
+      std::getline(words, rest);
+      f.modprobe_options[module_name(module)].push_back(trim(rest));
+    }
+  }
+  if (auto t = r.optional_text("proc/driver/nvidia/version")) f.nvidia_driver_text = trim(*t);
+}
+
+// "0x10de" → 0x10de.
+std::optional<long> read_hex(Reader& r, const std::string& relative) {
+  auto t = r.optional_text(relative);
+  if (!t) return std::nullopt;
+  return parse_long(*t, 16);
+}
+
+double parse_speed(const std::string& text) {
+  return std::strtod(text.c_str(), nullptr);  // "16.0 GT/s PCIe" → 16, "Unknown" → 0
+}
+
+void read_pci_function(Reader& r, TuningFacts& f, const std::string& name) {
+  auto address = PciAddress::parse(name);
+  if (!address) return;
+  const std::string dir = "sys/bus/pci/devices/" + name;
+  PciFunctionFacts p;
+  p.address = *address;
+  if (auto v = read_hex(r, dir + "/vendor")) p.vendor_id = static_cast<std::uint16_t>(*v);
+  if (auto v = read_hex(r, dir + "/device")) p.device_id = static_cast<std::uint16_t>(*v);
+  if (auto v = read_hex(r, dir + "/class")) p.class_code = static_cast<std::uint32_t>(*v);
+  if (r.exists(dir + "/numa_node")) {
+    auto t = r.text(dir + "/numa_node");
+    if (auto v = t ? parse_long(*t) : std::nullopt) {
+      p.numa_node = static_cast<int>(*v);
+    } else if (t) {
+      r.problem(dir + "/numa_node", "not an integer: '" + trim(*t) + "'");
+    }
+  }
+  std::error_code ec;
+  fs::path dev = r.path(dir);
+  if (auto target = fs::read_symlink(dev / "driver", ec); !ec) {
+    p.driver = target.filename().string();
+  }
+  if (auto t = r.optional_text(dir + "/driver_override")) {
+    std::string v = trim(*t);
+    if (v != "(null)") p.driver_override = v;
+  }
+  if (auto target = fs::read_symlink(dev / "iommu_group", ec); !ec) {
+    if (auto g = parse_long(target.filename().string())) p.iommu_group = static_cast<unsigned>(*g);
+  }
+  // The device's real path names every bridge above it:
+  // devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:04.0/0000:1b:00.0
+  if (auto target = fs::read_symlink(dev, ec); !ec) {
+    for (const auto& part : target.parent_path()) {
+      if (auto a = PciAddress::parse(part.string()); a && part.string().size() >= 12) {
+        p.upstream_bridges.push_back(*a);
+      }
+    }
+    fs::path parent = r.path("sys/bus/pci/devices") / target.parent_path();
+    if (auto s = read_first_line(parent / "max_link_speed")) p.port_max_speed_gts = parse_speed(*s);
+    if (auto w = read_int_file(parent / "max_link_width"); w && *w > 0 && *w <= 32) {
+      p.port_max_width = static_cast<unsigned>(*w);
+    }
+  }
+  if (p.is_bridge()) {
+    if (auto config = r.optional_text(dir + "/config")) {
+      p.acs_readable = config->size() > kConfigSpaceBase;
+      if (p.acs_readable) p.acs_control = find_acs_control(*config);
+    }
+  }
+  f.pci[p.address] = std::move(p);
+}
+
+void read_iommu(Reader& r, TuningFacts& f) {
+  f.iommu_present = !r.entries("sys/class/iommu").empty();
+  for (const auto& name : r.entries("sys/kernel/iommu_groups")) {
+    auto id = parse_long(name);
+    if (!id || *id < 0) continue;
+    IommuGroupFacts g;
+    g.id = static_cast<unsigned>(*id);
+    const std::string dir = "sys/kernel/iommu_groups/" + name;
+    if (auto t = r.optional_text(dir + "/type")) g.type = trim(*t);
+    for (const auto& dev : r.entries(dir + "/devices")) {
+      if (auto a = PciAddress::parse(dev)) g.devices.push_back(*a);
+    }
+    f.iommu_groups[g.id] = std::move(g);
+  }
+}
+
+// /proc/swaps: a header line, then "Filename Type Size(KiB) Used Priority".
+void read_swap(Reader& r, TuningFacts& f) {
+  if (auto t = r.optional_text("proc/swaps")) {
+    std::istringstream in(*t);
+    std::string line;
+    std::getline(in, line);
+    std::uint64_t total_kib = 0;
+    while (std::getline(in, line)) {
+      std::istringstream words(line);
+      std::string file, type;
+      std::uint64_t size_kib = 0;
+      if (!(words >> file >> type >> size_kib)) continue;
+      f.swap_devices.push_back(file);
+      total_kib += size_kib;
+    }
+    f.swap_total_bytes = total_kib * 1024;
+    return;
+  }
+  if (auto t = r.optional_text("proc/meminfo")) {
+    std::istringstream in(*t);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("SwapTotal:", 0) != 0) continue;
+      if (auto kib = parse_long(line.substr(10, line.find("kB") - 10))) {
+        f.swap_total_bytes = static_cast<std::uint64_t>(*kib) * 1024;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> TuningFacts::kernel_arg(const std::string& key) const {
+  std::optional<std::string> value;
+  for (const auto& [k, v] : kernel_args) {
+    if (k == key) value = v;
+  }
+  return value;
+}
+
+const PciFunctionFacts* TuningFacts::pci_function(const PciAddress& address) const {
+  auto it = pci.find(address);
+  return it == pci.end() ? nullptr : &it->second;
+}
+
+bool TuningFacts::module_loaded(const std::string& name) const {
+  return modules.count(module_name(name)) > 0;
+}
+
+std::vector<std::pair<std::string, std::string>> parse_kernel_cmdline(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> args;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
+      ++i;
+    if (i >= text.size()) break;
+    std::string word;
+    bool quoted = false;
+    for (; i < text.size(); ++i) {
+      char c = text[i];
+      if (c == '"') {
+        quoted = !quoted;
+        continue;
+      }
+      if (!quoted && std::isspace(static_cast<unsigned char>(c))) break;
+      word += c;
+    }
+    if (word == "--") break;  // what follows is for init
+    size_t eq = word.find('=');
+    if (eq == std::string::npos) {
+      args.emplace_back(word, "");
+    } else {
+      args.emplace_back(word.substr(0, eq), word.substr(eq + 1));
+    }
+  }
+  return args;
+}
+
+std::optional<std::uint16_t> find_acs_control(const std::string& config_space) {
+  auto u32 = [&](size_t off) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(config_space[off])) |
+           static_cast<std::uint32_t>(static_cast<unsigned char>(config_space[off + 1])) << 8 |
+           static_cast<std::uint32_t>(static_cast<unsigned char>(config_space[off + 2])) << 16 |
+           static_cast<std::uint32_t>(static_cast<unsigned char>(config_space[off + 3])) << 24;
+  };
+  size_t offset = kConfigSpaceBase;
+  // The list is at most (4096 - 256) / 4 entries long; a loop in it must not hang us.
+  for (int hops = 0; hops < 960; ++hops) {
+    if (offset < kConfigSpaceBase || offset + 8 > config_space.size()) return std::nullopt;
+    std::uint32_t header = u32(offset);
+    if (header == 0 || header == 0xffffffff) return std::nullopt;
+    if ((header & 0xffff) == kAcsCapabilityId) {
+      return static_cast<std::uint16_t>(static_cast<unsigned char>(config_space[offset + 6]) |
+                                        static_cast<unsigned char>(config_space[offset + 7]) << 8);
+    }
+    offset = (header >> 20) & 0xffc;
+    if (offset == 0) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+TuningFacts read_tuning_facts(const std::string& root) {
+  TuningFacts f;
+  f.root = root;
+  if (root.empty()) return f;
+  Reader r(root, f);
+  read_kernel(r, f);
+  read_cpus(r, f);
+  read_systemd(r, f);
+  read_modules(r, f);
+  read_iommu(r, f);
+  for (const auto& name : r.entries("sys/bus/pci/devices"))
+    read_pci_function(r, f, name);
+  read_swap(r, f);
+  return f;
+}
+
+}  // namespace polyaccel
