@@ -3,3 +3,6 @@
 set -euo pipefail
 build=${1:-build}
 "$build/bench/topology_bench" --benchmark_min_time=0.2
+"$build/bench/exporter_bench" --benchmark_min_time=0.2
+echo
+echo "Side by side with node_exporter: bench/agent_vs_node_exporter.py $build"
