@@ -268,6 +268,58 @@ TEST_F(Exporter, HttpServesMetricsGzipAndHealthz) {
   EXPECT_THAT(busy.error().message(), HasSubstr("--listen 127.0.0.1:"));
 }
 
+// Calls polyaccel_inject_set_step in the copy of the test library the backend loaded.
+void set_step(const char* library, unsigned step) {
+  void* lib = ::dlopen(library, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto fn = reinterpret_cast<void (*)(unsigned)>(::dlsym(lib, "polyaccel_inject_set_step"));
+  ASSERT_NE(fn, nullptr);
+  fn(step);
+  ::dlclose(lib);
+}
+
+TEST_F(Exporter, DeviceThatFallsOffTheBusAndComesBack) {
+  HealthPolicy policy;
+  policy.recovery = 0s;
+  MonitorOptions o;
+  o.interval = 20ms;
+  o.health = policy;
+  monitor_ = std::make_unique<AcceleratorMonitor>(HostModel{}, make_all_backends(), o);
+  monitor_->start();
+  wait_sampled();
+  auto s = scraper();
+  Labels lost = {{"pci_bus_id", "0000:9a:00.0"}};
+  auto until = [&](auto pred) {
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    Families f = s->scrape();
+    while (!pred(f) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+      f = s->scrape();
+    }
+    return f;
+  };
+  set_step(NVML_INJECT_LIB, 2);
+  Families gone = until([&](const Families& f) {
+    return value(f, "polyaccel_accelerator_up", lost) == 0.0 &&
+           value(f, "polyaccel_accelerator_xid_errors_total", with(lost, {{"xid", "79"}})) == 1.0;
+  });
+  EXPECT_EQ(value(gone, "polyaccel_accelerator_healthy", lost), 0);
+  EXPECT_EQ(value(gone, "polyaccel_accelerator_events_total", with(lost, {{"kind", "xid"}})), 1);
+  // No stale values for a device that does not answer: its sample families are gone.
+  EXPECT_EQ(count(gone, "DCGM_FI_DEV_GPU_TEMP", {{"pci_bus_id", "00000000:9A:00.0"}}), 0u);
+  EXPECT_EQ(count(gone, "polyaccel_accelerator_power_watts", lost), 0u);
+  EXPECT_EQ(count(gone, "polyaccel_accelerator_info"), 16u);  // still listed
+  EXPECT_EQ(count(gone, "DCGM_FI_DEV_GPU_TEMP", {{"pci_bus_id", "00000000:18:00.0"}}), 1u);
+
+  set_step(NVML_INJECT_LIB, 3);
+  Families back = until([&](const Families& f) {
+    return value(f, "polyaccel_accelerator_up", lost) == 1.0 &&
+           value(f, "polyaccel_accelerator_healthy", lost) == 1.0;
+  });
+  EXPECT_EQ(count(back, "DCGM_FI_DEV_GPU_TEMP", {{"pci_bus_id", "00000000:9A:00.0"}}), 1u);
+  EXPECT_EQ(value(back, "DCGM_FI_DEV_XID_ERRORS", {{"pci_bus_id", "00000000:9A:00.0"}}), 79);
+}
+
 TEST_F(Exporter, HungVendorCallScrapeStillAnswers) {
   polyaccel::testing::TempDir tmp;
   std::string gate = (tmp.path() / "hang").string();
