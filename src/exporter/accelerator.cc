@@ -198,20 +198,7 @@ class AcceleratorCollector : public Collector {
   Status collect(const ScrapeInput& in, Families& out) const override {
     if (!in.names.count(NameSet::polyaccel)) return Ok{};
     static const std::vector<TableMetric> table = neutral_table();
-    Families rows;
-    for (Vendor v : {Vendor::nvidia, Vendor::amd, Vendor::intel_gaudi, Vendor::other})
-      collect_table(in, v, table, neutral_labels, rows);
-    // Several table rows (and vendors) share a family: one family per name, in table order.
-    for (const auto& m : table) {
-      if (std::any_of(out.begin(), out.end(), [&](const auto& f) { return f.name == m.name; }))
-        continue;
-      auto merged = family(m.name, m.help, m.type);
-      for (auto& f : rows) {
-        if (f.name == m.name)
-          merged.metric.insert(merged.metric.end(), f.metric.begin(), f.metric.end());
-      }
-      emit(out, {&merged});
-    }
+    collect_table(in, std::nullopt, table, neutral_labels, out);
     collect_state(in, out);
     return Ok{};
   }

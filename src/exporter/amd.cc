@@ -1,8 +1,6 @@
 // AMD GPUs under ROCm device-metrics-exporter's names and labels
 // (../shared/reference/amd-gaudi-sriov.md §1.2). Its labels are always present, empty when
 // unknown (pod, namespace, container without kubelet), as it emits them.
-#include <algorithm>
-
 #include "exporter/sample_table.h"
 
 namespace polyaccel::exporter {
@@ -75,7 +73,6 @@ class AmdCollector : public Collector {
   Status collect(const ScrapeInput& in, Families& out) const override {
     if (!in.names.count(NameSet::amd)) return Ok{};
     static const std::vector<TableMetric> table = amd_table();
-    Families amd;
     collect_table(
         in, Vendor::amd, table,
         [&](const DeviceSeries& s) {
@@ -94,18 +91,7 @@ class AmdCollector : public Collector {
                         {"namespace", pod ? pod->pod_namespace : ""},
                         {"container", pod ? pod->container : ""}};
         },
-        amd);
-    // Two rows of the table share gpu_clock: merge them into one family.
-    for (auto& f : amd) {
-      auto first = std::find_if(out.begin(), out.end(), [&](const prometheus::MetricFamily& g) {
-        return g.name == f.name;
-      });
-      if (first != out.end()) {
-        first->metric.insert(first->metric.end(), f.metric.begin(), f.metric.end());
-      } else {
-        out.push_back(std::move(f));
-      }
-    }
+        out);
     double count = 0;
     for (const auto& d : in.accelerators->devices)
       count += d.vendor == Vendor::amd ? 1 : 0;

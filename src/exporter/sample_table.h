@@ -21,9 +21,11 @@ struct TableMetric {
   Labels extra = {};              // labels of this metric alone ("clock_type")
 };
 
-// For every device of `vendor` with a reachable sample and every series of it, adds each table
-// metric that has a value, labelled by `labels(series)`. Families come out in table order.
-void collect_table(const ScrapeInput& in, Vendor vendor, const std::vector<TableMetric>& table,
+// For every device of `vendor` (every device: nullopt) with a reachable sample and every series
+// of it, adds each table metric that has a value, labelled by `labels(series)` and the row's
+// extra labels. Rows that share a name share one family; families come out in table order.
+void collect_table(const ScrapeInput& in, std::optional<Vendor> vendor,
+                   const std::vector<TableMetric>& table,
                    const std::function<Labels(const DeviceSeries&)>& labels, Families& out);
 
 template <class T>
