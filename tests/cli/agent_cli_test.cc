@@ -53,6 +53,12 @@ TEST(AgentCli, ServesUntilSigterm) {
   auto log = tmp.path() / "agent.log";
   auto r = run_command("(" + agent("--listen 127.0.0.1:0 --interval 100ms", log.string()) +
                        "; echo exit=$? >> '" + log.string() + "') > /dev/null 2>&1 & echo $!");
+  std::string stop = "pkill -TERM -P " + std::to_string(std::atoi(r.output.c_str()));
+  // Stops the agent even when an assertion below ends the test early.
+  struct Guard {
+    std::string command;
+    ~Guard() { run_command(command); }
+  } guard{stop};
   std::string text;
   std::smatch port;
   for (int i = 0; i < 400; ++i) {
@@ -66,7 +72,7 @@ TEST(AgentCli, ServesUntilSigterm) {
       run_command("curl -sS --max-time 10 http://127.0.0.1:" + port[1].str() + "/healthz");
   EXPECT_THAT(health.output, ::testing::StartsWith("ok"));
   // The agent is the only child of the subshell whose pid we have.
-  run_command("pkill -TERM -P " + std::to_string(std::atoi(r.output.c_str())));
+  run_command(stop);
   for (int i = 0; i < 400 && text.find("exit=") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
     std::ifstream in(log);
