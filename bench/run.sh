@@ -8,3 +8,6 @@ build=${1:-build}
 "$build/bench/place_bench" --benchmark_min_time=0.2
 "$build/bench/place_fleet" 20 1000
 "$build/bench/audit_bench" --benchmark_min_time=0.2
+"$build/bench/exporter_bench" --benchmark_min_time=0.2
+echo
+echo "Side by side with node_exporter: bench/agent_vs_node_exporter.py $build"

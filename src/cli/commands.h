@@ -76,6 +76,17 @@ struct AuditCommandOptions {
 int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& audit,
                       std::ostream& out);
 
+// `polyaccel agent` (agent.cc, docs/exporter.md).
+struct AgentOptions {
+  std::string listen = "0.0.0.0:9477";  // exporter::kDefaultPort
+  std::string interval = "10s";
+  std::string compat = "all";
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::string health_config;  // YAML with a health: section (docs/accelerators.md)
+  std::string hostname;       // the Hostname/hostname label; default: this host's name
+  bool once = false;          // print one scrape on stdout and exit
+};
+
 int run_topo(const GlobalOptions& options, std::ostream& out);
 int run_place(const GlobalOptions& options, const PlaceOptions& place, std::ostream& out);
 int run_release(const GlobalOptions& options, const std::string& state, const std::string& name,
@@ -83,6 +94,7 @@ int run_release(const GlobalOptions& options, const std::string& state, const st
 int run_allocations(const GlobalOptions& options, const std::string& state, std::ostream& out);
 int run_flavors(const GlobalOptions& options, const FlavorsOptions& flavors, std::ostream& out);
 int run_report(const GlobalOptions& options, std::ostream& out);
+int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ostream& out);
 
 // `polyaccel mig show|plan|apply|partition` (mig.cc, mig_apply.cc).
 struct MigOptions {

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Side by side: `polyaccel agent` (8 H100 GPUs through the test NVML library, plus this host)
+and Debian's prometheus-node-exporter, in one run, scraped the same way (sequential GETs of
+/metrics with Accept-Encoding: gzip, as Prometheus sends them).
+
+Prints for each: scrape latency p50/p99, CPU seconds the exporter process used per 1000 scrapes,
+and its RSS after N scrapes (default 10,000; RSS is also sampled every 1000 to show whether it
+stays flat). Not run by CI.
+
+  bench/agent_vs_node_exporter.py [BUILD_DIR] [--scrapes N]
+
+node_exporter comes from Debian's prometheus-node-exporter package; when it is not installed the
+script says so and measures the agent alone.
+"""
+import argparse
+import http.client
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(HERE)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def wait_ready(port, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/metrics")
+            if c.getresponse().status == 200:
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def measure(name, pid, port, scrapes):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"Accept-Encoding": "gzip", "Accept": "text/plain"}
+    for _ in range(20):  # warm-up
+        conn.request("GET", "/metrics", headers=headers)
+        conn.getresponse().read()
+    latencies, rss_track = [], []
+    cpu_before = cpu_seconds(pid)
+    size = 0
+    for i in range(scrapes):
+        t0 = time.perf_counter()
+        conn.request("GET", "/metrics", headers=headers)
+        body = conn.getresponse().read()
+        latencies.append(time.perf_counter() - t0)
+        size = len(body)
+        if (i + 1) % 1000 == 0:
+            rss_track.append(rss_mib(pid))
+    cpu = cpu_seconds(pid) - cpu_before
+    latencies.sort()
+    p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
+    return {
+        "name": name, "p50_ms": p(0.50), "p99_ms": p(0.99),
+        "cpu_s_per_1000": cpu * 1000 / scrapes, "rss_mib": rss_mib(pid),
+        "rss_track": rss_track, "gzip_bytes": size,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build", nargs="?", default=os.path.join(SOURCE, "build"))
+    ap.add_argument("--scrapes", type=int, default=10000)
+    args = ap.parse_args()
+
+    polyaccel = os.path.join(args.build, "src/polyaccel")
+    nvml = os.path.join(args.build, "tests/inject/nvml/libnvidia-ml.so.1")
+    for f in (polyaccel, nvml):
+        if not os.path.exists(f):
+            sys.exit(f"{f}: not built (cmake --build {args.build})")
+    node_exporter = shutil.which("prometheus-node-exporter")
+
+    procs, results = [], []
+    try:
+        port = free_port()
+        env = dict(os.environ, POLYACCEL_NVML_LIB=nvml,
+                   NVML_INJECT_SCENARIO=os.path.join(SOURCE, "tests/inject/nvml/scenarios/hgx-8xh100.json"),
+                   POLYACCEL_ROCM_SMI_LIB="/nonexistent", POLYACCEL_HLML_LIB="/nonexistent")
+        agent = subprocess.Popen([polyaccel, "agent", "--accel-backends", "on", "--listen",
+                                  f"127.0.0.1:{port}", "--interval", "10s"], env=env,
+                                 stderr=subprocess.DEVNULL)
+        procs.append(agent)
+        targets = [("polyaccel agent (8 GPUs + host)", agent.pid, port)]
+        if node_exporter:
+            ne_port = free_port()
+            ne = subprocess.Popen([node_exporter, f"--web.listen-address=127.0.0.1:{ne_port}"],
+                                  stderr=subprocess.DEVNULL)
+            procs.append(ne)
+            targets.append(("node_exporter (defaults)", ne.pid, ne_port))
+        else:
+            print("prometheus-node-exporter is not installed (apt-get install "
+                  "prometheus-node-exporter): measuring the agent alone\n")
+        for name, pid, p in targets:
+            if not wait_ready(p):
+                sys.exit(f"{name} did not answer on port {p}")
+        for name, pid, p in targets:
+            results.append(measure(name, pid, p, args.scrapes))
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=10)
+
+    print(f"{args.scrapes} sequential scrapes each, gzip, on {os.cpu_count()} CPUs")
+    print(f"{'exporter':34} {'p50 ms':>8} {'p99 ms':>8} {'CPU s/1000':>11} {'RSS MiB':>8} {'gzip B':>8}  RSS every 1000")
+    for r in results:
+        track = " ".join(f"{x:.1f}" for x in r["rss_track"])
+        print(f"{r['name']:34} {r['p50_ms']:8.3f} {r['p99_ms']:8.3f} {r['cpu_s_per_1000']:11.3f} "
+              f"{r['rss_mib']:8.1f} {r['gzip_bytes']:8d}  {track}")
+    if len(results) == 2:
+        a, n = results
+        print(f"\nagent / node_exporter: p50 {a['p50_ms'] / n['p50_ms']:.2f}, "
+              f"p99 {a['p99_ms'] / n['p99_ms']:.2f}, CPU {a['cpu_s_per_1000'] / n['cpu_s_per_1000']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+// The agent's scrape path: serialising the snapshot of 8 H100 GPUs (test NVML library, 8×H100
+// scenario) plus the host of this machine, with every name set, as a scrape does.
+#include <benchmark/benchmark.h>
+#include <prometheus/text_serializer.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "discover/accel/backends.h"
+#include "discover/discover.h"
+#include "exporter/exporter.h"
+
+namespace {
+
+using namespace polyaccel;
+
+struct Agent {
+  std::unique_ptr<AcceleratorMonitor> monitor;
+  std::unique_ptr<exporter::HostSampler> host;
+  std::shared_ptr<exporter::Scraper> scraper;
+
+  Agent() {
+    ::setenv("POLYACCEL_NVML_LIB", NVML_INJECT_LIB, 1);
+    ::setenv("NVML_INJECT_SCENARIO", NVML_SCENARIO, 1);
+    ::setenv("POLYACCEL_ROCM_SMI_LIB", "/nonexistent", 1);
+    ::setenv("POLYACCEL_HLML_LIB", "/nonexistent", 1);
+    DiscoverOptions o;
+    o.backends = BackendMode::off;
+    HostModel model = discover_host(o).value();
+    MonitorOptions mo;
+    mo.interval = std::chrono::seconds(10);
+    monitor = std::make_unique<AcceleratorMonitor>(model, make_all_backends(), mo);
+    monitor->start();
+    auto snap = monitor->wait_newer(0, std::chrono::seconds(30));
+    while (snap->devices.empty() || !snap->devices.back().sample)
+      snap = monitor->wait_newer(snap->generation, std::chrono::seconds(30));
+    host = std::make_unique<exporter::HostSampler>(model, "/", std::chrono::seconds(10));
+    host->start();
+    exporter::ExporterOptions eo;
+    eo.hostname = "bench";
+    scraper = std::make_shared<exporter::Scraper>(
+        exporter::make_all_collectors(), eo,
+        exporter::Sources{[this] { return monitor->snapshot(); },
+                          [this] { return host->snapshot(); }, nullptr});
+  }
+};
+
+Agent& agent() {
+  static Agent* a = new Agent();  // lives for the whole benchmark run
+  return *a;
+}
+
+void BM_CollectFamilies(benchmark::State& state) {
+  auto& a = agent();
+  for (auto _ : state) {
+    auto families = a.scraper->scrape();
+    benchmark::DoNotOptimize(families.data());
+  }
+}
+BENCHMARK(BM_CollectFamilies);
+
+void BM_ScrapeText(benchmark::State& state) {
+  auto& a = agent();
+  size_t bytes = 0;
+  for (auto _ : state) {
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, a.scraper->scrape());
+    bytes = out.str().size();
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_ScrapeText);
+
+void BM_ReadHostSample(benchmark::State& state) {
+  DiscoverOptions o;
+  o.backends = BackendMode::off;
+  HostModel model = discover_host(o).value();
+  for (auto _ : state) {
+    auto s = exporter::read_host_sample(model, "/");
+    benchmark::DoNotOptimize(s.numa.size());
+  }
+}
+BENCHMARK(BM_ReadHostSample);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,367 @@
+// The exporter in-process: a monitor on the test vendor libraries, the scrape it serialises
+// (every family with the scenario's values, pod labels, MIG instances, --compat), a failing
+// collector, HTTP with gzip and /healthz, and a hung vendor call during which scrapes still answer.
+#include "exporter/exporter.h"
+
+#include <dlfcn.h>
+
+#include <fstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "discover/accel/backends.h"
+#include "exporter/families.h"
+#include "support/test_support.h"
+
+namespace polyaccel::exporter {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::string kNvmlScenario = std::string(NVML_SCENARIO_DIR) + "/hgx-8xh100.json";
+const std::string kRocmScenario = std::string(ROCM_SMI_SCENARIO_DIR) + "/mi300x-8x.json";
+
+// The value of the one sample of `name` whose labels include `labels`; nullopt when none.
+std::optional<double> value(const Families& families, const std::string& name,
+                            const Labels& labels) {
+  for (const auto& f : families) {
+    if (f.name != name) continue;
+    for (const auto& m : f.metric) {
+      bool all = std::all_of(labels.begin(), labels.end(), [&](const auto& want) {
+        return std::find(m.label.begin(), m.label.end(), want) != m.label.end();
+      });
+      if (!all) continue;
+      return f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
+    }
+  }
+  return std::nullopt;
+}
+
+size_t count(const Families& families, const std::string& name, const Labels& labels = {}) {
+  size_t n = 0;
+  for (const auto& f : families) {
+    if (f.name != name) continue;
+    for (const auto& m : f.metric) {
+      n += std::all_of(labels.begin(), labels.end(), [&](const auto& want) {
+        return std::find(m.label.begin(), m.label.end(), want) != m.label.end();
+      });
+    }
+  }
+  return n;
+}
+
+class Exporter : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("NVML_INJECT_SCENARIO", kNvmlScenario.c_str(), 1);
+    ::setenv("ROCM_SMI_INJECT_SCENARIO", kRocmScenario.c_str(), 1);
+    ::setenv("POLYACCEL_NVML_LIB", NVML_INJECT_LIB, 1);
+    ::setenv("POLYACCEL_ROCM_SMI_LIB", ROCM_SMI_INJECT_LIB, 1);
+    ::setenv("POLYACCEL_HLML_LIB", "/nonexistent/libhlml.so", 1);
+  }
+
+  void start_monitor() {
+    MonitorOptions o;
+    o.interval = 20ms;
+    monitor_ = std::make_unique<AcceleratorMonitor>(HostModel{}, make_all_backends(), o);
+    monitor_->start();
+  }
+
+  // Waits until every device has a sample (bounded; not a timing assertion).
+  void wait_sampled() {
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    auto snap = monitor_->snapshot();
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (snap->ready && !snap->devices.empty() &&
+          std::all_of(snap->devices.begin(), snap->devices.end(),
+                      [](const MonitoredDevice& d) { return d.sample.has_value(); }))
+        return;
+      snap = monitor_->wait_newer(snap->generation, 1s);
+    }
+    FAIL() << "devices never sampled";
+  }
+
+  std::shared_ptr<Scraper> scraper(std::set<NameSet> names = {NameSet::polyaccel, NameSet::dcgm,
+                                                              NameSet::amd, NameSet::habana},
+                                   std::chrono::milliseconds stall_after = 60s) {
+    ExporterOptions o;
+    o.listen = "127.0.0.1:0";
+    o.names = std::move(names);
+    o.hostname = "node-7";
+    o.version = "test";
+    o.stall_after = stall_after;
+    Sources s{[this] { return monitor_->snapshot(); }, nullptr,
+              [this] { return std::make_shared<const PodAssignments>(pods_); }};
+    return std::make_shared<Scraper>(make_all_collectors(), o, s);
+  }
+
+  std::unique_ptr<AcceleratorMonitor> monitor_;
+  PodAssignments pods_;
+};
+
+TEST_F(Exporter, EveryNameSetWithTheScenarioValues) {
+  start_monitor();
+  wait_sampled();
+  Families f = scraper()->scrape();
+  // DCGM-exporter's names and labels for the H100s.
+  Labels gpu0 = {{"gpu", "0"},
+                 {"UUID", "GPU-5b2e7a1c-3f0d-8e94-61c2-0a7d4f9b1e21"},
+                 {"device", "nvidia0"},
+                 {"modelName", "NVIDIA H100 80GB HBM3"},
+                 {"pci_bus_id", "00000000:18:00.0"},
+                 {"Hostname", "node-7"}};
+  EXPECT_EQ(value(f, "DCGM_FI_DEV_GPU_TEMP", gpu0), 31);
+  EXPECT_EQ(value(f, "DCGM_FI_DEV_MEMORY_TEMP", gpu0), 38);
+  EXPECT_DOUBLE_EQ(*value(f, "DCGM_FI_DEV_POWER_USAGE", gpu0), 71.25);
+  EXPECT_EQ(value(f, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu0), 4127554000.0);
+  EXPECT_EQ(value(f, "DCGM_FI_DEV_SM_CLOCK", gpu0), 345);
+  EXPECT_EQ(value(f, "DCGM_FI_DEV_MEM_CLOCK", gpu0), 2619);
+  EXPECT_EQ(value(f, "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", gpu0), 2);
+  EXPECT_EQ(value(f, "DCGM_FI_DEV_XID_ERRORS", gpu0), 0);
+  EXPECT_EQ(value(f, "DCGM_FI_DEV_FB_USED", gpu0), 0);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL"), 8u);
+  // 5f:00.0 has no memory temperature: no series, not a zero.
+  EXPECT_FALSE(value(f, "DCGM_FI_DEV_MEMORY_TEMP", {{"pci_bus_id", "00000000:5F:00.0"}}));
+  // db:00.0 runs three MIG instances: physical values repeat on each, utilization does not.
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_TEMP", {{"pci_bus_id", "00000000:DB:00.0"}}), 4u);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_TEMP", {{"GPU_I_PROFILE", "3g.40gb"}, {"GPU_I_ID", "2"}}),
+            1u);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pci_bus_id", "00000000:DB:00.0"}}), 1u);
+  // AMD device-metrics-exporter's names for the MI300X.
+  Labels amd0 = {{"gpu_id", "0"}, {"card_model", "AMD Instinct MI300X"}, {"hostname", "node-7"}};
+  EXPECT_EQ(value(f, "gpu_package_power", amd0), 131);
+  EXPECT_EQ(value(f, "gpu_junction_temperature", amd0), 41);
+  EXPECT_EQ(value(f, "gpu_health", amd0), 1);
+  EXPECT_EQ(value(f, "gpu_nodes_total", {}), 8);
+  EXPECT_EQ(count(f, "gpu_clock"), 16u);
+  // The vendor-neutral family covers both, in base units.
+  EXPECT_EQ(count(f, "polyaccel_accelerator_power_watts"), 16u);
+  EXPECT_EQ(value(f, "polyaccel_accelerator_power_watts", {{"vendor", "amd"}, {"gpu", "gpu0"}}),
+            131);
+  EXPECT_EQ(value(f, "polyaccel_accelerator_clock_hertz",
+                  {{"pci_bus_id", "0000:18:00.0"}, {"clock", "compute"}}),
+            345e6);
+  EXPECT_EQ(value(f, "polyaccel_accelerator_energy_joules_total", {{"pci_bus_id", "0000:18:00.0"}}),
+            4127554.0);
+  EXPECT_EQ(count(f, "polyaccel_accelerator_mig_instance_info"), 3u);
+  EXPECT_EQ(count(f, "polyaccel_accelerator_healthy"), 16u);
+  // No Gaudi on this host: no habanalabs family at all.
+  EXPECT_EQ(count(f, "habanalabs_utilization"), 0u);
+  // Self-metrics: every collector succeeded.
+  EXPECT_EQ(count(f, "polyaccel_collector_success"), make_all_collectors().size());
+  EXPECT_EQ(count(f, "polyaccel_collector_success", {{"collector", "dcgm"}}), 1u);
+  for (const auto& c : make_all_collectors())
+    EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", c->name()}}), 1) << c->name();
+  EXPECT_EQ(value(f, "polyaccel_build_info", {{"version", "test"}}), 1);
+}
+
+TEST_F(Exporter, PodLabelsOneSeriesPerPod) {
+  start_monitor();
+  wait_sampled();
+  // 18:00.0 is time-sliced between two pods; a pod holds db:00.0's 3g.40gb instance.
+  pods_.reachable = true;
+  pods_.by_device["GPU-5b2e7a1c-3f0d-8e94-61c2-0a7d4f9b1e21"] = {
+      {"infer-a", "serve", "server", "nvidia.com/gpu"},
+      {"infer-b", "serve", "server", "nvidia.com/gpu"}};
+  const MonitoredDevice* mig_gpu = monitor_->snapshot()->device("0000:db:00.0");
+  ASSERT_NE(mig_gpu, nullptr);
+  const MigInstance* three_g = nullptr;
+  for (const auto& m : mig_gpu->inventory.mig_instances) {
+    if (m.profile_name == "3g.40gb") three_g = &m;
+  }
+  ASSERT_NE(three_g, nullptr);
+  pods_.by_device[three_g->uuid] = {{"trainer", "ml", "worker", "nvidia.com/mig-3g.40gb"}};
+  Families f = scraper()->scrape();
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pci_bus_id", "00000000:18:00.0"}}), 2u);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pod", "infer-a"}, {"namespace", "serve"}}), 1u);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pod", "infer-b"}, {"container", "server"}}), 1u);
+  EXPECT_EQ(count(f, "polyaccel_accelerator_power_watts", {{"pod", "infer-b"}}), 1u);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_TEMP",
+                  {{"pod", "trainer"}, {"GPU_I_PROFILE", "3g.40gb"}, {"namespace", "ml"}}),
+            1u);
+  EXPECT_EQ(count(f, "polyaccel_accelerator_mig_instance_info", {{"pod", "trainer"}}), 1u);
+  // A GPU no pod holds has no pod labels at all (DCGM-exporter's habit).
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pci_bus_id", "00000000:2A:00.0"}, {"pod", ""}}),
+            0u);
+  // AMD's exporter always has the labels, empty without a pod.
+  EXPECT_EQ(count(f, "gpu_gfx_activity", {{"pod", ""}}), 8u);
+  EXPECT_EQ(value(f, "polyaccel_pod_resources_up", {}), 1);
+}
+
+TEST_F(Exporter, CompatChoosesTheNameSets) {
+  start_monitor();
+  wait_sampled();
+  Families f = scraper({NameSet::polyaccel})->scrape();
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL"), 0u);
+  EXPECT_EQ(count(f, "gpu_gfx_activity"), 0u);
+  EXPECT_EQ(count(f, "polyaccel_accelerator_utilization_ratio"), 16u);
+  Families dcgm_only = scraper({NameSet::dcgm})->scrape();
+  EXPECT_EQ(count(dcgm_only, "DCGM_FI_DEV_GPU_UTIL"), 8u);
+  EXPECT_EQ(count(dcgm_only, "polyaccel_accelerator_utilization_ratio"), 0u);
+  auto parsed = parse_compat("dcgm,amd");
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(*parsed, (std::set<NameSet>{NameSet::dcgm, NameSet::amd}));
+  EXPECT_EQ(parse_compat("all")->size(), 4u);
+  auto bad = parse_compat("dcgm,nvidia");
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message(), HasSubstr("'nvidia'"));
+}
+
+class Failing : public Collector {
+ public:
+  explicit Failing(bool throws) : throws_(throws) {}
+  std::string name() const override { return throws_ ? "throwing" : "failing"; }
+  Status collect(const ScrapeInput&, Families&) const override {
+    if (throws_) throw std::runtime_error("boom");
+    return Error{ErrorCode::io, "/sys/x", "cannot be read", {}};
+  }
+
+ private:
+  bool throws_;
+};
+
+TEST_F(Exporter, FailingCollectorShowsAsSuccessZeroAndTheRestGoOn) {
+  start_monitor();
+  wait_sampled();
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::make_unique<Failing>(false));
+  collectors.push_back(std::make_unique<Failing>(true));
+  collectors.push_back(make_dcgm_collector());
+  ExporterOptions o;
+  Scraper s(std::move(collectors), o, Sources{[this] { return monitor_->snapshot(); }, {}, {}});
+  Families f = s.scrape();
+  EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "failing"}}), 0);
+  EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "throwing"}}), 0);
+  EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "dcgm"}}), 1);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_TEMP"), 11u);
+}
+
+// Fetches a URL with curl: the body, or the response headers with `headers_only`.
+std::string curl(const std::string& args) {
+  auto r = polyaccel::testing::run_command("curl -sS --max-time 20 " + args + " 2>&1");
+  return r.output;
+}
+
+TEST_F(Exporter, HttpServesMetricsGzipAndHealthz) {
+  start_monitor();
+  wait_sampled();
+  auto http = HttpExporter::start(scraper());
+  ASSERT_TRUE(http) << http.error().message();
+  std::string base = "http://127.0.0.1:" + std::to_string((*http)->port());
+  std::string body = curl(base + "/metrics");
+  EXPECT_THAT(body, HasSubstr("# TYPE DCGM_FI_DEV_GPU_UTIL gauge"));
+  EXPECT_THAT(body, HasSubstr("polyaccel_accelerator_power_watts{gpu=\"gpu0\",vendor=\"amd\""));
+  std::string headers = curl("-o /dev/null -D - -H 'Accept-Encoding: gzip' " + base + "/metrics");
+  EXPECT_THAT(headers, HasSubstr("Content-Encoding: gzip"));
+  EXPECT_THAT(curl("--compressed " + base + "/metrics"),
+              HasSubstr("# TYPE DCGM_FI_DEV_GPU_UTIL gauge"));
+  EXPECT_EQ(curl(base + "/healthz"), "ok\n");
+  // A second exporter on the same port: one clear error naming the address.
+  ExporterOptions o = scraper()->options();
+  o.listen = "127.0.0.1:" + std::to_string((*http)->port());
+  auto busy = HttpExporter::start(std::make_shared<Scraper>(make_all_collectors(), o, Sources{}));
+  ASSERT_FALSE(busy);
+  EXPECT_THAT(busy.error().message(), HasSubstr("--listen 127.0.0.1:"));
+}
+
+// Calls polyaccel_inject_set_step in the copy of the test library the backend loaded.
+void set_step(const char* library, unsigned step) {
+  void* lib = ::dlopen(library, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto fn = reinterpret_cast<void (*)(unsigned)>(::dlsym(lib, "polyaccel_inject_set_step"));
+  ASSERT_NE(fn, nullptr);
+  fn(step);
+  ::dlclose(lib);
+}
+
+TEST_F(Exporter, DeviceThatFallsOffTheBusAndComesBack) {
+  HealthPolicy policy;
+  policy.recovery = 0s;
+  MonitorOptions o;
+  o.interval = 20ms;
+  o.health = policy;
+  monitor_ = std::make_unique<AcceleratorMonitor>(HostModel{}, make_all_backends(), o);
+  monitor_->start();
+  wait_sampled();
+  auto s = scraper();
+  Labels lost = {{"pci_bus_id", "0000:9a:00.0"}};
+  auto until = [&](auto pred) {
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    Families f = s->scrape();
+    while (!pred(f) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+      f = s->scrape();
+    }
+    return f;
+  };
+  set_step(NVML_INJECT_LIB, 2);
+  Families gone = until([&](const Families& f) {
+    return value(f, "polyaccel_accelerator_up", lost) == 0.0 &&
+           value(f, "polyaccel_accelerator_xid_errors_total", with(lost, {{"xid", "79"}})) == 1.0;
+  });
+  EXPECT_EQ(value(gone, "polyaccel_accelerator_healthy", lost), 0);
+  EXPECT_EQ(value(gone, "polyaccel_accelerator_events_total", with(lost, {{"kind", "xid"}})), 1);
+  // No stale values for a device that does not answer: its sample families are gone.
+  EXPECT_EQ(count(gone, "DCGM_FI_DEV_GPU_TEMP", {{"pci_bus_id", "00000000:9A:00.0"}}), 0u);
+  EXPECT_EQ(count(gone, "polyaccel_accelerator_power_watts", lost), 0u);
+  EXPECT_EQ(count(gone, "polyaccel_accelerator_info"), 16u);  // still listed
+  EXPECT_EQ(count(gone, "DCGM_FI_DEV_GPU_TEMP", {{"pci_bus_id", "00000000:18:00.0"}}), 1u);
+
+  set_step(NVML_INJECT_LIB, 3);
+  Families back = until([&](const Families& f) {
+    return value(f, "polyaccel_accelerator_up", lost) == 1.0 &&
+           value(f, "polyaccel_accelerator_healthy", lost) == 1.0;
+  });
+  EXPECT_EQ(count(back, "DCGM_FI_DEV_GPU_TEMP", {{"pci_bus_id", "00000000:9A:00.0"}}), 1u);
+  EXPECT_EQ(value(back, "DCGM_FI_DEV_XID_ERRORS", {{"pci_bus_id", "00000000:9A:00.0"}}), 79);
+}
+
+TEST_F(Exporter, HungVendorCallScrapeStillAnswers) {
+  polyaccel::testing::TempDir tmp;
+  std::string gate = (tmp.path() / "hang").string();
+  ::setenv("NVML_INJECT_HANG_FILE", gate.c_str(), 1);
+  ::setenv("POLYACCEL_NVML_LIB", NVML_INJECT_HANG_LIB, 1);
+  ::setenv("POLYACCEL_ROCM_SMI_LIB", "/nonexistent/librocm_smi64.so.1", 1);
+  start_monitor();
+  wait_sampled();
+  auto http = HttpExporter::start(scraper({NameSet::polyaccel}, 300ms));
+  ASSERT_TRUE(http) << http.error().message();
+  std::string base = "http://127.0.0.1:" + std::to_string((*http)->port());
+
+  std::ofstream(gate).put('x');
+  void* lib = ::dlopen(NVML_INJECT_HANG_LIB, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr);
+  auto waiting = reinterpret_cast<unsigned (*)()>(::dlsym(lib, "polyaccel_inject_hang_waiting"));
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (waiting() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(waiting(), 1u);
+
+  // The scrape answers from the last snapshot while the call hangs, and shows its age; once
+  // the snapshot is older than stall_after, /healthz says so.
+  std::string body = curl(base + "/metrics");
+  EXPECT_THAT(body, HasSubstr("polyaccel_accelerator_sample_age_seconds{gpu=\"gpu0\""));
+  EXPECT_THAT(body, HasSubstr("polyaccel_accelerator_temperature_celsius"));
+  std::string health;
+  while (std::chrono::steady_clock::now() < deadline) {
+    health = curl("-w ' %{http_code}' " + base + "/healthz");
+    if (health.find("503") != std::string::npos) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_THAT(health, HasSubstr("accelerator sampling stalled"));
+  EXPECT_EQ(waiting(), 1u);
+
+  std::filesystem::remove(gate);
+  while (curl(base + "/healthz") != "ok\n" && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(curl(base + "/healthz"), "ok\n");
+  ::dlclose(lib);
+  ::unsetenv("NVML_INJECT_HANG_FILE");
+}
+
+}  // namespace
+}  // namespace polyaccel::exporter
