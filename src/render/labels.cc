@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <set>
+#include <vector>
 
 #include "core/file_io.h"
 
@@ -118,12 +119,18 @@ void nvidia_labels(const HostModel& model, const LabelOptions& options, NodeLabe
       l["nvidia.com/gpu.compute.minor"] = std::to_string(minor);
       l["nvidia.com/gpu.family"] = nvidia_family(major, minor);
     }
-    unsigned dmaj = 0, dmin = 0, drev = 0;
-    int parts = std::sscanf(inv->driver_version.c_str(), "%u.%u.%u", &dmaj, &dmin, &drev);
-    if (parts >= 2) {
-      l["nvidia.com/cuda.driver-version.major"] = std::to_string(dmaj);
-      l["nvidia.com/cuda.driver-version.minor"] = std::to_string(dmin);
-      l["nvidia.com/cuda.driver-version.revision"] = parts == 3 ? std::to_string(drev) : "0";
+    // As GFD: the parts of the driver's version string as they are ("550.90.07": rev "07").
+    std::vector<std::string> parts;
+    for (size_t start = 0; start <= inv->driver_version.size();) {
+      size_t dot = inv->driver_version.find('.', start);
+      if (dot == std::string::npos) dot = inv->driver_version.size();
+      parts.push_back(inv->driver_version.substr(start, dot - start));
+      start = dot + 1;
+    }
+    if (parts.size() >= 2 && !parts[0].empty()) {
+      l["nvidia.com/cuda.driver-version.major"] = label_value(parts[0]);
+      l["nvidia.com/cuda.driver-version.minor"] = label_value(parts[1]);
+      l["nvidia.com/cuda.driver-version.revision"] = parts.size() > 2 ? label_value(parts[2]) : "";
       l["nvidia.com/cuda.driver-version.full"] = label_value(inv->driver_version);
     }
   }
