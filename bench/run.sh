@@ -3,3 +3,4 @@
 set -euo pipefail
 build=${1:-build}
 "$build/bench/topology_bench" --benchmark_min_time=0.2
+"$build/bench/kube_bench" --benchmark_min_time=0.2
