@@ -177,6 +177,7 @@ Result<std::vector<PluginResource>> plan_resources(const HostModel& model,
       r.fail_requests_greater_than_one = sharing.fail_requests_greater_than_one;
     }
     r.max_replicas = std::max(r.max_replicas, rep->replicas);
+    r.renamed = rep->resource != b.resource;
     if (rep->replicas == 1) {
       r.devices.push_back(b.device);
       continue;

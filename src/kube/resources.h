@@ -37,6 +37,7 @@ struct PluginResource {
   Vendor vendor = Vendor::other;
   SharingStrategy sharing = SharingStrategy::none;
   unsigned max_replicas = 1;  // the most replicas of one physical device
+  bool renamed = false;       // a shared resource under its own name (rename, renameByDefault)
   bool fail_requests_greater_than_one = false;
   ReplicaPolicy policy = ReplicaPolicy::spread;
   std::vector<PluginDevice> devices;
