@@ -490,7 +490,7 @@ Status DevicePlugin::start(HostModel model) {
     Status st = impl_->replan();
     if (!st) return st;
   }
-  impl_->tick();
+  // The watcher registers with kubelet at once, off the caller's thread: kubelet dials back.
   impl_->watcher = std::thread([this] { impl_->watch(); });
   return Ok{};
 }
