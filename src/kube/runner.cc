@@ -8,7 +8,8 @@ namespace {
 
 std::map<std::string, bool> health_of(const AcceleratorSnapshot& s) {
   std::map<std::string, bool> out;
-  for (const auto& d : s.devices) out[d.pci_bus_id] = d.health.healthy && d.listed;
+  for (const auto& d : s.devices)
+    out[d.pci_bus_id] = d.health.healthy && d.listed;
   return out;
 }
 
@@ -29,8 +30,10 @@ Status DevicePluginRunner::start(std::chrono::milliseconds ready_timeout) {
     snap = monitor_.wait_newer(snap->generation, std::chrono::milliseconds(200));
   }
   if (!snap->ready) {
-    return Error{ErrorCode::internal, "accelerator monitor",
-                 "did not finish opening the vendor libraries in time", {}};
+    return Error{ErrorCode::internal,
+                 "accelerator monitor",
+                 "did not finish opening the vendor libraries in time",
+                 {}};
   }
   plugin_.set_health(health_of(*snap));
   Status st = plugin_.start(*snap->host);

@@ -2,6 +2,8 @@
 // test builds (tests/inject) merged through the production loaders.
 #pragma once
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -61,6 +63,16 @@ inline HostModel injected_only(bool amd) {
   auto backends = make_all_backends();
   merge_accelerators(model, backends);
   return model;
+}
+
+// Makes `step` current in the copy of a test library that a backend loaded (tests/inject).
+inline void inject_step(const std::string& library, unsigned step) {
+  void* lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr) << library << ": " << ::dlerror();
+  auto fn = reinterpret_cast<void (*)(unsigned)>(::dlsym(lib, "polyaccel_inject_set_step"));
+  ASSERT_NE(fn, nullptr);
+  fn(step);
+  ::dlclose(lib);
 }
 
 }  // namespace polyaccel::testing
