@@ -141,7 +141,8 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
                                       v1beta1::PreferredAllocationResponse* out) override {
     auto snapshot = board_.get().first;
     size_t index = 0;
-    if (!snapshot->plan->resource(resource_, &index)) {
+    const PluginResource* resource = snapshot->plan->resource(resource_, &index);
+    if (!resource) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, resource_ + " is no longer served");
     }
     for (const auto& c : req->container_requests()) {
@@ -149,6 +150,7 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
       r.available.assign(c.available_deviceids().begin(), c.available_deviceids().end());
       r.must_include.assign(c.must_include_deviceids().begin(), c.must_include_deviceids().end());
       r.size = c.allocation_size() < 0 ? 0 : static_cast<size_t>(c.allocation_size());
+      r.packed = resource->policy == ReplicaPolicy::packed && resource->max_replicas > 1;
       auto chosen =
           choose_preferred_allocation(snapshot->plan->topology, snapshot->plan->slots[index], r);
       if (!chosen) return failed(chosen.error());

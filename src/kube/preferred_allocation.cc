@@ -256,11 +256,32 @@ Result<std::vector<std::string>> choose_preferred_allocation(
     if (free_on[a] > 0) pool.accelerators.push_back(a);
     if (taken_on[a] > 0) pinned.push_back(a);
   }
-  const size_t count = std::min(request.size, pool.accelerators.size());
-  std::vector<size_t> chosen = choose_accelerators(pool, pinned, count);
+  std::vector<size_t> chosen;
+  if (request.packed) {
+    // The must-include accelerators, then the most used ones, until their devices suffice.
+    chosen = pinned;
+    std::vector<size_t> rest;
+    for (size_t a : pool.accelerators) {
+      if (std::find(pinned.begin(), pinned.end(), a) == pinned.end()) rest.push_back(a);
+    }
+    std::stable_sort(rest.begin(), rest.end(),
+                     [&](size_t x, size_t y) { return pool.in_use[x] > pool.in_use[y]; });
+    size_t room = 0;
+    for (size_t a : chosen)
+      room += free_on[a];
+    for (size_t a : rest) {
+      if (room >= request.size) break;
+      chosen.push_back(a);
+      room += free_on[a];
+    }
+  } else {
+    const size_t count = std::min(request.size, pool.accelerators.size());
+    chosen = choose_accelerators(pool, pinned, count);
+  }
   std::sort(chosen.begin(), chosen.end());
 
-  // Fill: one device on each chosen accelerator first, then the least used of them.
+  // Fill: one device on each chosen accelerator first, then the least used of them (the most
+  // used under packed).
   auto take_on = [&](size_t accelerator) {
     for (size_t i = 0; i < devices.size(); ++i) {
       if (free[i] && !taken[i] && devices[i].accelerator == accelerator) {
@@ -279,10 +300,12 @@ Result<std::vector<std::string>> choose_preferred_allocation(
     size_t pick = topology.size();
     for (size_t a : chosen) {
       if (taken_on[a] >= free_on[a]) continue;
-      if (pick == topology.size() ||
-          pool.in_use[a] + taken_on[a] < pool.in_use[pick] + taken_on[pick]) {
+      if (pick == topology.size()) {
         pick = a;
+        continue;
       }
+      unsigned used = pool.in_use[a] + taken_on[a], used_pick = pool.in_use[pick] + taken_on[pick];
+      if (request.packed ? used > used_pick : used < used_pick) pick = a;
     }
     if (pick == topology.size() || !take_on(pick)) break;
   }

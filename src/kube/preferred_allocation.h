@@ -46,6 +46,8 @@ struct PreferredAllocationRequest {
   std::vector<std::string> available;     // kubelet's available_deviceIDs
   std::vector<std::string> must_include;  // must_include_deviceIDs, a subset of available
   size_t size = 0;                        // allocation_size
+  // Replicas: fill the most used accelerators first instead of spreading over distinct ones.
+  bool packed = false;
 };
 
 // Chooses `size` ids among `available`, keeping every must_include id. Among the physical

@@ -139,6 +139,35 @@ TEST(PreferredAllocation, ReplicasSpreadOverDistinctGpusFirstAndTheLeastUsed) {
   EXPECT_NE((*got)[1].substr(0, 4), "gpu5");
 }
 
+TEST(PreferredAllocation, PackedFillsTheMostUsedGpuFirst) {
+  HostModel m = hgx_8xh100();
+  std::vector<DeviceSlot> slots;
+  for (size_t i = 0; i < m.accelerators.size(); ++i) {
+    for (int r = 0; r < 4; ++r)
+      slots.push_back({m.accelerators[i].id + "::" + std::to_string(r), i});
+  }
+  auto topo = AllocationTopology::from_model(m);
+  // gpu3 has one replica in use, the others none: packed takes gpu3's three free replicas.
+  std::vector<std::string> avail;
+  for (const auto& s : slots) {
+    if (s.id != "gpu3::0") avail.push_back(s.id);
+  }
+  PreferredAllocationRequest req{avail, {}, 3};
+  req.packed = true;
+  auto got = choose_preferred_allocation(topo, slots, req);
+  ASSERT_TRUE(got);
+  EXPECT_THAT(*got, UnorderedElementsAre("gpu3::1", "gpu3::2", "gpu3::3"));
+  // Spread: three distinct GPUs, none of them gpu3.
+  req.packed = false;
+  got = choose_preferred_allocation(topo, slots, req);
+  ASSERT_TRUE(got);
+  std::set<std::string> gpus;
+  for (const auto& id : *got)
+    gpus.insert(id.substr(0, id.find("::")));
+  EXPECT_EQ(gpus.size(), 3u);
+  EXPECT_EQ(gpus.count("gpu3"), 0u);
+}
+
 TEST(PreferredAllocation, BadRequestsAreErrors) {
   HostModel m = load_fixture(kXe8640);
   auto topo = AllocationTopology::from_model(m);
