@@ -22,8 +22,20 @@ inline constexpr int kExitError = 2;
 // Prints "polyaccel: <message>" on stderr and returns kExitError.
 int fail(const Error& error);
 
+// `polyaccel agent` (agent.cc, docs/exporter.md).
+struct AgentOptions {
+  std::string listen = "0.0.0.0:9477";  // exporter::kDefaultPort
+  std::string interval = "10s";
+  std::string compat = "all";
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::string health_config;  // YAML with a health: section (docs/accelerators.md)
+  std::string hostname;       // the Hostname/hostname label; default: this host's name
+  bool once = false;          // print one scrape on stdout and exit
+};
+
 int run_topo(const GlobalOptions& options, std::ostream& out);
 int run_report(const GlobalOptions& options, std::ostream& out);
+int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ostream& out);
 
 // The topology for people: summary, then the link matrix (shared by topo and report).
 void print_topology(const HostModel& model, std::ostream& out);

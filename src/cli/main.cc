@@ -32,6 +32,28 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand("report", "everything polyaccel knows about this host");
   add_globals(report);
 
+  AgentOptions agent_options;
+  auto* agent = app.add_subcommand(
+      "agent", "node agent: Prometheus exporter of accelerators and host (/metrics, /healthz)");
+  add_globals(agent);
+  agent->add_option("--listen", agent_options.listen, "serve on ADDR:PORT")->capture_default_str();
+  agent->add_option("--interval", agent_options.interval, "sample every (10s, 500ms, 1m)")
+      ->capture_default_str();
+  agent
+      ->add_option("--compat", agent_options.compat,
+                   "name sets: all, none, or a list of polyaccel,dcgm,amd,habana")
+      ->capture_default_str();
+  agent
+      ->add_option("--pod-resources-socket", agent_options.pod_resources_socket,
+                   "kubelet's pod-resources socket; empty: no pod labels")
+      ->capture_default_str();
+  agent
+      ->add_option("--health-config", agent_options.health_config,
+                   "YAML file with a health: section")
+      ->type_name("FILE");
+  agent->add_option("--hostname", agent_options.hostname, "the hostname label");
+  agent->add_flag("--once", agent_options.once, "print one scrape on stdout and exit");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -40,5 +62,6 @@ int main(int argc, char** argv) {
   }
   if (*topo) return run_topo(g, std::cout);
   if (*report) return run_report(g, std::cout);
+  if (*agent) return run_agent(g, agent_options, std::cout);
   return kExitError;
 }

@@ -31,4 +31,8 @@ Result<HostModel> discover_host(const DiscoverOptions& options);
 // directory for a gathered tree, empty for an XML capture (nothing to read).
 std::string filesystem_root(const DiscoverOptions& options);
 
+// Reads again what changes while the host runs: free hugepages per node and size, and the
+// current PCIe link speed and width of accelerators and NICs (sysfs.cc). Nothing for an empty root.
+void refresh_from_sysfs(HostModel& model, const std::string& root);
+
 }  // namespace polyaccel

@@ -1,6 +1,7 @@
 // Internal to discover/: the steps that discover_host() runs in order.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 #include "core/error.h"
@@ -16,6 +17,9 @@ Result<HostModel> load_from_hwloc(const DiscoverOptions& options);
 // Direct sysfs/procfs reads under `root` for what hwloc does not keep: free hugepages, PCIe
 // link speed and width (current and maximum), GPU memory NUMA nodes of NVIDIA GPUs.
 void complete_from_sysfs(HostModel& model, const std::string& root);
+// Its two parts that change while a host runs (refresh_from_sysfs).
+void read_hugepages(NumaNode& node, const std::filesystem::path& root);
+void read_pci_link(PciDevice& device, const std::filesystem::path& root);
 
 // Stable ids ("gpu0", "nic0", "nvme0") in PCI order, and names from pci.ids where hwloc had none.
 void assign_ids_and_names(HostModel& model, const std::string& pci_ids_path);

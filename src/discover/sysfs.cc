@@ -10,8 +10,6 @@
 
 namespace polyaccel::detail {
 
-namespace {
-
 namespace fs = std::filesystem;
 
 void read_hugepages(NumaNode& node, const fs::path& root) {
@@ -38,6 +36,8 @@ void read_hugepages(NumaNode& node, const fs::path& root) {
   node.hugepages = std::move(found);
 }
 
+namespace {
+
 // "16.0 GT/s PCIe", "8 GT/s", "2.5 GT/s", "Unknown" → GT/s, 0 when unknown.
 double parse_link_speed(const std::string& text) {
   char* end = nullptr;
@@ -45,6 +45,8 @@ double parse_link_speed(const std::string& text) {
   if (end == text.c_str()) return 0;
   return v;
 }
+
+}  // namespace
 
 void read_pci_link(PciDevice& d, const fs::path& root) {
   fs::path dir = root / "sys/bus/pci/devices" / d.address.to_string();
@@ -57,6 +59,8 @@ void read_pci_link(PciDevice& d, const fs::path& root) {
     d.link.max_width = static_cast<unsigned>(*w);
   }
 }
+
+namespace {
 
 // The NVIDIA driver says which NUMA node holds a coherent GPU's memory (POWER9 + V100, Grace).
 void read_gpu_memory_node(Accelerator& a, HostModel& model, const fs::path& root) {
@@ -92,3 +96,18 @@ void complete_from_sysfs(HostModel& model, const std::string& root_dir) {
 }
 
 }  // namespace polyaccel::detail
+
+namespace polyaccel {
+
+void refresh_from_sysfs(HostModel& model, const std::string& root_dir) {
+  if (root_dir.empty()) return;
+  std::filesystem::path root(root_dir);
+  for (auto& n : model.numa_nodes)
+    detail::read_hugepages(n, root);
+  for (auto& a : model.accelerators)
+    detail::read_pci_link(a.pci, root);
+  for (auto& n : model.nics)
+    detail::read_pci_link(n.pci, root);
+}
+
+}  // namespace polyaccel

@@ -1,0 +1,146 @@
+// `polyaccel agent`: the node agent. One AcceleratorMonitor samples the vendor libraries in the
+// background; the Prometheus exporter serves its snapshot, with host metrics and pod labels from
+// kubelet. The device plugin (src/kube) is to be started here too, on the same monitor, so that a
+// node runs one process that opens NVML once.
+#include <signal.h>
+#include <unistd.h>
+
+#include <prometheus/text_serializer.h>
+#include <iostream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "discover/accel/backends.h"
+#include "discover/accel/monitor.h"
+#include "exporter/exporter.h"
+#include "kube/pod_resources.h"
+
+namespace polyaccel::cli {
+namespace {
+
+std::string local_hostname(const HostModel& model) {
+  if (!model.hostname.empty()) return model.hostname;
+  char buf[256] = {};
+  return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
+}
+
+// Waits for SIGINT or SIGTERM, blocked in every thread the agent starts (see run_agent).
+void wait_for_signal(const sigset_t& signals) {
+  int sig = 0;
+  ::sigwait(&signals, &sig);
+  std::cerr << "polyaccel agent: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", stopping\n";
+  // A vendor call that never returns would keep the monitor's threads from joining.
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::cerr << "polyaccel agent: a vendor call still hangs after 5 s, exiting anyway\n";
+    std::_Exit(0);
+  }).detach();
+}
+
+}  // namespace
+
+Result<std::chrono::milliseconds> parse_duration(const std::string& option,
+                                                 const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit = end ? std::string(end) : "";
+  double ms = 0;
+  if (end == text.c_str() || v <= 0) {
+    ms = -1;
+  } else if (unit.empty() || unit == "s") {
+    ms = v * 1000;
+  } else if (unit == "ms") {
+    ms = v;
+  } else if (unit == "m") {
+    ms = v * 60000;
+  } else {
+    ms = -1;
+  }
+  if (ms < 1) {
+    return bad_input(option + " " + text, "is not a positive duration",
+                     "write seconds (10, 2.5s), milliseconds (500ms) or minutes (1m)");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(ms));
+}
+
+int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ostream& out) {
+  auto interval = parse_duration("--interval", options.interval);
+  if (!interval) return fail(interval.error());
+  auto names = exporter::parse_compat(options.compat);
+  if (!names) return fail(names.error());
+  HealthPolicy policy;
+  if (!options.health_config.empty()) {
+    auto p = HealthPolicy::from_yaml_file(options.health_config);
+    if (!p) return fail(p.error());
+    policy = *p;
+  }
+  // The topology without vendor libraries: the monitor opens them, once, and keeps them.
+  DiscoverOptions discover = global.discover;
+  BackendMode backends = discover.backends;
+  discover.backends = BackendMode::off;
+  auto model = discover_host(discover);
+  if (!model) return fail(model.error());
+  bool live = global.discover.topology_xml.empty() && global.discover.fsroot.empty();
+  bool use_backends = backends == BackendMode::on || (backends == BackendMode::automatic && live);
+
+  // Signals go to sigwait() only: block them before any thread starts, so every thread inherits it.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  MonitorOptions mo;
+  mo.interval = *interval;
+  mo.health = policy;
+  AcceleratorMonitor monitor(
+      *model,
+      use_backends ? make_all_backends() : std::vector<std::unique_ptr<AcceleratorBackend>>{}, mo);
+  exporter::HostSampler host(*model, filesystem_root(discover), *interval);
+  std::unique_ptr<PodResourcesClient> pods;
+  if (!options.pod_resources_socket.empty()) {
+    PodResourcesOptions po;
+    po.socket = options.pod_resources_socket;
+    po.interval = *interval;
+    pods = std::make_unique<PodResourcesClient>(po);
+  }
+  monitor.start();
+  host.start();
+  if (pods) pods->start();
+  // The device plugin joins here: it reads `monitor` (snapshot, subscribe) like the exporter.
+
+  exporter::ExporterOptions eo;
+  eo.listen = options.listen;
+  eo.names = *names;
+  eo.hostname = options.hostname.empty() ? local_hostname(*model) : options.hostname;
+  eo.version = POLYACCEL_VERSION;
+  eo.stall_after = std::max(std::chrono::milliseconds(30000), *interval * 6);
+  exporter::Sources sources{
+      [&] { return monitor.snapshot(); }, [&] { return host.snapshot(); },
+      [&]() -> std::shared_ptr<const PodAssignments> { return pods ? pods->snapshot() : nullptr; }};
+  auto scraper = std::make_shared<exporter::Scraper>(exporter::make_all_collectors(), eo, sources);
+
+  if (options.once) {
+    // One scrape after the first samples, on stdout: for promtool and for people.
+    auto snap = monitor.wait_newer(0, std::chrono::seconds(30));
+    while (snap->ready && !snap->devices.empty() &&
+           std::any_of(snap->devices.begin(), snap->devices.end(),
+                       [](const MonitoredDevice& d) { return !d.sample; })) {
+      snap = monitor.wait_newer(snap->generation, std::chrono::seconds(30));
+    }
+    prometheus::TextSerializer().Serialize(out, scraper->scrape());
+    return kExitOk;
+  }
+  auto http = exporter::HttpExporter::start(scraper);
+  if (!http) return fail(http.error());
+  std::cerr << "polyaccel agent: serving /metrics and /healthz on port " << (*http)->port()
+            << ", sampling every " << interval->count() << " ms\n";
+  wait_for_signal(signals);
+  http->reset();
+  if (pods) pods->stop();
+  host.stop();
+  monitor.stop();
+  return kExitOk;
+}
+
+}  // namespace polyaccel::cli

@@ -1,0 +1,44 @@
+// Which pods hold which devices, as kubelet's pod-resources API tells (src/kube/pod_resources.h
+// reads it; the exporter labels series with it). Plain data, keyed by the device id a device
+// plugin reported: a UUID, a MIG UUID, a bus id, with a "::N" time-slicing replica suffix removed.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace polyaccel {
+
+struct PodRef {
+  std::string pod;
+  std::string pod_namespace;
+  std::string container;
+  std::string resource;  // "nvidia.com/gpu"
+  bool operator==(const PodRef&) const = default;
+};
+
+struct PodAssignments {
+  std::chrono::system_clock::time_point time{};  // of the last successful List; epoch: never
+  bool reachable = false;                        // the last List answered
+  std::string error;                             // why not, when it did not
+  std::map<std::string, std::vector<PodRef>> by_device;
+
+  // The pods holding any of `ids` (a device's UUID, bus id, MIG UUID...), each once.
+  std::vector<PodRef> pods_of(const std::vector<std::string>& ids) const {
+    std::vector<PodRef> out;
+    for (const auto& id : ids) {
+      auto it = by_device.find(id);
+      if (it == by_device.end()) continue;
+      for (const auto& p : it->second) {
+        bool seen = false;
+        for (const auto& q : out)
+          seen = seen || q == p;
+        if (!seen) out.push_back(p);
+      }
+    }
+    return out;
+  }
+};
+
+}  // namespace polyaccel

@@ -1,0 +1,50 @@
+#include "exporter/device_series.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace polyaccel::exporter {
+namespace {
+
+void add_per_pod(std::vector<DeviceSeries>& out, DeviceSeries base, std::vector<PodRef> pods) {
+  if (pods.empty()) {
+    out.push_back(base);
+    return;
+  }
+  for (auto& p : pods) {
+    base.pod = std::move(p);
+    out.push_back(base);
+  }
+}
+
+}  // namespace
+
+std::vector<DeviceSeries> device_series(const MonitoredDevice& device, const PodAssignments& pods,
+                                        bool with_mig_instances) {
+  std::vector<DeviceSeries> out;
+  // A device plugin names a whole device by its UUID, bus id or our id.
+  std::vector<std::string> ids = {device.pci_bus_id, device.id};
+  if (!device.inventory.uuid.empty()) ids.push_back(device.inventory.uuid);
+  add_per_pod(out, DeviceSeries{&device, nullptr, std::nullopt}, pods.pods_of(ids));
+  if (!with_mig_instances || !device.inventory.mig_enabled.value_or(false)) return out;
+  for (const auto& mig : device.inventory.mig_instances) {
+    add_per_pod(out, DeviceSeries{&device, &mig, std::nullopt}, pods.pods_of({mig.uuid}));
+  }
+  return out;
+}
+
+Labels pod_labels(const DeviceSeries& series) {
+  if (!series.pod) return {};
+  return {{"pod", series.pod->pod},
+          {"namespace", series.pod->pod_namespace},
+          {"container", series.pod->container}};
+}
+
+std::string nvml_bus_id(const std::string& pci_bus_id) {
+  std::string upper = pci_bus_id;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return "0000" + upper;  // NVML's busId has an 8-digit domain
+}
+
+}  // namespace polyaccel::exporter

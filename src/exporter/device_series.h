@@ -1,0 +1,31 @@
+// The series one accelerator gets: one per pod holding it, or one without pod labels; for a GPU
+// in MIG mode, also one per MIG instance (times the pods holding that instance). A time-sliced
+// device shared by three pods thus gets three series with the same device values.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/pod_assignments.h"
+#include "discover/accel/monitor.h"
+#include "exporter/families.h"
+
+namespace polyaccel::exporter {
+
+struct DeviceSeries {
+  const MonitoredDevice* device = nullptr;
+  const MigInstance* mig = nullptr;  // set for a MIG instance's series
+  std::optional<PodRef> pod;
+};
+
+std::vector<DeviceSeries> device_series(const MonitoredDevice& device, const PodAssignments& pods,
+                                        bool with_mig_instances);
+
+// pod, namespace, container: only when the series has a pod.
+Labels pod_labels(const DeviceSeries& series);
+
+// Bus id as NVML and DCGM print it: "00000000:4E:00.0".
+std::string nvml_bus_id(const std::string& pci_bus_id);
+
+}  // namespace polyaccel::exporter

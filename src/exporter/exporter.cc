@@ -1,0 +1,189 @@
+#include "exporter/exporter.h"
+
+#include <CivetServer.h>
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+
+#include <atomic>
+#include <cstring>
+#include <iostream>
+
+#include "exporter/families.h"
+
+namespace polyaccel::exporter {
+namespace {
+
+using prometheus::MetricType;
+using Clock = std::chrono::steady_clock;
+
+class ScrapeCollectable : public prometheus::Collectable {
+ public:
+  explicit ScrapeCollectable(std::shared_ptr<Scraper> scraper) : scraper_(std::move(scraper)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override { return scraper_->scrape(); }
+
+ private:
+  std::shared_ptr<Scraper> scraper_;
+};
+
+// civetweb's begin_request has no user pointer of ours (the Exposer owns the server), so the
+// one exporter of the process is found here. /healthz and / are answered before the Exposer.
+std::atomic<const HttpExporter*> g_exporter{nullptr};
+
+int begin_request(mg_connection* conn) {
+  const mg_request_info* ri = mg_get_request_info(conn);
+  const HttpExporter* exporter = g_exporter.load();
+  if (!ri || !ri->local_uri || !exporter) return 0;
+  std::string body;
+  int status = 200;
+  if (std::strcmp(ri->local_uri, "/healthz") == 0) {
+    Health h = exporter->health();
+    status = h.ok ? 200 : 503;
+    body = h.text + "\n";
+  } else if (std::strcmp(ri->local_uri, "/") == 0) {
+    body = "polyaccel agent: /metrics, /healthz\n";
+  } else {
+    return 0;  // /metrics and the rest: the Exposer
+  }
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+            status, status == 200 ? "OK" : "Service Unavailable", body.size(), body.c_str());
+  return status;
+}
+
+}  // namespace
+
+Scraper::Scraper(std::vector<std::unique_ptr<Collector>> collectors, ExporterOptions options,
+                 Sources sources)
+    : collectors_(std::move(collectors)),
+      options_(std::move(options)),
+      sources_(std::move(sources)),
+      started_(std::chrono::system_clock::now()) {}
+
+ScrapeInput Scraper::input() const {
+  ScrapeInput in;
+  in.now = std::chrono::system_clock::now();
+  in.hostname = options_.hostname;
+  in.names = options_.names;
+  in.accelerators = sources_.accelerators ? sources_.accelerators() : nullptr;
+  if (!in.accelerators) {
+    auto empty = std::make_shared<AcceleratorSnapshot>();
+    empty->host = std::make_shared<const HostModel>();
+    in.accelerators = empty;
+  }
+  in.host = sources_.host ? sources_.host() : nullptr;
+  if (!in.host) {
+    auto empty = std::make_shared<HostSample>();
+    empty->host = in.accelerators->host;
+    in.host = empty;
+  }
+  in.pods = sources_.pods ? sources_.pods() : nullptr;
+  if (!in.pods) in.pods = std::make_shared<const PodAssignments>();
+  return in;
+}
+
+Families Scraper::scrape() const {
+  return scrape(input());
+}
+
+Families Scraper::scrape(const ScrapeInput& input) const {
+  Families out;
+  auto duration = family("polyaccel_collector_duration_seconds",
+                         "Time a collector took in this scrape.", MetricType::Gauge);
+  auto success =
+      family("polyaccel_collector_success",
+             "1 when the collector succeeded in this scrape, 0 when it failed.", MetricType::Gauge);
+  for (const auto& c : collectors_) {
+    auto start = Clock::now();
+    std::string error;
+    try {
+      Status st = c->collect(input, out);
+      if (!st) error = st.error().message();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    std::chrono::duration<double> took = Clock::now() - start;
+    Labels l = {{"collector", c->name()}};
+    add_sample(duration, l, took.count());
+    add_sample(success, l, error.empty() ? 1 : 0);
+    note_result(c->name(), error);
+  }
+  auto build = family("polyaccel_build_info", "The running polyaccel build.", MetricType::Gauge);
+  add_sample(build, {{"version", options_.version}}, 1);
+  auto start_time =
+      family("polyaccel_agent_start_time_seconds",
+             "When the agent started, in seconds since the epoch.", MetricType::Gauge);
+  add_sample(start_time, {}, std::chrono::duration<double>(started_.time_since_epoch()).count());
+  auto ready = family("polyaccel_accelerator_monitor_ready",
+                      "1 once the vendor libraries were opened and merged.", MetricType::Gauge);
+  add_sample(ready, {}, input.accelerators->ready ? 1 : 0);
+  emit(out, {&duration, &success, &build, &start_time, &ready});
+  return out;
+}
+
+void Scraper::note_result(const std::string& collector, const std::string& error) const {
+  std::lock_guard lock(log_mu_);
+  std::string& last = last_error_[collector];
+  if (last == error) return;
+  if (!error.empty()) {
+    std::cerr << "polyaccel agent: collector " << collector << " failed: " << error << "\n";
+  } else {
+    std::cerr << "polyaccel agent: collector " << collector << " recovered\n";
+  }
+  last = error;
+}
+
+Health agent_health(const AcceleratorSnapshot& snapshot, std::chrono::system_clock::time_point now,
+                    std::chrono::milliseconds stall_after) {
+  if (!snapshot.ready) return {true, "ok: opening the vendor libraries"};
+  if (snapshot.devices.empty()) return {true, "ok: no accelerator"};
+  auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - snapshot.published);
+  if (age > stall_after) {
+    return {false, "accelerator sampling stalled: no snapshot for " +
+                       std::to_string(age.count() / 1000) + " s (a vendor call hangs)"};
+  }
+  return {true, "ok"};
+}
+
+Result<std::unique_ptr<HttpExporter>> HttpExporter::start(std::shared_ptr<Scraper> scraper) {
+  std::unique_ptr<HttpExporter> ex(new HttpExporter());
+  ex->scraper_ = scraper;
+  ex->collectable_ = std::make_shared<ScrapeCollectable>(scraper);
+  static CivetCallbacks callbacks = [] {
+    CivetCallbacks cb;
+    cb.begin_request = begin_request;
+    return cb;
+  }();
+  const ExporterOptions& o = scraper->options();
+  try {
+    ex->exposer_ = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", o.listen, "num_threads",
+                                 std::to_string(o.threads), "request_timeout_ms", "10000",
+                                 "enable_keep_alive", "yes"},
+        &callbacks);
+  } catch (const std::exception& e) {
+    return bad_input("--listen " + o.listen, "cannot listen: " + std::string(e.what()),
+                     "is the port in use or the address not on this host?");
+  }
+  ex->exposer_->RegisterCollectable(ex->collectable_);
+  g_exporter.store(ex.get());
+  return ex;
+}
+
+HttpExporter::~HttpExporter() {
+  exposer_.reset();  // joins civetweb's threads: no request can still look at us
+  const HttpExporter* self = this;
+  g_exporter.compare_exchange_strong(self, nullptr);
+}
+
+int HttpExporter::port() const {
+  auto ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+Health HttpExporter::health() const {
+  auto in = scraper_->input();
+  return agent_health(*in.accelerators, in.now, scraper_->options().stall_after);
+}
+
+}  // namespace polyaccel::exporter

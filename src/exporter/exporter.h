@@ -1,0 +1,92 @@
+// The agent's HTTP side: /metrics through prometheus-cpp's Exposer (civetweb; gzip when the
+// scraper asks), /healthz, and the self-metrics of every scrape. A scrape reads the snapshots the
+// samplers published and serialises them: it never waits on a vendor call or on kubelet.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "exporter/collector.h"
+
+namespace prometheus {
+class Collectable;
+class Exposer;
+}  // namespace prometheus
+
+namespace polyaccel::exporter {
+
+// Our own port, next to DCGM-exporter's 9400 and node_exporter's 9100 (docs/exporter.md).
+inline constexpr int kDefaultPort = 9477;
+
+// Where a scrape takes its snapshots from. Each returns at once (a copy of a shared_ptr).
+struct Sources {
+  std::function<std::shared_ptr<const AcceleratorSnapshot>()> accelerators;
+  std::function<std::shared_ptr<const HostSample>()> host;
+  std::function<std::shared_ptr<const PodAssignments>()> pods;  // may be empty: no kubelet
+};
+
+struct ExporterOptions {
+  std::string listen = "0.0.0.0:" + std::to_string(kDefaultPort);
+  std::set<NameSet> names = {NameSet::polyaccel, NameSet::dcgm, NameSet::amd, NameSet::habana};
+  std::string hostname;
+  std::string version;  // polyaccel_build_info
+  std::size_t threads = 2;
+  // /healthz fails when accelerators are known but no snapshot came for this long.
+  std::chrono::milliseconds stall_after{60000};
+};
+
+// Runs the collectors over one scrape input and adds the self-metrics. Also what tests and the
+// benchmark call without HTTP. Thread-safe: civetweb serves scrapes on several threads.
+class Scraper {
+ public:
+  Scraper(std::vector<std::unique_ptr<Collector>> collectors, ExporterOptions options,
+          Sources sources);
+  Families scrape() const;
+  Families scrape(const ScrapeInput& input) const;
+  ScrapeInput input() const;  // the snapshots as they are now
+  const ExporterOptions& options() const { return options_; }
+
+ private:
+  void note_result(const std::string& collector, const std::string& error) const;
+
+  std::vector<std::unique_ptr<Collector>> collectors_;
+  ExporterOptions options_;
+  Sources sources_;
+  std::chrono::system_clock::time_point started_;
+  mutable std::mutex log_mu_;
+  mutable std::map<std::string, std::string> last_error_;  // logged once, again when it changes
+};
+
+// /healthz: "ok" (200) or why not (503).
+struct Health {
+  bool ok = true;
+  std::string text;
+};
+Health agent_health(const AcceleratorSnapshot& snapshot, std::chrono::system_clock::time_point now,
+                    std::chrono::milliseconds stall_after);
+
+class HttpExporter {
+ public:
+  // Binds and serves; an Error names the address when it cannot (busy port, bad address).
+  static Result<std::unique_ptr<HttpExporter>> start(std::shared_ptr<Scraper> scraper);
+  ~HttpExporter();
+  HttpExporter(const HttpExporter&) = delete;
+  HttpExporter& operator=(const HttpExporter&) = delete;
+
+  int port() const;  // the bound port (useful with :0)
+  Health health() const;
+
+ private:
+  HttpExporter() = default;
+  std::shared_ptr<Scraper> scraper_;
+  std::shared_ptr<prometheus::Collectable> collectable_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+}  // namespace polyaccel::exporter
