@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "share/time_slicing.h"
+#include "support/test_support.h"
 
 namespace polyaccel {
 namespace {
@@ -114,6 +115,15 @@ TEST(Manifests, DaemonSetNamesWhatExists) {
   EXPECT_EQ(svc["spec"]["ports"][0]["targetPort"].as<std::string>(), port_name);
   EXPECT_EQ(sm["spec"]["endpoints"][0]["port"].as<std::string>(),
             svc["spec"]["ports"][0]["name"].as<std::string>());
+  // Every flag is one `polyaccel agent` takes.
+  auto help = polyaccel::testing::run_command(polyaccel::testing::polyaccel_binary() +
+                                              " agent --help 2>&1");
+  for (const auto& [flag, value] : args) {
+    EXPECT_NE(help.output.find(flag), std::string::npos) << flag << " is not an agent option";
+  }
+  // The container listens where the agent does by default.
+  EXPECT_NE(help.output.find(":" + c["ports"][0]["containerPort"].as<std::string>()),
+            std::string::npos);
   // The RBAC grant is on that ConfigMap only.
   auto role = one(all, "Role");
   EXPECT_EQ(role["rules"][0]["resourceNames"][0].as<std::string>(),
