@@ -86,19 +86,36 @@ std::vector<std::string> ids_of(const v1beta1::ListAndWatchResponse& r) {
   return out;
 }
 
-TEST(DevicePlugin, HgxEightH100WithNvlinkOverTheKubeletProtocol) {
-  HostModel m = hgx_8xh100();
+// The 8xH100 node served to a kubelet played by the test, whole GPUs unless `adjust` says
+// otherwise; `gpu` is kubelet's endpoint of nvidia.com/gpu once it listed `devices` devices.
+struct HgxServed {
+  HostModel model = hgx_8xh100();
   TempDir dir;
-  FakeKubelet kubelet(dir.path().string());
-  DevicePlugin plugin(options_for(dir));
-  ASSERT_TRUE(plugin.start(m));
-  auto ep = kubelet.endpoint("nvidia.com/gpu");
-  ASSERT_TRUE(ep);
+  FakeKubelet kubelet{dir.path().string()};
+  std::unique_ptr<DevicePlugin> plugin;
+  std::shared_ptr<FakeKubelet::Endpoint> gpu;
+  std::optional<v1beta1::ListAndWatchResponse> list;
+
+  bool start(int devices, const std::function<void(DevicePluginOptions&)>& adjust = {}) {
+    auto o = options_for(dir);
+    if (adjust) adjust(o);
+    plugin = std::make_unique<DevicePlugin>(o);
+    if (!plugin->start(model)) return false;
+    gpu = kubelet.endpoint("nvidia.com/gpu");
+    if (!gpu) return false;
+    list = kubelet.wait_update(gpu, [&](const auto& r) { return r.devices_size() == devices; });
+    return list.has_value();
+  }
+};
+
+TEST(DevicePlugin, HgxEightH100WithNvlinkOverTheKubeletProtocol) {
+  HgxServed s;
+  ASSERT_TRUE(s.start(8));
+  auto& ep = s.gpu;
+  auto& list = s.list;
   EXPECT_EQ(ep->request.endpoint(), "polyaccel-nvidia.com_gpu.sock");
   EXPECT_TRUE(ep->options.get_preferred_allocation_available());
   EXPECT_FALSE(ep->options.pre_start_required());
-  auto list = kubelet.wait_update(ep, [](const auto& r) { return r.devices_size() == 8; });
-  ASSERT_TRUE(list);
   int with_topology = 0;
   for (const auto& d : list->devices()) {
     EXPECT_EQ(d.health(), "Healthy");
@@ -121,9 +138,9 @@ TEST(DevicePlugin, HgxEightH100WithNvlinkOverTheKubeletProtocol) {
   st = allocate(*ep, {"GPU-not-here"}, &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(st.error_message(), HasSubstr("GPU-not-here"));
-  plugin.stop();
-  EXPECT_FALSE(std::filesystem::exists(dir.path() / "polyaccel-nvidia.com_gpu.sock"));
-  EXPECT_TRUE(std::filesystem::exists(dir.path() / "kubelet.sock"));  // kubelet's own: untouched
+  s.plugin->stop();
+  EXPECT_FALSE(std::filesystem::exists(s.dir.path() / "polyaccel-nvidia.com_gpu.sock"));
+  EXPECT_TRUE(std::filesystem::exists(s.dir.path() / "kubelet.sock"));  // kubelet's own: untouched
 }
 
 TEST(DevicePlugin, MigMixedServesOneResourcePerProfile) {
@@ -151,20 +168,15 @@ TEST(DevicePlugin, MigMixedServesOneResourcePerProfile) {
 }
 
 TEST(DevicePlugin, TimeSlicingFourReplicasSpreadsOverDistinctGpus) {
-  HostModel m = hgx_8xh100();
-  TempDir dir;
-  FakeKubelet kubelet(dir.path().string());
-  auto o = options_for(dir);
-  o.sharing_config = write(dir, "sharing.yaml",
-                           "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
-                           "    - name: nvidia.com/gpu\n      replicas: 4\n");
-  o.nfd_features_dir = dir.path().string();
-  DevicePlugin plugin(o);
-  ASSERT_TRUE(plugin.start(m));
-  auto ep = kubelet.endpoint("nvidia.com/gpu");
-  ASSERT_TRUE(ep);
-  auto list = kubelet.wait_update(ep, [](const auto& r) { return r.devices_size() == 32; });
-  ASSERT_TRUE(list);
+  HgxServed s;
+  ASSERT_TRUE(s.start(32, [&](DevicePluginOptions& o) {
+    o.sharing_config = write(s.dir, "sharing.yaml",
+                             "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                             "    - name: nvidia.com/gpu\n      replicas: 4\n");
+    o.nfd_features_dir = s.dir.path().string();
+  }));
+  auto& ep = s.gpu;
+  auto& list = s.list;
   auto chosen = preferred(*ep, ids_of(*list), {}, 4);
   std::set<std::string> gpus;
   for (const auto& id : chosen)
@@ -174,7 +186,7 @@ TEST(DevicePlugin, TimeSlicingFourReplicasSpreadsOverDistinctGpus) {
   ASSERT_TRUE(allocate(*ep, {kGpu4e + "::1", kGpu4e + "::2"}, &resp).ok());
   EXPECT_EQ(resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), kGpu4e);
   // GFD's labels in the feature file.
-  auto labels = read_text_file(dir.path() / "polyaccel");
+  auto labels = read_text_file(s.dir.path() / "polyaccel");
   ASSERT_TRUE(labels);
   EXPECT_THAT(*labels, HasSubstr("nvidia.com/gpu.replicas=4\n"));
   EXPECT_THAT(*labels, HasSubstr("nvidia.com/gpu.sharing-strategy=time-slicing\n"));
@@ -246,14 +258,11 @@ TEST(DevicePlugin, RegistersAgainWhenKubeletRestarts) {
 }
 
 TEST(DevicePlugin, AGpuUnhealthyAndHealthyAgainIsTwoUpdates) {
-  HostModel m = hgx_8xh100();
-  TempDir dir;
-  FakeKubelet kubelet(dir.path().string());
-  DevicePlugin plugin(options_for(dir));
-  ASSERT_TRUE(plugin.start(m));
-  auto ep = kubelet.endpoint("nvidia.com/gpu");
-  ASSERT_TRUE(ep);
-  ASSERT_TRUE(kubelet.wait_update(ep, [](const auto& r) { return r.devices_size() == 8; }));
+  HgxServed s;
+  ASSERT_TRUE(s.start(8));
+  auto& ep = s.gpu;
+  auto& kubelet = s.kubelet;
+  auto& plugin = *s.plugin;
   size_t before = kubelet.update_count(ep);
   plugin.set_health({{"0000:9a:00.0", false}});
   const std::string lost = "GPU-4f92b1e6-8a3c-d057-19e4-b6d2f0a7c385";  // 9a:00.0
@@ -273,19 +282,14 @@ TEST(DevicePlugin, AGpuUnhealthyAndHealthyAgainIsTwoUpdates) {
 }
 
 TEST(DevicePlugin, FiftyConcurrentAllocateCalls) {
-  HostModel m = hgx_8xh100();
-  TempDir dir;
-  FakeKubelet kubelet(dir.path().string());
-  auto o = options_for(dir);
-  o.sharing_config = write(dir, "sharing.yaml",
-                           "sharing:\n  timeSlicing:\n    resources:\n"
-                           "    - {name: nvidia.com/gpu, replicas: 8}\n");
-  DevicePlugin plugin(o);
-  ASSERT_TRUE(plugin.start(m));
-  auto ep = kubelet.endpoint("nvidia.com/gpu");
-  ASSERT_TRUE(ep);
-  auto list = kubelet.wait_update(ep, [](const auto& r) { return r.devices_size() == 64; });
-  ASSERT_TRUE(list);
+  HgxServed s;
+  ASSERT_TRUE(s.start(64, [&](DevicePluginOptions& o) {
+    o.sharing_config = write(s.dir, "sharing.yaml",
+                             "sharing:\n  timeSlicing:\n    resources:\n"
+                             "    - {name: nvidia.com/gpu, replicas: 8}\n");
+  }));
+  auto& ep = s.gpu;
+  auto& list = s.list;
   std::atomic<int> good{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 50; ++t) {
@@ -305,24 +309,22 @@ TEST(DevicePlugin, FiftyConcurrentAllocateCalls) {
 }
 
 TEST(DevicePlugin, AMalformedSharingConfigKeepsTheLastGoodOne) {
-  HostModel m = hgx_8xh100();
-  TempDir dir;
-  FakeKubelet kubelet(dir.path().string());
-  auto o = options_for(dir);
   std::vector<std::string> lines;
   std::mutex lines_mutex;
-  o.log = [&](const std::string& l) {
-    std::lock_guard lock(lines_mutex);
-    lines.push_back(l);
-  };
-  o.sharing_config = write(dir, "sharing.yaml",
-                           "sharing:\n  timeSlicing:\n    resources:\n"
-                           "    - {name: nvidia.com/gpu, replicas: 4}\n");
-  DevicePlugin plugin(o);
-  ASSERT_TRUE(plugin.start(m));
-  auto ep = kubelet.endpoint("nvidia.com/gpu");
-  ASSERT_TRUE(ep);
-  ASSERT_TRUE(kubelet.wait_update(ep, [](const auto& r) { return r.devices_size() == 32; }));
+  HgxServed s;
+  auto& dir = s.dir;
+  ASSERT_TRUE(s.start(32, [&](DevicePluginOptions& o) {
+    o.log = [&](const std::string& l) {
+      std::lock_guard lock(lines_mutex);
+      lines.push_back(l);
+    };
+    o.sharing_config = write(dir, "sharing.yaml",
+                             "sharing:\n  timeSlicing:\n    resources:\n"
+                             "    - {name: nvidia.com/gpu, replicas: 4}\n");
+  }));
+  auto& ep = s.gpu;
+  auto& kubelet = s.kubelet;
+  auto& plugin = *s.plugin;
   write(dir, "sharing.yaml",
         "sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, replicas: two}\n");
   for (int i = 0; i < 200 && !plugin.sharing_config_error(); ++i)

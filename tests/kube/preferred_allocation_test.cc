@@ -26,6 +26,16 @@ std::vector<DeviceSlot> whole(const HostModel& m) {
   return slots;
 }
 
+// `count` replicas of each accelerator: "gpu3::0" ... "gpu3::<count-1>".
+std::vector<DeviceSlot> replicas(const HostModel& m, int count) {
+  std::vector<DeviceSlot> slots;
+  for (size_t i = 0; i < m.accelerators.size(); ++i) {
+    for (int r = 0; r < count; ++r)
+      slots.push_back({m.accelerators[i].id + "::" + std::to_string(r), i});
+  }
+  return slots;
+}
+
 std::vector<std::string> ids(const std::vector<DeviceSlot>& slots) {
   std::vector<std::string> out;
   for (const auto& s : slots)
@@ -103,11 +113,7 @@ TEST(PreferredAllocation, NvSwitchNodeGoesByNumaWhenEveryPairIsNv18) {
 
 TEST(PreferredAllocation, ReplicasSpreadOverDistinctGpusFirstAndTheLeastUsed) {
   HostModel m = hgx_8xh100();
-  std::vector<DeviceSlot> slots;
-  for (size_t i = 0; i < m.accelerators.size(); ++i) {
-    for (int r = 0; r < 4; ++r)
-      slots.push_back({m.accelerators[i].id + "::" + std::to_string(r), i});
-  }
+  std::vector<DeviceSlot> slots = replicas(m, 4);
   auto topo = AllocationTopology::from_model(m);
   auto available = ids(slots);
   auto got = choose_preferred_allocation(topo, slots, {available, {}, 3});
@@ -141,11 +147,7 @@ TEST(PreferredAllocation, ReplicasSpreadOverDistinctGpusFirstAndTheLeastUsed) {
 
 TEST(PreferredAllocation, PackedFillsTheMostUsedGpuFirst) {
   HostModel m = hgx_8xh100();
-  std::vector<DeviceSlot> slots;
-  for (size_t i = 0; i < m.accelerators.size(); ++i) {
-    for (int r = 0; r < 4; ++r)
-      slots.push_back({m.accelerators[i].id + "::" + std::to_string(r), i});
-  }
+  std::vector<DeviceSlot> slots = replicas(m, 4);
   auto topo = AllocationTopology::from_model(m);
   // gpu3 has one replica in use, the others none: packed takes gpu3's three free replicas.
   std::vector<std::string> avail;
