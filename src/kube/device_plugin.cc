@@ -197,22 +197,31 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
   std::atomic<bool> stopping_{false};
 };
 
+struct FileId {
+  bool exists = false;
+  ino_t inode = 0;
+  long long ctime_ns = 0;
+  bool operator==(const FileId&) const = default;
+};
+
 // One resource's gRPC server on its own socket.
 struct Server {
   std::string resource;
   std::string socket_name;
   std::unique_ptr<ResourceService> service;
   std::unique_ptr<grpc::Server> grpc;
-  ino_t inode = 0;
+  FileId file;
   bool registered = false;
   Clock::time_point next_registration{};
   std::chrono::seconds backoff{1};
 };
 
-std::optional<ino_t> inode_of(const std::string& path) {
+// Which file a path names: a socket made again gets a new one even where the file system
+// hands out the old inode number again.
+FileId file_id(const std::string& path) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
-  return st.st_ino;
+  if (::lstat(path.c_str(), &st) != 0) return {};
+  return {true, st.st_ino, st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec};
 }
 
 }  // namespace
@@ -228,7 +237,7 @@ struct DevicePlugin::Impl {
   std::optional<Error> sharing_error;
   std::map<std::string, bool> health;  // by PCI bus id
   std::vector<Server> servers;
-  std::optional<ino_t> kubelet_inode;
+  FileId kubelet_file;
   unsigned registrations = 0;
   std::map<std::string, std::string> logged;  // last line per subject
 
@@ -351,7 +360,7 @@ struct DevicePlugin::Impl {
       return Error{ErrorCode::io, socket, "cannot serve the device plugin API on it",
                    "is --kubelet-dir writable?"};
     }
-    s.inode = inode_of(socket).value_or(0);
+    s.file = file_id(socket);
     s.registered = false;
     s.next_registration = {};
     s.backoff = std::chrono::seconds(1);
@@ -365,7 +374,7 @@ struct DevicePlugin::Impl {
     s.grpc->Wait();
     s.grpc.reset();
     const std::string socket = path(s.socket_name);
-    if (inode_of(socket) == s.inode) ::unlink(socket.c_str());
+    if (file_id(socket) == s.file) ::unlink(socket.c_str());
   }
 
   Status register_server(Server& s) {
@@ -435,16 +444,16 @@ struct DevicePlugin::Impl {
       Status st = replan();
       if (!st) log("plan", st.error().message() + "; keeping the resources served now");
     }
-    auto kubelet = inode_of(path("kubelet.sock"));
-    if (kubelet != kubelet_inode) {
+    FileId kubelet = file_id(path("kubelet.sock"));
+    if (kubelet != kubelet_file) {
       // A new kubelet: it deleted our sockets at start; serve and register again.
-      if (kubelet) log("kubelet", "kubelet.sock appeared in " + options.kubelet_dir);
+      if (kubelet.exists) log("kubelet", "kubelet.sock appeared in " + options.kubelet_dir);
       for (auto& s : servers)
         s.registered = false;
-      kubelet_inode = kubelet;
+      kubelet_file = kubelet;
     }
     for (auto& s : servers) {
-      if (inode_of(path(s.socket_name)) != s.inode) {
+      if (file_id(path(s.socket_name)) != s.file) {
         log("socket " + s.resource, s.socket_name + " was removed; serving it again");
         stop_server(s);
         Status st = start_server(s);
@@ -453,7 +462,7 @@ struct DevicePlugin::Impl {
           continue;
         }
       }
-      if (s.registered || !kubelet || Clock::now() < s.next_registration) continue;
+      if (s.registered || !kubelet.exists || Clock::now() < s.next_registration) continue;
       Status st = register_server(s);
       if (st) {
         s.registered = true;
