@@ -238,6 +238,7 @@ TEST(DevicePlugin, RegistersAgainWhenKubeletRestarts) {
   TempDir dir;
   auto o = options_for(dir);
   DevicePlugin plugin(o);
+  write(dir, "kubelet_internal_checkpoint", "{}");
   // The plugin starts first: it serves, and registers once kubelet.sock appears.
   ASSERT_TRUE(plugin.start(m));
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "polyaccel-nvidia.com_gpu.sock"));
@@ -255,6 +256,10 @@ TEST(DevicePlugin, RegistersAgainWhenKubeletRestarts) {
   v1beta1::AllocateResponse resp;
   EXPECT_TRUE(allocate(*ep, {kGpu4e}, &resp).ok());
   EXPECT_EQ(plugin.registrations(), 2u);
+  plugin.stop();
+  // kubelet's own files stay: its socket and its checkpoint.
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "kubelet.sock"));
+  EXPECT_EQ(*read_text_file(dir.path() / "kubelet_internal_checkpoint"), "{}");
 }
 
 TEST(DevicePlugin, AGpuUnhealthyAndHealthyAgainIsTwoUpdates) {
