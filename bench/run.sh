@@ -11,3 +11,4 @@ build=${1:-build}
 "$build/bench/exporter_bench" --benchmark_min_time=0.2
 echo
 echo "Side by side with node_exporter: bench/agent_vs_node_exporter.py $build"
+"$build/bench/kube_bench" --benchmark_min_time=0.2

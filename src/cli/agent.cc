@@ -1,7 +1,7 @@
 // `polyaccel agent`: the node agent. One AcceleratorMonitor samples the vendor libraries in the
 // background; the Prometheus exporter serves its snapshot, with host metrics and pod labels from
-// kubelet. The device plugin (src/kube) is to be started here too, on the same monitor, so that a
-// node runs one process that opens NVML once.
+// kubelet. The device plugin (src/kube, agent_plugin.cc) runs on the same monitor, so that a node
+// runs one process that opens NVML once.
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,6 +9,7 @@
 #include <iostream>
 #include <thread>
 
+#include "cli/agent_plugin.h"
 #include "cli/commands.h"
 #include "discover/accel/backends.h"
 #include "discover/accel/monitor.h"
@@ -107,7 +108,12 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   monitor.start();
   host.start();
   if (pods) pods->start();
-  // The device plugin joins here: it reads `monitor` (snapshot, subscribe) like the exporter.
+  std::unique_ptr<DevicePluginRunner> plugin;  // on the same monitor (agent_plugin.h)
+  if (!options.once) {
+    auto started = start_device_plugin(monitor, options, discover);
+    if (!started) return fail(started.error());
+    plugin = std::move(*started);
+  }
 
   exporter::ExporterOptions eo;
   eo.listen = options.listen;
@@ -137,6 +143,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
             << ", sampling every " << interval->count() << " ms\n";
   wait_for_signal(signals);
   http->reset();
+  if (plugin) plugin->stop();
   if (pods) pods->stop();
   host.stop();
   monitor.stop();

@@ -85,6 +85,11 @@ struct AgentOptions {
   std::string health_config;  // YAML with a health: section (docs/accelerators.md)
   std::string hostname;       // the Hostname/hostname label; default: this host's name
   bool once = false;          // print one scrape on stdout and exit
+  // The device plugin (docs/kubernetes.md); an empty --kubelet-dir turns it off.
+  std::string kubelet_dir = "/var/lib/kubelet/device-plugins";
+  std::string sharing_config;
+  std::string nfd_features_dir = "/etc/kubernetes/node-feature-discovery/features.d";
+  std::string mig_strategy;  // none, single, mixed; empty: the sharing config's, else none
 };
 
 int run_topo(const GlobalOptions& options, std::ostream& out);

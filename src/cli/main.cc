@@ -131,6 +131,20 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   agent->add_option("--hostname", agent_options.hostname, "the hostname label");
   agent->add_flag("--once", agent_options.once, "print one scrape on stdout and exit");
+  agent
+      ->add_option("--kubelet-dir", agent_options.kubelet_dir,
+                   "device plugin sockets and kubelet.sock; empty: no device plugin")
+      ->capture_default_str();
+  agent
+      ->add_option("--sharing-config", agent_options.sharing_config,
+                   "time-slicing in NVIDIA's device plugin config format")
+      ->type_name("FILE");
+  agent
+      ->add_option("--nfd-features-dir", agent_options.nfd_features_dir,
+                   "where node labels go (node-feature-discovery); empty: none")
+      ->capture_default_str();
+  agent->add_option("--mig-strategy", agent_options.mig_strategy,
+                    "none, single or mixed (default: the sharing config's, else none)");
 
   try {
     app.parse(argc, argv);

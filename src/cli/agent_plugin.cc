@@ -1,0 +1,35 @@
+#include "cli/agent_plugin.h"
+
+#include <filesystem>
+#include <iostream>
+
+namespace polyaccel::cli {
+
+Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const AcceleratorMonitor& monitor,
+                                                                const AgentOptions& options,
+                                                                const DiscoverOptions& discover) {
+  DevicePluginOptions o;
+  if (!options.mig_strategy.empty()) {
+    auto s = parse_mig_strategy(options.mig_strategy, "--mig-strategy");
+    if (!s) return s.error();
+    o.mig_strategy = *s;
+  }
+  if (!options.sharing_config.empty() && !std::filesystem::is_regular_file(options.sharing_config))
+    return bad_input("--sharing-config " + options.sharing_config, "is not a readable file");
+  if (options.kubelet_dir.empty()) return std::unique_ptr<DevicePluginRunner>();
+  if (!std::filesystem::is_directory(options.kubelet_dir)) {
+    std::cerr << "polyaccel agent: no device plugin: " << options.kubelet_dir
+              << " is not a directory (no kubelet on this host?)\n";
+    return std::unique_ptr<DevicePluginRunner>();
+  }
+  o.kubelet_dir = options.kubelet_dir;
+  o.sharing_config = options.sharing_config;
+  o.nfd_features_dir = options.nfd_features_dir;
+  o.root = filesystem_root(discover);
+  auto runner = std::make_unique<DevicePluginRunner>(monitor, o);
+  Status st = runner->start(std::chrono::seconds(60));
+  if (!st) return st.error();
+  return runner;
+}
+
+}  // namespace polyaccel::cli

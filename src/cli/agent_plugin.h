@@ -1,0 +1,19 @@
+// The device plugin inside `polyaccel agent` (docs/kubernetes.md): started on the agent's
+// accelerator monitor, so that one process opens each vendor library once.
+#pragma once
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "discover/accel/monitor.h"
+#include "kube/runner.h"
+
+namespace polyaccel::cli {
+
+// Null when the plugin is off: --kubelet-dir is empty, or the directory does not exist (a host
+// without kubelet; said once on stderr). An Error for a bad option or sharing config.
+Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const AcceleratorMonitor& monitor,
+                                                                const AgentOptions& options,
+                                                                const DiscoverOptions& discover);
+
+}  // namespace polyaccel::cli

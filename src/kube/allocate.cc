@@ -1,0 +1,132 @@
+#include "kube/allocate.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/strings.h"
+
+namespace polyaccel {
+
+namespace {
+
+void add_node(ContainerAllocation& out, const AllocateOptions& options, const std::string& rel) {
+  DeviceNodeSpec spec{"/dev/" + rel, options.dev_root + "/" + rel, "rw"};
+  if (std::find(out.devices.begin(), out.devices.end(), spec) == out.devices.end())
+    out.devices.push_back(std::move(spec));
+}
+
+void push_unique(std::vector<std::string>& v, const std::string& s) {
+  if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+}  // namespace
+
+std::vector<std::string> closest_rdma_devices(const HostModel& model,
+                                              const std::vector<size_t>& accelerators) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < model.nics.size(); ++k) {
+    const Nic& nic = model.nics[k];
+    if (nic.rdma_devices.empty() || nic.fabric == "efa" || nic.fabric == "slingshot") continue;
+    bool close = false;
+    for (size_t a : accelerators) {
+      const Accelerator& acc = model.accelerators[a];
+      if (std::find(acc.closest_nics.begin(), acc.closest_nics.end(), nic.id) ==
+          acc.closest_nics.end())
+        continue;
+      auto i = model.links.index_of(acc.id);
+      auto j = model.links.index_of(nic.id);
+      if (i && j && model.links.at(*i, *j).level <= LinkLevel::node) close = true;
+    }
+    if (!close) continue;
+    for (const auto& r : nic.rdma_devices)
+      push_unique(out, r);
+  }
+  return out;
+}
+
+Result<ContainerAllocation> compute_allocation(const HostModel& model,
+                                               const PluginResource& resource,
+                                               const std::vector<DeviceNodes>& nodes,
+                                               const std::vector<std::string>& device_ids,
+                                               const AllocateOptions& options) {
+  if (resource.fail_requests_greater_than_one && device_ids.size() > 1) {
+    return bad_input(
+        "request for " + std::to_string(device_ids.size()) + " devices of " + resource.name,
+        "this shared resource allows one device per container",
+        "failRequestsGreaterThanOne is set in the sharing config");
+  }
+  std::vector<const PluginDevice*> devices;
+  std::vector<size_t> accelerators;
+  for (const auto& id : device_ids) {
+    const PluginDevice* d = resource.device(id);
+    if (!d) return bad_input("device " + id, "is not a device of " + resource.name);
+    if (d->accelerator >= nodes.size() || d->accelerator >= model.accelerators.size()) {
+      return Error{ErrorCode::internal, id, "has no accelerator in the model", {}};
+    }
+    devices.push_back(d);
+    if (std::find(accelerators.begin(), accelerators.end(), d->accelerator) == accelerators.end())
+      accelerators.push_back(d->accelerator);
+  }
+  // Replicas of one device name it once.
+  std::vector<std::string> visible;
+  for (const auto* d : devices)
+    push_unique(visible, d->visible_id);
+
+  ContainerAllocation out;
+  switch (resource.vendor) {
+    case Vendor::nvidia:
+      out.envs["NVIDIA_VISIBLE_DEVICES"] = join(visible, ",");
+      if (options.nvidia_device_specs) {
+        out.envs["CUDA_VISIBLE_DEVICES"] = join(visible, ",");
+        for (size_t a : accelerators) {
+          if (!nodes[a].nvidia_minor) {
+            return Error{ErrorCode::not_found, model.accelerators[a].pci.address.to_string(),
+                         "its NVIDIA device minor is unknown", "is the nvidia driver loaded?"};
+          }
+          add_node(out, options, "nvidia" + std::to_string(*nodes[a].nvidia_minor));
+        }
+        for (const char* ctl : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"})
+          add_node(out, options, ctl);
+      }
+      break;
+    case Vendor::amd:
+      add_node(out, options, "kfd");
+      for (size_t a : accelerators) {
+        if (nodes[a].drm.empty()) {
+          return Error{ErrorCode::not_found, model.accelerators[a].pci.address.to_string(),
+                       "has no DRM card or render node", "is the amdgpu driver loaded?"};
+        }
+        for (const auto& n : nodes[a].drm)
+          add_node(out, options, "dri/" + n);
+      }
+      break;
+    case Vendor::intel_gaudi: {
+      std::vector<std::string> minors, paths;
+      for (size_t a : accelerators) {
+        if (!nodes[a].accel_minor) {
+          return Error{ErrorCode::not_found, model.accelerators[a].pci.address.to_string(),
+                       "has no /dev/accel node", "is the habanalabs driver loaded?"};
+        }
+        std::string m = std::to_string(*nodes[a].accel_minor);
+        add_node(out, options, "accel/accel" + m);
+        add_node(out, options, "accel/accel_controlD" + m);
+        minors.push_back(m);
+        paths.push_back("/dev/accel/accel" + m);
+      }
+      out.envs["HABANA_VISIBLE_DEVICES"] = join(minors, ",");
+      out.envs["HL_VISIBLE_DEVICES"] = join(paths, ",");
+      out.envs["HL_VISIBLE_DEVICES_UUID"] = join(visible, ",");
+      break;
+    }
+    case Vendor::other:
+      return Error{ErrorCode::unsupported, resource.name, "has no vendor to allocate for", {}};
+  }
+  if (options.nccl_ib_hca && resource.vendor != Vendor::intel_gaudi) {
+    auto hcas = closest_rdma_devices(model, accelerators);
+    // "=" asks NCCL for exact names: mlx5_1 would otherwise also match mlx5_10.
+    if (!hcas.empty()) out.envs["NCCL_IB_HCA"] = "=" + join(hcas, ",");
+  }
+  return out;
+}
+
+}  // namespace polyaccel

@@ -1,0 +1,61 @@
+// Allocate: what a container gets for the devices kubelet assigned it. Pure: the HostModel,
+// the resource, the device nodes read at start and the ids in; environment, device nodes and
+// annotations out.
+//
+//   NVIDIA  NVIDIA_VISIBLE_DEVICES=<GPU or MIG UUIDs>; with device specs also
+//           CUDA_VISIBLE_DEVICES=<UUIDs> and /dev/nvidia<N>, /dev/nvidiactl, /dev/nvidia-uvm*
+//   AMD     /dev/kfd and each GPU's /dev/dri/card<N> and /dev/dri/renderD<N>
+//   Gaudi   /dev/accel/accel<N> and accel_controlD<N>; HABANA_VISIBLE_DEVICES=<minors>,
+//           HL_VISIBLE_DEVICES=</dev/accel/accel<N>>, HL_VISIBLE_DEVICES_UUID=<serials>
+//   all     NCCL_IB_HCA=<the RDMA devices of the NICs closest to the allocated devices>
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/host_model.h"
+#include "kube/device_nodes.h"
+#include "kube/resources.h"
+
+namespace polyaccel {
+
+struct DeviceNodeSpec {
+  std::string container_path;
+  std::string host_path;
+  std::string permissions = "rw";
+  bool operator==(const DeviceNodeSpec&) const = default;
+};
+
+struct ContainerAllocation {
+  std::map<std::string, std::string> envs;
+  std::vector<DeviceNodeSpec> devices;
+  std::map<std::string, std::string> annotations;
+};
+
+struct AllocateOptions {
+  // NVIDIA: pass /dev/nvidia* device specs too, as NVIDIA's passDeviceSpecs (for containers
+  // that do not go through the NVIDIA container runtime). AMD and Gaudi always get them.
+  bool nvidia_device_specs = false;
+  // Where device nodes are on the host ("/dev"); the container always sees /dev.
+  std::string dev_root = "/dev";
+  bool nccl_ib_hca = true;
+};
+
+// One container's response. An id that is not a device of the resource, more than one device
+// where failRequestsGreaterThanOne is set, or a device whose nodes are unknown where the vendor
+// needs them (AMD, Gaudi) is an Error.
+Result<ContainerAllocation> compute_allocation(const HostModel& model,
+                                               const PluginResource& resource,
+                                               const std::vector<DeviceNodes>& nodes,
+                                               const std::vector<std::string>& device_ids,
+                                               const AllocateOptions& options);
+
+// The RDMA devices ("mlx5_0") of the NICs closest to these accelerators, at NODE level or
+// better, in the model's NIC order; NICs that NCCL's IB transport does not drive (EFA,
+// Slingshot) are left out.
+std::vector<std::string> closest_rdma_devices(const HostModel& model,
+                                              const std::vector<size_t>& accelerators);
+
+}  // namespace polyaccel

@@ -1,0 +1,62 @@
+// The resources the device plugin advertises, and their devices: a pure function of the
+// HostModel, the MIG strategy and the sharing config (NVIDIA's names, ../shared/reference/
+// nvidia.md 1.2; AMD's and Habana's, amd-gaudi-sriov.md).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/host_model.h"
+#include "share/time_slicing.h"
+
+namespace polyaccel {
+
+// How MIG devices are advertised, as NVIDIA's plugin has it.
+enum class MigStrategy {
+  none,    // whole GPUs only, MIG devices ignored
+  single,  // every MIG device as nvidia.com/gpu; all of one profile
+  mixed,   // nvidia.com/mig-<profile> per profile, whole GPUs as nvidia.com/gpu
+};
+const char* to_string(MigStrategy strategy);
+Result<MigStrategy> parse_mig_strategy(const std::string& text, const std::string& input);
+
+// One device of a resource, as kubelet sees it.
+struct PluginDevice {
+  std::string id;             // Device.ID: a UUID, PCI bus id or serial, "::<n>" for a replica
+  size_t accelerator = 0;     // index into HostModel::accelerators of the physical device
+  std::optional<size_t> mig;  // index into its inventory's mig_instances
+  unsigned replica = 0;       // which replica of a shared device, 0 when not shared
+  std::string visible_id;     // what the container is told: GPU or MIG UUID, bus id, serial
+  std::vector<unsigned> numa_nodes;  // empty when unknown (no TopologyInfo is sent then)
+};
+
+struct PluginResource {
+  std::string name;  // "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "amd.com/gpu", ...
+  Vendor vendor = Vendor::other;
+  SharingStrategy sharing = SharingStrategy::none;
+  unsigned max_replicas = 1;  // the most replicas of one physical device
+  bool renamed = false;       // a shared resource under its own name (rename, renameByDefault)
+  bool fail_requests_greater_than_one = false;
+  ReplicaPolicy policy = ReplicaPolicy::spread;
+  std::vector<PluginDevice> devices;
+
+  const PluginDevice* device(const std::string& id) const;
+  // The unix socket's file name under the kubelet directory: "polyaccel-nvidia.com_gpu.sock".
+  std::string socket_name() const;
+};
+
+struct ResourceOptions {
+  MigStrategy mig_strategy = MigStrategy::none;
+  const SharingConfig* sharing = nullptr;  // none: no device is shared
+};
+
+// Every resource of the host, sorted by name. NVIDIA GPUs need their vendor library (a UUID);
+// AMD GPUs and Gaudi devices are advertised from the topology alone when it is absent. Errors:
+// the single strategy on a node it cannot describe, an MPS sharing config (not run here), a
+// device that two sharing entries select.
+Result<std::vector<PluginResource>> plan_resources(const HostModel& model,
+                                                   const ResourceOptions& options);
+
+}  // namespace polyaccel

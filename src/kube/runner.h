@@ -1,0 +1,41 @@
+// The device plugin fed by the accelerator monitor: it starts on the monitor's first complete
+// snapshot, plans again when the device set changes (a GPU came or went, a new MIG layout) and
+// passes every device's health on to ListAndWatch. It follows the monitor from a thread of its
+// own, so a slow kubelet never holds up the monitor's sampling.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "core/error.h"
+#include "discover/accel/monitor.h"
+#include "kube/device_plugin.h"
+
+namespace polyaccel {
+
+class DevicePluginRunner {
+ public:
+  DevicePluginRunner(const AcceleratorMonitor& monitor, DevicePluginOptions options);
+  ~DevicePluginRunner();
+  DevicePluginRunner(const DevicePluginRunner&) = delete;
+  DevicePluginRunner& operator=(const DevicePluginRunner&) = delete;
+
+  // Waits up to `ready_timeout` for the monitor's first complete snapshot, starts the plugin on
+  // it and returns; the plugin's start error (a bad sharing config) is returned as is.
+  Status start(std::chrono::milliseconds ready_timeout);
+  void stop();
+
+  const DevicePlugin& plugin() const { return plugin_; }
+
+ private:
+  void follow(std::uint64_t generation, const HostModel* host);
+
+  const AcceleratorMonitor& monitor_;
+  DevicePlugin plugin_;
+  std::atomic<bool> stopping_{false};
+  std::thread follower_;
+};
+
+}  // namespace polyaccel

@@ -1,0 +1,107 @@
+// `polyaccel agent` with its device plugin, as a process: the 8xH100 test library on the XE8640
+// capture, MIG mixed, a kubelet played by the test; SIGTERM stops it cleanly and removes its
+// sockets. Bad device plugin options are one line and exit code 2.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/file_io.h"
+#include "kube/fake_kubelet.h"
+#include "kube/models.h"
+
+extern char** environ;
+
+namespace polyaccel {
+namespace {
+
+using namespace polyaccel::testing;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+TEST(AgentDevicePlugin, ServesKubeletAndStopsOnSigterm) {
+  use_vendor_libraries(NVML_INJECT_LIB, "", "");
+  TempDir dir;
+  FakeKubelet kubelet(dir.path().string());
+  const std::string bin = polyaccel_binary();
+  const std::string topo = topology_fixture(kXe8640).string();
+  const std::string kdir = dir.path().string();
+  std::vector<std::string> args = {bin,
+                                   "agent",
+                                   "--topology",
+                                   topo,
+                                   "--accel-backends",
+                                   "on",
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--interval",
+                                   "100ms",
+                                   "--kubelet-dir",
+                                   kdir,
+                                   "--nfd-features-dir",
+                                   kdir,
+                                   "--mig-strategy",
+                                   "mixed",
+                                   "--pod-resources-socket",
+                                   ""};
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+
+  auto ep = kubelet.endpoint("nvidia.com/mig-3g.40gb", 60s);
+  ASSERT_TRUE(ep);
+  auto list = kubelet.wait_update(
+      ep, [](const auto& r) { return r.devices_size() == 1; }, 30s);
+  ASSERT_TRUE(list);
+  v1beta1::AllocateRequest req;
+  req.add_container_requests()->add_devices_ids(list->devices(0).id());
+  v1beta1::AllocateResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(ep->stub->Allocate(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), list->devices(0).id());
+  EXPECT_TRUE(kubelet.endpoint("nvidia.com/gpu", 10s));
+  auto labels = read_text_file(dir.path() / "polyaccel");
+  ASSERT_TRUE(labels);
+  EXPECT_THAT(*labels, HasSubstr("nvidia.com/mig.strategy=mixed\n"));
+  EXPECT_THAT(*labels, HasSubstr("nvidia.com/mig-3g.40gb.count=1\n"));
+
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "polyaccel-nvidia.com_gpu.sock"));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "kubelet.sock"));
+}
+
+TEST(AgentDevicePlugin, BadOptionsAreOneLineAndExitTwo) {
+  TempDir dir;
+  const std::string base = polyaccel_binary() + " agent --topology " +
+                           topology_fixture(kXe8640).string() +
+                           " --listen 127.0.0.1:0 --pod-resources-socket '' --kubelet-dir " +
+                           dir.path().string() + " --nfd-features-dir '' ";
+  std::ofstream(dir.path() / "bad.yaml") << "sharing:\n  timeSlicing:\n    resources: []\n";
+  auto r = run_command(base + "--sharing-config " + (dir.path() / "bad.yaml").string() + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output,
+              HasSubstr("bad.yaml: sharing.timeSlicing.resources: no resources specified"));
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  r = run_command(base + "--mig-strategy half 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--mig-strategy: 'half' is not a MIG strategy"));
+  // Nothing was left in the kubelet directory.
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    left.push_back(e.path().filename());
+  EXPECT_THAT(left, ::testing::ElementsAre("bad.yaml"));
+}
+
+}  // namespace
+}  // namespace polyaccel

@@ -1,0 +1,246 @@
+// Resources and Allocate on the vendors' test libraries: the 8xH100 HGX node merged into the
+// XE8640 capture (whole GPUs, MIG mixed and single, time-slicing), 8xMI300X and 8xGaudi2, with
+// device nodes read from a sysfs/procfs tree the test builds; NCCL_IB_HCA from the capture's
+// HCAs.
+#include "kube/allocate.h"
+
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kube/models.h"
+
+namespace polyaccel {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+using namespace polyaccel::testing;
+
+const std::string kGpu4e = "GPU-1e7f3a90-c4d2-5b86-0e1f-7a2c9d4b8e63";  // XE8640 NUMA 3, mlx5_0/1
+const std::string kGpu5f = "GPU-a08d5c27-6e1b-f349-82d7-5c0e1a3f9b74";  // NUMA 1, mlx5_2
+const std::string kGpuCb = "GPU-62e5f9b3-0d7a-c148-3b6f-9a1e4c8d02a7";  // NUMA 7, no HCA near
+const std::string kGpuDb = "GPU-b8a14e70-5c9f-2d63-e07b-41f8a6c3d5b8";  // MIG: 3g, 2g, 1g
+
+const PluginResource& resource(const std::vector<PluginResource>& all, const std::string& name) {
+  for (const auto& r : all) {
+    if (r.name == name) return r;
+  }
+  static PluginResource none;
+  ADD_FAILURE() << "no resource " << name;
+  return none;
+}
+
+std::vector<std::string> names(const std::vector<PluginResource>& all) {
+  std::vector<std::string> out;
+  for (const auto& r : all)
+    out.push_back(r.name);
+  return out;
+}
+
+void touch(const std::filesystem::path& p, const std::string& content = "") {
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream(p) << content;
+}
+
+TEST(Resources, HgxMigStrategies) {
+  HostModel m = hgx_8xh100();
+  auto none = plan_resources(m, {MigStrategy::none, nullptr});
+  ASSERT_TRUE(none) << none.error().message();
+  ASSERT_THAT(names(*none), ElementsAre("nvidia.com/gpu"));
+  EXPECT_EQ((*none)[0].devices.size(), 8u);
+  EXPECT_EQ((*none)[0].socket_name(), "polyaccel-nvidia.com_gpu.sock");
+
+  auto mixed = plan_resources(m, {MigStrategy::mixed, nullptr});
+  ASSERT_TRUE(mixed) << mixed.error().message();
+  EXPECT_THAT(names(*mixed), ElementsAre("nvidia.com/gpu", "nvidia.com/mig-1g.10gb",
+                                         "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"));
+  EXPECT_EQ(resource(*mixed, "nvidia.com/gpu").devices.size(), 7u);
+  const auto& big = resource(*mixed, "nvidia.com/mig-3g.40gb");
+  ASSERT_EQ(big.devices.size(), 1u);
+  EXPECT_EQ(big.devices[0].id, "MIG-7c1d9e42-30ab-5f86-b2e4-9a0c6d1f3e58");
+  EXPECT_EQ(big.devices[0].numa_nodes, std::vector<unsigned>{5});  // the parent's node
+
+  auto single = plan_resources(m, {MigStrategy::single, nullptr});
+  ASSERT_FALSE(single);
+  EXPECT_THAT(single.error().message(), HasSubstr("does not have MIG enabled"));
+}
+
+TEST(Resources, TimeSlicingFourReplicasAndRenamedPools) {
+  HostModel m = hgx_8xh100();
+  auto cfg = parse_sharing_config(R"(
+version: v1
+sharing:
+  timeSlicing:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+    - name: nvidia.com/mig-1g.10gb
+      replicas: 2
+      rename: mig-1g.10gb.shared
+)",
+                                  "sharing.yaml");
+  ASSERT_TRUE(cfg) << cfg.error().message();
+  auto rs = plan_resources(m, {MigStrategy::mixed, &*cfg});
+  ASSERT_TRUE(rs) << rs.error().message();
+  EXPECT_THAT(names(*rs), ElementsAre("nvidia.com/gpu", "nvidia.com/mig-1g.10gb.shared",
+                                      "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"));
+  const auto& gpu = resource(*rs, "nvidia.com/gpu");
+  EXPECT_EQ(gpu.devices.size(), 28u);
+  EXPECT_EQ(gpu.max_replicas, 4u);
+  EXPECT_EQ(gpu.sharing, SharingStrategy::time_slicing);
+  EXPECT_NE(gpu.device(kGpu4e + "::3"), nullptr);
+  EXPECT_EQ(gpu.device(kGpu4e + "::4"), nullptr);
+  EXPECT_EQ(resource(*rs, "nvidia.com/mig-1g.10gb.shared").devices.size(), 2u);
+  EXPECT_EQ(resource(*rs, "nvidia.com/mig-2g.20gb").sharing, SharingStrategy::none);
+
+  auto mps = read_sharing_config(
+      (shared_dir() / "fixtures/configs/nvidia-device-plugin_readme-example-3.yaml").string());
+  ASSERT_TRUE(mps);
+  auto refused = plan_resources(m, {MigStrategy::none, &*mps});
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message(), HasSubstr("sharing.mps is not supported"));
+}
+
+TEST(Allocate, NvidiaGetsUuidsAndTheHcasBesideItsGpus) {
+  HostModel m = hgx_8xh100();
+  auto rs = plan_resources(m, {MigStrategy::mixed, nullptr});
+  ASSERT_TRUE(rs);
+  auto nodes = read_device_nodes(m, "");
+  const auto& gpu = resource(*rs, "nvidia.com/gpu");
+  auto a = compute_allocation(m, gpu, nodes, {kGpu4e, kGpu5f}, {});
+  ASSERT_TRUE(a) << a.error().message();
+  EXPECT_EQ(a->envs["NVIDIA_VISIBLE_DEVICES"], kGpu4e + "," + kGpu5f);
+  // 4e:00.0 shares its switch with the dual-port ConnectX-6 (mlx5_0, mlx5_1), 5f:00.0 with
+  // the ConnectX-7 mlx5_2.
+  EXPECT_EQ(a->envs["NCCL_IB_HCA"], "=mlx5_0,mlx5_1,mlx5_2");
+  EXPECT_TRUE(a->devices.empty());  // the NVIDIA container runtime makes the nodes
+  // cb:00.0 has no HCA nearer than across the socket: NCCL is left to choose.
+  a = compute_allocation(m, gpu, nodes, {kGpuCb}, {});
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->envs.count("NCCL_IB_HCA"), 0u);
+  // A MIG device is named by its MIG UUID; its parent db:00.0 is beside mlx5_3.
+  const auto& mig = resource(*rs, "nvidia.com/mig-2g.20gb");
+  a = compute_allocation(m, mig, nodes, {mig.devices[0].id}, {});
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->envs["NVIDIA_VISIBLE_DEVICES"], "MIG-e45a2b19-8c7d-5e03-a1f6-2d9b4c7e8a10");
+  EXPECT_EQ(a->envs["NCCL_IB_HCA"], "=mlx5_3");
+  auto bad = compute_allocation(m, gpu, nodes, {"GPU-00000000-0000-0000-0000-000000000000"}, {});
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message(), HasSubstr("is not a device of nvidia.com/gpu"));
+}
+
+TEST(Allocate, NvidiaDeviceSpecsFromTheDriversProcFiles) {
+  HostModel m = hgx_8xh100();
+  TempDir root;
+  touch(root.path() / "proc/driver/nvidia/gpus/0000:4e:00.0/information",
+        "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 187\nDevice Minor: \t 2\n");
+  auto nodes = read_device_nodes(m, root.path().string());
+  auto rs = plan_resources(m, {MigStrategy::none, nullptr});
+  AllocateOptions opts;
+  opts.nvidia_device_specs = true;
+  opts.dev_root = "/host/dev";
+  auto a = compute_allocation(m, (*rs)[0], nodes, {kGpu4e}, opts);
+  ASSERT_TRUE(a) << a.error().message();
+  EXPECT_EQ(a->envs["CUDA_VISIBLE_DEVICES"], kGpu4e);
+  ASSERT_EQ(a->devices.size(), 4u);
+  EXPECT_EQ(a->devices[0].container_path, "/dev/nvidia2");
+  EXPECT_EQ(a->devices[0].host_path, "/host/dev/nvidia2");
+  EXPECT_EQ(a->devices[1].container_path, "/dev/nvidiactl");
+  // 5f:00.0 has no procfs entry: its minor is unknown, which is an error with device specs.
+  auto b = compute_allocation(m, (*rs)[0], nodes, {kGpu5f}, opts);
+  ASSERT_FALSE(b);
+  EXPECT_THAT(b.error().message(), HasSubstr("0000:5f:00.0: its NVIDIA device minor is unknown"));
+}
+
+TEST(Allocate, ReplicasOfOneGpuNameItOnceAndFailRequestsGreaterThanOne) {
+  HostModel m = hgx_8xh100();
+  auto cfg = parse_sharing_config(
+      "sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 4}\n", "s");
+  ASSERT_TRUE(cfg);
+  auto rs = plan_resources(m, {MigStrategy::none, &*cfg});
+  auto nodes = read_device_nodes(m, "");
+  auto a = compute_allocation(m, (*rs)[0], nodes, {kGpuDb + "::0", kGpuDb + "::3"}, {});
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->envs["NVIDIA_VISIBLE_DEVICES"], kGpuDb);
+  cfg->fail_requests_greater_than_one = true;
+  rs = plan_resources(m, {MigStrategy::none, &*cfg});
+  auto refused = compute_allocation(m, (*rs)[0], nodes, {kGpuDb + "::0", kGpuDb + "::3"}, {});
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message(), HasSubstr("one device per container"));
+  EXPECT_TRUE(compute_allocation(m, (*rs)[0], nodes, {kGpuDb + "::1"}, {}));
+}
+
+TEST(Allocate, AmdGetsKfdAndItsGpusDriNodes) {
+  HostModel m = injected_only(true);
+  ASSERT_EQ(m.accelerators.size(), 8u);
+  TempDir root;
+  for (unsigned i = 0; i < 8; ++i) {
+    auto drm =
+        root.path() / "sys/bus/pci/devices" / m.accelerators[i].pci.address.to_string() / "drm";
+    std::filesystem::create_directories(drm / ("card" + std::to_string(i + 1)));
+    std::filesystem::create_directories(drm / ("renderD" + std::to_string(128 + i)));
+  }
+  auto nodes = read_device_nodes(m, root.path().string());
+  auto rs = plan_resources(m, {});
+  ASSERT_TRUE(rs);
+  ASSERT_THAT(names(*rs), ElementsAre("amd.com/gpu"));
+  const auto& gpu = (*rs)[0];
+  ASSERT_EQ(gpu.devices.size(), 8u);
+  EXPECT_EQ(gpu.devices[1].id, "0000:26:00.0");
+  auto a = compute_allocation(m, gpu, nodes, {"0000:26:00.0", "0000:a6:00.0"}, {});
+  ASSERT_TRUE(a) << a.error().message();
+  std::vector<std::string> paths;
+  for (const auto& d : a->devices)
+    paths.push_back(d.container_path);
+  EXPECT_THAT(paths, ElementsAre("/dev/kfd", "/dev/dri/card2", "/dev/dri/renderD129",
+                                 "/dev/dri/card6", "/dev/dri/renderD133"));
+  EXPECT_TRUE(a->envs.empty());  // no NIC in this model
+  // Without the driver's nodes there is nothing to give: an error, not an empty container.
+  auto none = compute_allocation(m, gpu, read_device_nodes(m, ""), {"0000:26:00.0"}, {});
+  ASSERT_FALSE(none);
+  EXPECT_THAT(none.error().message(), HasSubstr("no DRM card or render node"));
+}
+
+TEST(Allocate, GaudiGetsAccelNodesAndHabanaVariables) {
+  HostModel m = injected_only(false);
+  ASSERT_EQ(m.accelerators.size(), 8u);
+  TempDir root;
+  for (unsigned i = 0; i < 8; ++i) {
+    auto pci = root.path() / "sys/bus/pci/devices" / m.accelerators[i].pci.address.to_string();
+    std::filesystem::create_directories(pci / "accel" / ("accel" + std::to_string(7 - i)));
+  }
+  auto nodes = read_device_nodes(m, root.path().string());
+  auto rs = plan_resources(m, {});
+  ASSERT_TRUE(rs);
+  ASSERT_THAT(names(*rs), ElementsAre("habana.ai/gaudi"));
+  const auto& hpu = (*rs)[0];
+  EXPECT_EQ(hpu.devices[0].id, "AN23012841");  // the board serial, as Habana's plugin
+  auto a = compute_allocation(m, hpu, nodes, {"AN23012841", "AN23012857"}, {});
+  ASSERT_TRUE(a) << a.error().message();
+  EXPECT_EQ(a->envs["HABANA_VISIBLE_DEVICES"], "7,6");
+  EXPECT_EQ(a->envs["HL_VISIBLE_DEVICES"], "/dev/accel/accel7,/dev/accel/accel6");
+  EXPECT_EQ(a->envs["HL_VISIBLE_DEVICES_UUID"], "AN23012841,AN23012857");
+  std::vector<std::string> paths;
+  for (const auto& d : a->devices)
+    paths.push_back(d.host_path);
+  EXPECT_THAT(paths, ElementsAre("/dev/accel/accel7", "/dev/accel/accel_controlD7",
+                                 "/dev/accel/accel6", "/dev/accel/accel_controlD6"));
+}
+
+TEST(Allocate, JurecaEachA100HasItsOwnHcaAndG4dnEfaIsNotAnIbHca) {
+  HostModel j = load_fixture(kJureca);
+  for (size_t i = 0; i < j.accelerators.size(); ++i) {
+    auto hcas = closest_rdma_devices(j, {i});
+    ASSERT_EQ(hcas.size(), 1u) << j.accelerators[i].id;
+    EXPECT_EQ(hcas[0].rfind("mlx5_", 0), 0u);
+  }
+  EXPECT_EQ(closest_rdma_devices(j, {0, 1, 2, 3}).size(), 4u);
+  HostModel g = load_fixture(kG4dn);
+  EXPECT_TRUE(closest_rdma_devices(g, {4, 5}).empty());
+}
+
+}  // namespace
+}  // namespace polyaccel
