@@ -108,13 +108,6 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   monitor.start();
   host.start();
   if (pods) pods->start();
-  std::unique_ptr<DevicePluginRunner> plugin;  // on the same monitor (agent_plugin.h)
-  if (!options.once) {
-    auto started = start_device_plugin(monitor, options, discover);
-    if (!started) return fail(started.error());
-    plugin = std::move(*started);
-  }
-
   exporter::ExporterOptions eo;
   eo.listen = options.listen;
   eo.names = *names;
@@ -137,8 +130,13 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
     prometheus::TextSerializer().Serialize(out, scraper->scrape());
     return kExitOk;
   }
+  // The port first: a bad --listen fails before the device plugin registers with kubelet.
   auto http = exporter::HttpExporter::start(scraper);
   if (!http) return fail(http.error());
+  std::unique_ptr<DevicePluginRunner> plugin;  // on the same monitor (agent_plugin.h)
+  auto started = start_device_plugin(monitor, options, discover);
+  if (!started) return fail(started.error());
+  plugin = std::move(*started);
   std::cerr << "polyaccel agent: serving /metrics and /healthz on port " << (*http)->port()
             << ", sampling every " << interval->count() << " ms\n";
   wait_for_signal(signals);
