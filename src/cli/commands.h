@@ -24,6 +24,8 @@ int fail(const Error& error);
 
 int run_topo(const GlobalOptions& options, std::ostream& out);
 int run_report(const GlobalOptions& options, std::ostream& out);
+int run_sriov_set(const GlobalOptions& options, const std::string& pf, const std::string& count,
+                  std::ostream& out);
 
 // The topology for people: summary, then the link matrix (shared by topo and report).
 void print_topology(const HostModel& model, std::ostream& out);

@@ -32,6 +32,14 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand("report", "everything polyaccel knows about this host");
   add_globals(report);
 
+  auto* sriov = app.add_subcommand("sriov", "SR-IOV virtual functions");
+  sriov->require_subcommand(1);
+  auto* sriov_set = sriov->add_subcommand("set", "enable COUNT VFs on a physical function");
+  add_globals(sriov_set);
+  std::string sriov_pf, sriov_count;
+  sriov_set->add_option("PF", sriov_pf, "PCI address, netdev or RDMA device")->required();
+  sriov_set->add_option("COUNT", sriov_count, "number of VFs (0 disables them)")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -40,5 +48,6 @@ int main(int argc, char** argv) {
   }
   if (*topo) return run_topo(g, std::cout);
   if (*report) return run_report(g, std::cout);
+  if (*sriov_set) return run_sriov_set(g, sriov_pf, sriov_count, std::cout);
   return kExitError;
 }
