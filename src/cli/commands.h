@@ -24,6 +24,11 @@ int fail(const Error& error);
 
 int run_topo(const GlobalOptions& options, std::ostream& out);
 int run_report(const GlobalOptions& options, std::ostream& out);
+struct NcclTopoCliOptions {
+  std::string output;        // -o FILE, empty = stdout
+  std::string gdr = "auto";  // auto, on, off
+};
+int run_nccl_topo(const GlobalOptions& options, const NcclTopoCliOptions& cli, std::ostream& out);
 int run_sriov_set(const GlobalOptions& options, const std::string& pf, const std::string& count,
                   std::ostream& out);
 

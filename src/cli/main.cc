@@ -40,6 +40,16 @@ int main(int argc, char** argv) {
   sriov_set->add_option("PF", sriov_pf, "PCI address, netdev or RDMA device")->required();
   sriov_set->add_option("COUNT", sriov_count, "number of VFs (0 disables them)")->required();
 
+  auto* nccl_topo = app.add_subcommand("nccl-topo", "write an NCCL topology file (NCCL_TOPO_FILE)");
+  add_globals(nccl_topo);
+  NcclTopoCliOptions nccl_topo_options;
+  nccl_topo->add_option("-o,--output", nccl_topo_options.output, "write to FILE (atomically)")
+      ->type_name("FILE");
+  nccl_topo
+      ->add_option("--gdr", nccl_topo_options.gdr,
+                   "GPUDirect RDMA: auto (peer-memory module loaded), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -48,6 +58,7 @@ int main(int argc, char** argv) {
   }
   if (*topo) return run_topo(g, std::cout);
   if (*report) return run_report(g, std::cout);
+  if (*nccl_topo) return run_nccl_topo(g, nccl_topo_options, std::cout);
   if (*sriov_set) return run_sriov_set(g, sriov_pf, sriov_count, std::cout);
   return kExitError;
 }

@@ -60,6 +60,8 @@ struct PciSwitch {
   PciAddress upstream_port;
   std::uint16_t vendor_id = 0;
   std::uint16_t device_id = 0;
+  std::uint16_t subsystem_vendor_id = 0;  // NCCL tells Broadcom PEX generations apart by these
+  std::uint16_t subsystem_device_id = 0;
 };
 
 struct PciLink {
