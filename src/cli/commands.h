@@ -2,7 +2,9 @@
 #pragma once
 
 #include <iosfwd>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "discover/discover.h"
 
@@ -24,6 +26,16 @@ int fail(const Error& error);
 
 int run_topo(const GlobalOptions& options, std::ostream& out);
 int run_report(const GlobalOptions& options, std::ostream& out);
+struct RunCliOptions {
+  std::optional<unsigned> gpu_count;   // --gpus N
+  std::vector<std::string> gpu_ids;    // --gpu ID...
+  std::optional<unsigned> local_rank;  // --local-rank R
+  std::string hugepages;               // --hugepages 2MiB|1GiB|thp
+  bool dry_run = false;
+  std::vector<std::string> argv;  // CMD ARGS... after --
+};
+int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream& out);
+
 struct NcclTopoCliOptions {
   std::string output;        // -o FILE, empty = stdout
   std::string gdr = "auto";  // auto, on, off

@@ -40,6 +40,25 @@ int main(int argc, char** argv) {
   sriov_set->add_option("PF", sriov_pf, "PCI address, netdev or RDMA device")->required();
   sriov_set->add_option("COUNT", sriov_count, "number of VFs (0 disables them)")->required();
 
+  auto* run = app.add_subcommand("run",
+                                 "run CMD bound to its GPUs' CPUs, memory and NICs (torchrun "
+                                 "--no-python polyaccel run -- ...)");
+  add_globals(run);
+  RunCliOptions run_options;
+  run->add_option("--gpus", run_options.gpu_count, "take N GPUs, chosen by topology")
+      ->type_name("N");
+  run->add_option("--gpu", run_options.gpu_ids, "take these GPUs (gpu0 or a PCI address)")
+      ->type_name("ID")
+      ->allow_extra_args(false);
+  run->add_option("--local-rank", run_options.local_rank,
+                  "this rank's GPU and share of its CPUs (default: $LOCAL_RANK)")
+      ->type_name("R");
+  run->add_option("--hugepages", run_options.hugepages,
+                  "back malloc with hugepages: 2MiB, 1GiB or thp")
+      ->type_name("SIZE");
+  run->add_flag("--dry-run", run_options.dry_run, "print what would be done, run nothing");
+  run->add_option("CMD", run_options.argv, "the command and its arguments, after --")->required();
+
   auto* nccl_topo = app.add_subcommand("nccl-topo", "write an NCCL topology file (NCCL_TOPO_FILE)");
   add_globals(nccl_topo);
   NcclTopoCliOptions nccl_topo_options;
@@ -58,6 +77,7 @@ int main(int argc, char** argv) {
   }
   if (*topo) return run_topo(g, std::cout);
   if (*report) return run_report(g, std::cout);
+  if (*run) return run_run(g, run_options, std::cout);
   if (*nccl_topo) return run_nccl_topo(g, nccl_topo_options, std::cout);
   if (*sriov_set) return run_sriov_set(g, sriov_pf, sriov_count, std::cout);
   return kExitError;

@@ -1,0 +1,119 @@
+// `polyaccel run [...] -- CMD ARGS...`: a bound launch (CPU affinity, memory binding, visibility
+// and NCCL variables), or with --dry-run what it would do.
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/byte_size.h"
+#include "core/strings.h"
+#include "launch/exec.h"
+#include "launch/plan.h"
+
+namespace polyaccel::cli {
+
+namespace {
+
+std::optional<unsigned> parse_unsigned(const std::string& text) {
+  if (text.empty() || text.size() > 6) return std::nullopt;
+  unsigned n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<unsigned>(c - '0');
+  }
+  return n;
+}
+
+// --local-rank, else LOCAL_RANK as torchrun and the MPI launchers' wrappers set it.
+Status rank_from_environment(LaunchRequest& request, const RunCliOptions& cli) {
+  if (cli.local_rank) {
+    request.local_rank = cli.local_rank;
+  } else if (const char* env = std::getenv("LOCAL_RANK")) {
+    auto r = parse_unsigned(env);
+    if (!r) return bad_input(std::string("LOCAL_RANK=") + env, "not a non-negative whole number");
+    request.local_rank = r;
+  }
+  if (const char* env = std::getenv("LOCAL_WORLD_SIZE"); env && request.local_rank) {
+    auto w = parse_unsigned(env);
+    if (!w || *w == 0)
+      return bad_input(std::string("LOCAL_WORLD_SIZE=") + env, "not a positive whole number");
+    request.local_world_size = w;
+  }
+  return Ok{};
+}
+
+Status hugepages_option(LaunchRequest& request, const std::string& text) {
+  if (text.empty()) return Ok{};
+  if (text == "thp") {
+    request.transparent_hugepages = true;
+    return Ok{};
+  }
+  auto size = parse_byte_size(text);
+  if (!size || *size < (1u << 20) || (*size & (*size - 1)) != 0) {
+    return bad_input("--hugepages " + text, "give a hugepage size (2MiB, 1GiB) or thp");
+  }
+  request.hugepage_bytes = size;
+  return Ok{};
+}
+
+void print_plan(const LaunchPlan& plan, bool json, std::ostream& out) {
+  if (json) {
+    nlohmann::json env = nlohmann::json::object();
+    for (const auto& [k, v] : plan.env)
+      env[k] = v;
+    std::vector<std::string> gpus;
+    for (const auto& g : plan.gpus)
+      gpus.push_back(g.to_string());
+    out << nlohmann::json{{"schema_version", 1},     {"gpus", gpus},
+                          {"gpu_ids", plan.gpu_ids}, {"cpus", plan.cpus.to_vector()},
+                          {"mems", plan.mems},       {"env", env},
+                          {"argv", plan.argv},       {"warnings", plan.warnings}}
+               .dump(2)
+        << "\n";
+    return;
+  }
+  std::vector<std::string> gpus;
+  for (size_t i = 0; i < plan.gpus.size(); ++i)
+    gpus.push_back(plan.gpu_ids[i] + " (" + plan.gpus[i].to_string() + ")");
+  std::vector<std::string> mems;
+  for (unsigned m : plan.mems)
+    mems.push_back(std::to_string(m));
+  out << "gpus  " << (gpus.empty() ? "-" : join(gpus, ", ")) << "\n";
+  out << "cpus  " << plan.cpus.to_list() << "\n";
+  out << "mems  " << (mems.empty() ? "-" : join(mems, ",")) << "\n";
+  for (const auto& [k, v] : plan.env)
+    out << "env   " << k << "=" << v << "\n";
+  out << "argv  " << join(plan.argv, " ") << "\n";
+}
+
+}  // namespace
+
+int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream& out) {
+  const bool live = options.discover.topology_xml.empty() && options.discover.fsroot.empty();
+  if (!live && !cli.dry_run) {
+    return fail(bad_input(options.discover.topology_xml.empty() ? "--fsroot" : "--topology",
+                          "a captured machine cannot run anything", "add --dry-run"));
+  }
+  LaunchRequest request;
+  request.argv = cli.argv;
+  request.gpu_ids = cli.gpu_ids;
+  if (cli.gpu_count) request.gpu_count = cli.gpu_count;
+  if (auto s = rank_from_environment(request, cli); !s) return fail(s.error());
+  if (auto s = hugepages_option(request, cli.hugepages); !s) return fail(s.error());
+  if (const char* t = std::getenv("GLIBC_TUNABLES")) request.existing_glibc_tunables = t;
+  auto model = discover_host(options.discover);
+  if (!model) return fail(model.error());
+  if (live) request.allowed_cpus = current_affinity();
+  auto plan = plan_launch(*model, request);
+  if (!plan) return fail(plan.error());
+  for (const auto& w : plan->warnings)
+    std::cerr << "polyaccel: warning: " << w << "\n";
+  if (cli.dry_run) {
+    print_plan(*plan, options.json, out);
+    return kExitOk;
+  }
+  out.flush();
+  return fail(exec_bound(*plan));
+}
+
+}  // namespace polyaccel::cli
