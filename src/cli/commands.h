@@ -24,7 +24,41 @@ inline constexpr int kExitError = 2;
 // Prints "polyaccel: <message>" on stderr and returns kExitError.
 int fail(const Error& error);
 
+// Nova's compute-host settings that shape a fit (place).
+struct HostPolicyOptions {
+  std::string cpu_dedicated_set;  // --cpu-dedicated-set, Nova's [compute] cpu_dedicated_set
+  std::string cpu_shared_set;     // --cpu-shared-set
+  double cpu_allocation_ratio = 16.0;
+  double ram_allocation_ratio = 1.0;
+  std::string reserved_memory_per_node;  // --reserved-memory-per-node SIZE
+};
+
+struct PlaceOptions {
+  unsigned vcpus = 0;
+  std::string memory;                    // --memory 64GiB
+  std::vector<std::string> specs;        // --spec KEY=VALUE, after the flavor file's
+  std::string flavor_file;               // --flavor FILE (openstack flavor show -f json, or YAML)
+  std::vector<std::string> pci_aliases;  // --pci-alias NAME=VENDOR:DEVICE
+  std::string pci_alias_file;            // --pci-alias-file FILE (Nova's alias JSON)
+  std::string state = "/var/lib/polyaccel/allocations.json";
+  bool commit = false;
+  std::string name;
+  bool libvirt = false;
+  std::string strategy = "polyaccel";  // or first-fit (Nova's choice, for comparison)
+  HostPolicyOptions host;
+};
+
+struct FlavorsOptions {
+  unsigned reserve_cores_per_node = 1;
+  std::string reserve_memory_per_node = "8GiB";
+  std::string page_size = "1GiB";
+};
+
 int run_topo(const GlobalOptions& options, std::ostream& out);
+int run_place(const GlobalOptions& options, const PlaceOptions& place, std::ostream& out);
+int run_release(const GlobalOptions& options, const std::string& state, const std::string& name,
+                std::ostream& out);
+int run_flavors(const GlobalOptions& options, const FlavorsOptions& flavors, std::ostream& out);
 int run_report(const GlobalOptions& options, std::ostream& out);
 struct RunCliOptions {
   std::optional<unsigned> gpu_count;   // --gpus N

@@ -69,6 +69,54 @@ int main(int argc, char** argv) {
                    "GPUDirect RDMA: auto (peer-memory module loaded), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
 
+  PlaceOptions place_options;
+  auto* place = app.add_subcommand("place", "fit a VM or process on NUMA nodes, PUs and devices");
+  add_globals(place);
+  place->add_option("--vcpus", place_options.vcpus, "vCPUs (or PUs for a process)");
+  place->add_option("--memory", place_options.memory, "memory, e.g. 64GiB")->type_name("SIZE");
+  place
+      ->add_option("--spec", place_options.specs,
+                   "a flavor extra spec, e.g. hw:cpu_policy=dedicated")
+      ->type_name("KEY=VALUE");
+  place
+      ->add_option("--flavor", place_options.flavor_file,
+                   "openstack flavor show -f json output, or our YAML")
+      ->type_name("FILE");
+  place->add_option("--pci-alias", place_options.pci_aliases, "NAME=VENDOR[:DEVICE[:POLICY]]");
+  place
+      ->add_option("--pci-alias-file", place_options.pci_alias_file,
+                   "Nova [pci] alias JSON objects")
+      ->type_name("FILE");
+  place->add_option("--state", place_options.state, "allocation state file")->type_name("FILE");
+  place->add_flag("--commit", place_options.commit, "reserve the placement under --name");
+  place->add_option("--name", place_options.name, "the allocation's name");
+  place->add_flag("--libvirt", place_options.libvirt, "print libvirt domain XML");
+  place->add_option("--strategy", place_options.strategy, "polyaccel (default) or first-fit")
+      ->check(CLI::IsMember({"polyaccel", "first-fit"}));
+  place->add_option("--cpu-dedicated-set", place_options.host.cpu_dedicated_set,
+                    "Nova's cpu_dedicated_set");
+  place->add_option("--cpu-shared-set", place_options.host.cpu_shared_set, "Nova's cpu_shared_set");
+  place->add_option("--cpu-allocation-ratio", place_options.host.cpu_allocation_ratio);
+  place->add_option("--ram-allocation-ratio", place_options.host.ram_allocation_ratio);
+  place->add_option("--reserved-memory-per-node", place_options.host.reserved_memory_per_node)
+      ->type_name("SIZE");
+  std::string release_name;
+  auto* release = app.add_subcommand("release", "free a placement committed with place --commit");
+  add_globals(release);
+  release->add_option("name", release_name, "the allocation's name")->required();
+  release->add_option("--state", place_options.state, "allocation state file")->type_name("FILE");
+  FlavorsOptions flavors_options;
+  auto* flavors =
+      app.add_subcommand("flavors", "OpenStack accelerator flavors that tile this host");
+  add_globals(flavors);
+  flavors->add_option("--reserve-cores-per-node", flavors_options.reserve_cores_per_node);
+  flavors->add_option("--reserve-memory-per-node", flavors_options.reserve_memory_per_node)
+      ->type_name("SIZE");
+  flavors
+      ->add_option("--page-size", flavors_options.page_size,
+                   "huge page size when none is reserved yet")
+      ->type_name("SIZE");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -80,5 +128,9 @@ int main(int argc, char** argv) {
   if (*run) return run_run(g, run_options, std::cout);
   if (*nccl_topo) return run_nccl_topo(g, nccl_topo_options, std::cout);
   if (*sriov_set) return run_sriov_set(g, sriov_pf, sriov_count, std::cout);
+
+  if (*place) return run_place(g, place_options, std::cout);
+  if (*release) return run_release(g, place_options.state, release_name, std::cout);
+  if (*flavors) return run_flavors(g, flavors_options, std::cout);
   return kExitError;
 }

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/host_model_json.h"
+#include "render/openstack.h"
 
 namespace polyaccel::cli {
 
@@ -16,11 +17,16 @@ int run_report(const GlobalOptions& options, std::ostream& out) {
     nlohmann::json j;
     j["schema_version"] = kReportSchemaVersion;
     j["topology"] = to_json(*model);
+    auto plan = render::plan_flavors(*model, render::FlavorOptions{});
+    j["flavors"] = plan ? render::to_json(*plan) : nlohmann::json();
     out << j.dump(2) << "\n";
     return kExitOk;
   }
   out << "== Topology ==\n";
   print_topology(*model, out);
+  out << "\n== Accelerator flavors ==\n";
+  auto plan = render::plan_flavors(*model, render::FlavorOptions{});
+  out << (plan ? render::openstack_commands(*plan) : "none: " + plan.error().message() + "\n");
   return kExitOk;
 }
 

@@ -1,0 +1,238 @@
+// `polyaccel place`: fit a request (command-line options, a flavor file, extra specs) on this
+// host with the recorded allocations; print it for people, as JSON or as libvirt XML; with
+// --commit, reserve it by name in the allocation state. `polyaccel release NAME` frees one.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/byte_size.h"
+#include "core/file_io.h"
+#include "place/allocation_store.h"
+#include "place/fit.h"
+#include "place/flavor_file.h"
+#include "render/libvirt.h"
+
+namespace polyaccel::cli {
+
+inline constexpr int kPlaceSchemaVersion = 1;
+
+namespace {
+
+Result<place::HostPolicy> host_policy(const HostPolicyOptions& o) {
+  place::HostPolicy p;
+  auto cpus = [](const std::string& option, const std::string& text) -> Result<CpuSet> {
+    auto s = CpuSet::parse_list(text);
+    if (!s || s->empty()) return bad_input(option + " " + text, "is not a CPU list like 2-27,30");
+    return *s;
+  };
+  if (!o.cpu_dedicated_set.empty()) {
+    auto s = cpus("--cpu-dedicated-set", o.cpu_dedicated_set);
+    if (!s) return s.error();
+    p.cpu_dedicated_set = *s;
+  }
+  if (!o.cpu_shared_set.empty()) {
+    auto s = cpus("--cpu-shared-set", o.cpu_shared_set);
+    if (!s) return s.error();
+    p.cpu_shared_set = *s;
+  }
+  if (o.cpu_allocation_ratio <= 0) return bad_input("--cpu-allocation-ratio", "must be positive");
+  if (o.ram_allocation_ratio <= 0) return bad_input("--ram-allocation-ratio", "must be positive");
+  p.cpu_allocation_ratio = o.cpu_allocation_ratio;
+  p.ram_allocation_ratio = o.ram_allocation_ratio;
+  if (!o.reserved_memory_per_node.empty()) {
+    auto b = parse_byte_size(o.reserved_memory_per_node);
+    if (!b)
+      return bad_input("--reserved-memory-per-node " + o.reserved_memory_per_node, "is not a size");
+    p.reserved_memory_per_node = *b;
+  }
+  return p;
+}
+
+Result<place::Request> build_request(const PlaceOptions& o) {
+  place::RequestInput input;
+  std::vector<place::PciAlias> aliases;
+  if (!o.flavor_file.empty()) {
+    auto text = read_text_file(o.flavor_file);
+    if (!text) return bad_input(o.flavor_file, "cannot be read");
+    auto flavor = place::parse_flavor_file(o.flavor_file, *text);
+    if (!flavor) return flavor.error();
+    input = flavor->request;
+    aliases = flavor->aliases;
+  }
+  if (!o.pci_alias_file.empty()) {
+    auto text = read_text_file(o.pci_alias_file);
+    if (!text) return bad_input(o.pci_alias_file, "cannot be read");
+    auto parsed = place::parse_pci_alias_file(o.pci_alias_file, *text);
+    if (!parsed) return parsed.error();
+    aliases.insert(aliases.end(), parsed->begin(), parsed->end());
+  }
+  for (const auto& a : o.pci_aliases) {
+    auto parsed = place::parse_pci_alias_option(a);
+    if (!parsed) return parsed.error();
+    aliases.push_back(*parsed);
+  }
+  if (o.vcpus) input.vcpus = o.vcpus;
+  if (!o.memory.empty()) {
+    auto b = parse_byte_size(o.memory);
+    if (!b) return bad_input("--memory " + o.memory, "is not a size like 64GiB");
+    input.memory_bytes = *b;
+  }
+  for (const auto& spec : o.specs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return bad_input("--spec " + spec, "expected KEY=VALUE", "e.g. hw:cpu_policy=dedicated");
+    input.extra_specs.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+  }
+  if (input.vcpus == 0)
+    return bad_input("--vcpus", "is missing", "give --vcpus N or --flavor FILE");
+  if (input.memory_bytes == 0)
+    return bad_input("--memory", "is missing", "give --memory SIZE or --flavor FILE");
+  return place::parse_request(input, aliases);
+}
+
+void print_placement(const place::Placement& p, std::ostream& out) {
+  if (p.cells.empty()) {
+    out << "no guest NUMA topology: " << p.vcpus << " vCPUs float over the shared PUs, "
+        << format_byte_size(p.memory_bytes) << " anywhere\n";
+  }
+  for (const auto& c : p.cells) {
+    out << "guest cell " << c.guest_cell << " -> NUMA node " << c.host_numa_node << ": "
+        << c.vcpus.size() << " vCPUs, " << format_byte_size(c.memory_bytes);
+    out << (c.page_size_bytes ? " in " + format_byte_size(c.page_size_bytes) + " pages"
+                              : " (no page size)")
+        << "\n";
+    if (!c.pinning.empty()) {
+      out << "  pinned:";
+      for (const auto& [vcpu, pu] : c.pinning)
+        out << " " << vcpu << "->" << pu;
+      out << "\n";
+    }
+    if (!c.shared_vcpus.empty()) {
+      CpuSet v;
+      for (unsigned x : c.shared_vcpus)
+        v.set(x);
+      out << "  shared: vCPUs " << v.to_list() << " float over PUs " << c.shared_pus.to_list()
+          << "\n";
+    }
+  }
+  if (!p.emulator_pus.empty()) out << "emulator threads: PUs " << p.emulator_pus.to_list() << "\n";
+  for (const auto& d : p.devices) {
+    out << "device " << d.pci_bus_id << " " << d.id << " (" << d.alias << ") NUMA "
+        << (d.numa_node ? std::to_string(*d.numa_node) : std::string("-")) << " -> guest cell "
+        << d.guest_cell << "\n";
+  }
+}
+
+}  // namespace
+
+int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) {
+  auto policy = host_policy(o.host);
+  if (!policy) return fail(policy.error());
+  auto request = build_request(o);
+  if (!request) return fail(request.error());
+  if (o.commit && o.name.empty())
+    return fail(bad_input("--commit", "needs --name NAME to record the placement by"));
+  place::Strategy strategy = place::Strategy::polyaccel;
+  if (o.strategy == "first-fit") strategy = place::Strategy::first_fit;
+  auto model = discover_host(g.discover);
+  if (!model) return fail(model.error());
+  auto view = place::build_host_view(*model, *policy);
+  if (!view) return fail(view.error());
+
+  place::AllocationStore store(o.state);
+  place::FitResult result;
+  auto decide = [&](place::AllocationState& state) -> Result<bool> {
+    if (!state.host.empty() && !view->hostname.empty() && state.host != view->hostname)
+      return bad_input(
+          o.state,
+          "records placements of host '" + state.host + "', this is '" + view->hostname + "'",
+          "point --state at this host's file");
+    if (o.commit && state.find(o.name))
+      return bad_input("--name " + o.name, "is already allocated in " + o.state,
+                       "release it first or choose another name");
+    auto r = place::fit(*view, state.placements, *request, strategy);
+    if (!r) return bad_input(o.state, r.error().message(), "move the state file away");
+    result = std::move(*r);
+    if (!result.fit || !o.commit) return false;
+    result.placement.name = o.name;
+    if (state.host.empty()) state.host = view->hostname;
+    state.placements.push_back(result.placement);
+    return true;
+  };
+  if (o.commit) {
+    if (auto s = store.update(decide); !s) return fail(s.error());
+  } else {
+    auto state = store.load();
+    if (!state) return fail(state.error());
+    if (auto d = decide(*state); !d) return fail(d.error());
+  }
+  std::string xml;
+  if (o.libvirt && result.fit) {
+    render::LibvirtOptions lo;
+    if (!o.name.empty()) lo.name = o.name;
+    if (model->architecture == "ppc64le") {
+      lo.arch = "ppc64le";
+      lo.machine = "pseries";
+    } else if (model->architecture == "aarch64") {
+      lo.arch = "aarch64";
+      lo.machine = "virt";
+    }
+    xml = render::libvirt_domain_xml(result.placement, lo);
+  }
+  if (g.json) {
+    nlohmann::json j;
+    j["schema_version"] = kPlaceSchemaVersion;
+    j["host"] = view->hostname;
+    j["fit"] = result.fit;
+    j["reason"] = result.fit ? nlohmann::json() : nlohmann::json(result.reason);
+    j["committed"] = o.commit && result.fit;
+    j["name"] = o.name.empty() ? nlohmann::json() : nlohmann::json(o.name);
+    if (result.fit) {
+      nlohmann::json p = place::to_json(result.placement);
+      for (const char* key : {"cpu_policy", "cells", "emulator_pus", "held_pus", "devices"})
+        j[key] = p[key];
+    } else {
+      j["cells"] = nlohmann::json::array();
+      j["devices"] = nlohmann::json::array();
+    }
+    if (!xml.empty()) j["libvirt_xml"] = xml;
+    out << j.dump(2) << "\n";
+  } else if (!xml.empty()) {
+    out << xml;
+  } else if (result.fit) {
+    out << "fit on " << (view->hostname.empty() ? "this host" : view->hostname) << "\n";
+    print_placement(result.placement, out);
+    if (o.commit) out << "committed as " << o.name << " in " << o.state << "\n";
+  } else {
+    out << "no fit: " << result.reason << "\n";
+  }
+  return result.fit ? kExitOk : kExitFindings;
+}
+
+int run_release(const GlobalOptions& g, const std::string& state_path, const std::string& name,
+                std::ostream& out) {
+  place::AllocationStore store(state_path);
+  size_t remaining = 0;
+  auto s = store.update([&](place::AllocationState& state) -> Result<bool> {
+    auto it = std::find_if(state.placements.begin(), state.placements.end(),
+                           [&](const place::Placement& p) { return p.name == name; });
+    if (it == state.placements.end()) return bad_input(name, "is not allocated in " + state_path);
+    state.placements.erase(it);
+    remaining = state.placements.size();
+    return true;
+  });
+  if (!s) return fail(s.error());
+  if (g.json) {
+    out << nlohmann::json{{"schema_version", kPlaceSchemaVersion},
+                          {"released", name},
+                          {"remaining", remaining}}
+               .dump(2)
+        << "\n";
+  } else {
+    out << "released " << name << " (" << remaining << " allocations left in " << state_path
+        << ")\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace polyaccel::cli

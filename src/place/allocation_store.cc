@@ -1,0 +1,136 @@
+#include "place/allocation_store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "core/file_io.h"
+
+namespace polyaccel::place {
+
+const Placement* AllocationState::find(const std::string& name) const {
+  for (const auto& p : placements) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+Result<AllocationState> parse_state(const std::string& path, const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  const std::string remedy = "move it away or point --state at another file";
+  if (j.is_discarded() || !j.is_object())
+    return bad_input(path, "is not a polyaccel allocation state (not a JSON object)", remedy);
+  if (!j.contains("schema") || j["schema"] != kAllocationSchema)
+    return bad_input(path,
+                     std::string("is not a polyaccel allocation state (no \"schema\": \"") +
+                         kAllocationSchema + "\")",
+                     remedy);
+  if (!j.contains("schema_version") || !j["schema_version"].is_number_integer())
+    return bad_input(path, "has no schema_version", remedy);
+  if (j["schema_version"].get<int>() != kAllocationSchemaVersion)
+    return bad_input(path,
+                     "has schema_version " + j["schema_version"].dump() +
+                         ", this polyaccel reads " + std::to_string(kAllocationSchemaVersion),
+                     remedy);
+  AllocationState s;
+  if (j.contains("host") && j["host"].is_string()) s.host = j["host"].get<std::string>();
+  if (!j.contains("placements") || !j["placements"].is_array())
+    return bad_input(path, "has no \"placements\" array", remedy);
+  std::set<std::string> names;
+  for (const auto& pj : j["placements"]) {
+    auto p = placement_from_json(pj);
+    if (!p) return bad_input(path, p.error().message(), remedy);
+    if (p->name.empty() || !names.insert(p->name).second)
+      return bad_input(path, "holds placement name '" + p->name + "' twice or empty", remedy);
+    s.placements.push_back(std::move(*p));
+  }
+  return s;
+}
+
+std::string serialize_state(const AllocationState& state) {
+  nlohmann::json j;
+  j["schema"] = kAllocationSchema;
+  j["schema_version"] = kAllocationSchemaVersion;
+  j["host"] = state.host;
+  j["placements"] = nlohmann::json::array();
+  for (const auto& p : state.placements)
+    j["placements"].push_back(to_json(p));
+  return j.dump(2) + "\n";
+}
+
+namespace {
+
+// An flock on "<state>.lock": the state file itself is replaced by rename, so it cannot carry
+// the lock. Released when the object goes away (or the process dies).
+class FileLock {
+ public:
+  static Result<FileLock> take(const std::filesystem::path& state, bool exclusive) {
+    std::string lock_path = state.string() + ".lock";
+    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && !exclusive && errno == EACCES)
+      fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return Error{ErrorCode::io, lock_path,
+                   std::string("cannot open the lock file: ") + std::strerror(errno),
+                   "run as a user who may write the state directory"};
+    while (::flock(fd, exclusive ? LOCK_EX : LOCK_SH) != 0) {
+      if (errno == EINTR) continue;
+      Error e{ErrorCode::io, lock_path, std::string("cannot lock: ") + std::strerror(errno), {}};
+      ::close(fd);
+      return e;
+    }
+    return FileLock(fd);
+  }
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  FileLock& operator=(FileLock&&) = delete;
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  explicit FileLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+Result<AllocationState> read_state(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return AllocationState{};
+  auto text = read_text_file(path);
+  if (!text) return Error{ErrorCode::io, path.string(), "cannot be read", {}};
+  return parse_state(path.string(), *text);
+}
+
+}  // namespace
+
+Result<AllocationState> AllocationStore::load() const {
+  std::error_code ec;
+  if (!std::filesystem::exists(path_, ec)) return AllocationState{};
+  auto lock = FileLock::take(path_, false);
+  if (!lock) return lock.error();
+  return read_state(path_);
+}
+
+Status AllocationStore::update(const std::function<Result<bool>(AllocationState&)>& change) const {
+  std::error_code ec;
+  auto dir = path_.parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return Error{
+        ErrorCode::io, dir.string(), "cannot create the state directory: " + ec.message(), {}};
+  auto lock = FileLock::take(path_, true);
+  if (!lock) return lock.error();
+  auto state = read_state(path_);
+  if (!state) return state.error();
+  auto write = change(*state);
+  if (!write) return write.error();
+  if (!*write) return Ok{};
+  return write_file_atomically(path_, serialize_state(*state));
+}
+
+}  // namespace polyaccel::place

@@ -1,0 +1,48 @@
+// The allocation state: one JSON file recording each placement by name (default
+// /var/lib/polyaccel/allocations.json). Every change runs under an exclusive flock on a lock
+// file beside it and is written atomically (temp file, fsync, rename, fsync of the directory),
+// so two concurrent commits never double-book and a kill leaves the old or the new state.
+// A file that is not ours, or is broken, is refused and never overwritten.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "place/placement.h"
+
+namespace polyaccel::place {
+
+inline constexpr int kAllocationSchemaVersion = 1;
+inline constexpr const char* kAllocationSchema = "polyaccel-allocations";
+inline constexpr const char* kDefaultStatePath = "/var/lib/polyaccel/allocations.json";
+
+struct AllocationState {
+  std::string host;  // hostname of the host the placements belong to; empty until first commit
+  std::vector<Placement> placements;
+
+  const Placement* find(const std::string& name) const;
+};
+
+Result<AllocationState> parse_state(const std::string& path, const std::string& text);
+std::string serialize_state(const AllocationState& state);
+
+class AllocationStore {
+ public:
+  explicit AllocationStore(std::filesystem::path path) : path_(std::move(path)) {}
+  const std::filesystem::path& path() const { return path_; }
+
+  // The current state under a shared lock; an absent file is an empty state.
+  Result<AllocationState> load() const;
+
+  // Runs `change` under the exclusive lock on the current state; writes the state back when it
+  // returns true, leaves the file untouched when it returns false or an error.
+  Status update(const std::function<Result<bool>(AllocationState&)>& change) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace polyaccel::place

@@ -1,0 +1,222 @@
+#include "place/devices.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/strings.h"
+
+namespace polyaccel::place {
+
+LinkLevel link_level(NicAffinity affinity) {
+  switch (affinity) {
+    case NicAffinity::pix:
+      return LinkLevel::pix;
+    case NicAffinity::pxb:
+      return LinkLevel::pxb;
+    case NicAffinity::phb:
+      return LinkLevel::phb;
+    case NicAffinity::node:
+      return LinkLevel::node;
+    case NicAffinity::none:
+      break;
+  }
+  return LinkLevel::sys;
+}
+
+unsigned DeviceChoice::stranded_accelerators_on(const HostView& host, const HostUsage& usage,
+                                                unsigned node) const {
+  unsigned n = 0;
+  for (size_t i = 0; i < host.devices.size(); ++i) {
+    const HostDevice& d = host.devices[i];
+    if (!d.accelerator || d.numa_node != node || usage.devices.count(d.pci_bus_id)) continue;
+    bool taken =
+        std::any_of(chosen.begin(), chosen.end(), [&](const auto& c) { return c.first == i; });
+    n += taken ? 0 : 1;
+  }
+  return n;
+}
+
+namespace {
+
+// Where a device sits relative to the guest: Nova's pools in the order it prefers them.
+enum Locality : unsigned { local = 0, no_numa = 1, same_socket = 2, remote = 3 };
+
+struct Context {
+  const HostView& host;
+  const HostUsage& usage;
+  const Request& request;
+  const std::vector<unsigned>& nodes;
+  Strategy strategy;
+  std::set<unsigned> sockets;
+  bool every_node_has_socket = true;
+  std::vector<bool> taken;
+
+  Locality locality(const HostDevice& d) const {
+    if (nodes.empty()) return local;  // no guest NUMA topology: every device will do
+    if (!d.numa_node) return no_numa;
+    if (std::find(nodes.begin(), nodes.end(), *d.numa_node) != nodes.end()) return local;
+    if (d.socket && sockets.count(*d.socket)) return same_socket;
+    return remote;
+  }
+
+  std::string nodes_text() const {
+    std::vector<std::string> parts;
+    for (unsigned n : nodes)
+      parts.push_back(std::to_string(n));
+    return join(parts, ",");
+  }
+
+  // Nova's _filter_pools_for_numa_cells: the devices a policy allows for `count` devices.
+  std::vector<size_t> allowed(const std::vector<size_t>& candidates, PciNumaPolicy policy,
+                              unsigned count) const {
+    std::vector<size_t> locals;
+    for (size_t i : candidates) {
+      if (locality(host.devices[i]) == local) locals.push_back(i);
+    }
+    if (nodes.empty()) return candidates;
+    if (policy == PciNumaPolicy::required || locals.size() >= count) return locals;
+    std::vector<size_t> out;
+    for (size_t i : candidates) {
+      Locality l = locality(host.devices[i]);
+      bool ok = l == local;
+      if (policy == PciNumaPolicy::legacy) ok = ok || l == no_numa;
+      if (policy == PciNumaPolicy::preferred) ok = true;
+      if (policy == PciNumaPolicy::socket) ok = ok || (l == same_socket && every_node_has_socket);
+      if (ok) out.push_back(i);
+    }
+    return out;
+  }
+
+  bool has_close_free_nic(size_t accel) const {
+    const LinkLevel limit = link_level(request.nic_affinity);
+    for (size_t i = 0; i < host.devices.size(); ++i) {
+      const HostDevice& d = host.devices[i];
+      if (d.accelerator || !d.rdma || taken[i] || usage.devices.count(d.pci_bus_id)) continue;
+      if (host.link(accel, i) <= limit) return true;
+    }
+    return false;
+  }
+};
+
+std::string policy_text(PciNumaPolicy p) {
+  return std::string("policy ") + to_string(p);
+}
+
+}  // namespace
+
+DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const Request& request,
+                            const std::vector<unsigned>& nodes, Strategy strategy) {
+  DeviceChoice out;
+  Context cx{host, usage, request, nodes, strategy, {}, true, {}};
+  cx.taken.assign(host.devices.size(), false);
+  for (unsigned n : nodes) {
+    const HostCell* c = host.cell(n);
+    if (c && c->socket) {
+      cx.sockets.insert(*c->socket);
+    } else {
+      cx.every_node_has_socket = false;
+    }
+  }
+  std::set<std::string> switches;  // of the devices chosen so far
+  for (const auto& want : request.devices) {
+    std::vector<size_t> candidates;
+    for (size_t i = 0; i < host.devices.size(); ++i) {
+      const HostDevice& d = host.devices[i];
+      if (!cx.taken[i] && !usage.devices.count(d.pci_bus_id) && want.alias.matches(d.pci))
+        candidates.push_back(i);
+    }
+    const PciNumaPolicy policy =
+        request.pci_numa_policy.value_or(want.alias.numa_policy.value_or(PciNumaPolicy::legacy));
+    std::vector<size_t> pool = cx.allowed(candidates, policy, want.count);
+    if (pool.size() < want.count) {
+      out.reason = "pci_passthrough:alias " + want.alias.name + ":" + std::to_string(want.count) +
+                   " needs " + std::to_string(want.count) + " free devices";
+      if (!nodes.empty())
+        out.reason += " allowed by " + policy_text(policy) + " for host NUMA nodes " +
+                      cx.nodes_text() + ": " + std::to_string(pool.size()) + " there";
+      out.reason += ", " + std::to_string(candidates.size()) + " free on the host";
+      return out;
+    }
+    for (unsigned k = 0; k < want.count; ++k) {
+      auto key = [&](size_t i) {
+        const HostDevice& d = host.devices[i];
+        unsigned l = cx.locality(d);
+        if (strategy == Strategy::first_fit) return std::make_tuple(l, 0u, 0u, i);
+        unsigned apart = switches.empty() || switches.count(d.switch_key) ? 0u : 1u;
+        unsigned no_nic = request.rdma_nics && request.nic_affinity != NicAffinity::none &&
+                                  d.accelerator && !cx.has_close_free_nic(i)
+                              ? 1u
+                              : 0u;
+        return std::make_tuple(l, no_nic, apart, i);
+      };
+      size_t pick = pool.size();
+      for (size_t j = 0; j < pool.size(); ++j) {
+        if (cx.taken[pool[j]]) continue;
+        if (pick == pool.size() || key(pool[j]) < key(pool[pick])) pick = j;
+      }
+      size_t index = pool[pick];
+      cx.taken[index] = true;
+      out.penalty += cx.locality(host.devices[index]);
+      if (!host.devices[index].switch_key.empty()) switches.insert(host.devices[index].switch_key);
+      out.chosen.emplace_back(index, want.alias.name);
+    }
+  }
+  if (request.rdma_nics == 0) {
+    out.ok = true;
+    return out;
+  }
+  std::vector<size_t> accelerators;
+  for (const auto& [index, alias] : out.chosen) {
+    if (host.devices[index].accelerator) accelerators.push_back(index);
+  }
+  const bool affinity = request.nic_affinity != NicAffinity::none;
+  if (affinity && accelerators.empty()) {
+    out.reason = "polyaccel:nic_affinity needs an accelerator among the requested devices";
+    return out;
+  }
+  std::vector<size_t> candidates;
+  for (size_t i = 0; i < host.devices.size(); ++i) {
+    const HostDevice& d = host.devices[i];
+    if (!d.accelerator && d.rdma && !cx.taken[i] && !usage.devices.count(d.pci_bus_id))
+      candidates.push_back(i);
+  }
+  const PciNumaPolicy policy = request.pci_numa_policy.value_or(PciNumaPolicy::legacy);
+  std::vector<size_t> pool = cx.allowed(candidates, policy, request.rdma_nics);
+  const LinkLevel limit = link_level(request.nic_affinity);
+  for (unsigned k = 0; k < request.rdma_nics; ++k) {
+    std::optional<size_t> partner;
+    if (!accelerators.empty()) partner = accelerators[k % accelerators.size()];
+    size_t pick = pool.size();
+    auto key = [&](size_t i) {
+      LinkLevel level = partner ? host.link(*partner, i) : LinkLevel::sys;
+      unsigned l = cx.locality(host.devices[i]);
+      if (strategy == Strategy::first_fit) return std::make_tuple(0u, l, i);
+      return std::make_tuple(static_cast<unsigned>(level), l, i);
+    };
+    for (size_t j = 0; j < pool.size(); ++j) {
+      size_t i = pool[j];
+      if (cx.taken[i]) continue;
+      if (affinity && host.link(*partner, i) > limit) continue;
+      if (pick == pool.size() || key(i) < key(pool[pick])) pick = j;
+    }
+    if (pick == pool.size()) {
+      out.reason =
+          "polyaccel:rdma_nics=" + std::to_string(request.rdma_nics) + ": no free RDMA NIC";
+      if (affinity)
+        out.reason += " within " + std::string(to_string(limit)) + " of " +
+                      host.devices[*partner].id + " (" + host.devices[*partner].pci_bus_id + ")";
+      if (!nodes.empty()) out.reason += " allowed by " + policy_text(policy);
+      out.reason += "; " + std::to_string(candidates.size()) + " RDMA NICs free on the host";
+      return out;
+    }
+    size_t index = pool[pick];
+    cx.taken[index] = true;
+    out.penalty += cx.locality(host.devices[index]);
+    if (partner) out.penalty += static_cast<unsigned>(host.link(*partner, index));
+    out.chosen.emplace_back(index, "rdma_nic");
+  }
+  out.ok = true;
+  return out;
+}
+
+}  // namespace polyaccel::place

@@ -1,0 +1,32 @@
+// Which PCI devices a request gets, given the host NUMA nodes its guest cells sit on: Nova's
+// four PCI NUMA affinity policies, then polyaccel:rdma_nics with polyaccel:nic_affinity.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "place/fit.h"
+
+namespace polyaccel::place {
+
+struct DeviceChoice {
+  bool ok = false;
+  std::string reason;
+  std::vector<std::pair<size_t, std::string>> chosen;  // index into HostView::devices, alias
+  unsigned penalty = 0;  // 0 when every device is local and every NIC shares a switch
+
+  // Free accelerators on `node` that this choice leaves: a guest that sits there without them
+  // takes the CPUs their users will need.
+  unsigned stranded_accelerators_on(const HostView& host, const HostUsage& usage,
+                                    unsigned node) const;
+};
+
+// `nodes` are the host NUMA nodes of the guest's cells; empty for a guest without a NUMA
+// topology, for which Nova ignores the PCI NUMA policies.
+DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const Request& request,
+                            const std::vector<unsigned>& nodes, Strategy strategy);
+
+LinkLevel link_level(NicAffinity affinity);
+
+}  // namespace polyaccel::place

@@ -1,0 +1,285 @@
+#include "render/openstack.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "core/byte_size.h"
+#include "place/fit.h"
+
+namespace polyaccel::render {
+
+namespace {
+
+std::string slug(const Accelerator& a) {
+  std::string out;
+  std::istringstream words(a.name);
+  for (std::string w; words >> w;) {
+    std::string lower;
+    for (char c : w) {
+      if (std::isalnum(static_cast<unsigned char>(c)))
+        lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    if (lower.empty() || lower == "nvidia" || lower == "amd" || lower == "intel" ||
+        lower == "corporation" || lower == "inc")
+      continue;
+    if (!out.empty()) out += '-';
+    out += lower;
+  }
+  if (!out.empty()) return out;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "accel-%04x-%04x", a.pci.vendor_id, a.pci.device_id);
+  return buf;
+}
+
+// Nova's spelling of a page size: "1GB" is 1 GiB to Nova, "2MB" 2 MiB.
+std::string nova_page_size(std::uint64_t bytes) {
+  if (bytes % (std::uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + "GB";
+  if (bytes % (std::uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + "MB";
+  return std::to_string(bytes >> 10);
+}
+
+// Places `request` on the empty host until the fit refuses; returns how many fit and the free
+// dedicated PUs left.
+std::pair<unsigned, unsigned> tile(const place::HostView& view, const place::Request& request,
+                                   unsigned limit) {
+  auto usage = place::usage_of(view, {});
+  if (!usage) return {0, 0};
+  unsigned placed = 0;
+  while (placed < limit) {
+    auto r = place::fit(view, *usage, request);
+    if (!r.fit) break;
+    place::add_usage(view, r.placement, *usage);
+    ++placed;
+  }
+  unsigned free = 0;
+  for (size_t i = 0; i < view.cells.size(); ++i)
+    free += (view.cells[i].pcpus - usage->cells[i].held).count();
+  return {placed, free};
+}
+
+}  // namespace
+
+Result<FlavorPlan> plan_flavors(const HostModel& original, const FlavorOptions& options) {
+  FlavorPlan plan;
+  std::map<std::pair<std::uint16_t, std::uint16_t>, std::vector<const Accelerator*>> models;
+  for (const auto& a : original.accelerators)
+    models[{a.pci.vendor_id, a.pci.device_id}].push_back(&a);
+  if (models.empty()) return bad_input("host", "has no accelerator to build flavors for");
+  auto most = std::max_element(models.begin(), models.end(), [](const auto& a, const auto& b) {
+    return a.second.size() < b.second.size();
+  });
+  const Accelerator& sample = *most->second.front();
+  plan.accelerator_name = sample.name;
+  plan.accelerator_count = static_cast<unsigned>(most->second.size());
+  plan.alias.name = slug(sample);
+  plan.alias.vendor_id = sample.pci.vendor_id;
+  plan.alias.device_id = sample.pci.device_id;
+  plan.alias.numa_policy = place::PciNumaPolicy::required;
+  if (models.size() > 1)
+    plan.notes.push_back("the host has several accelerator models; flavors are for the " +
+                         std::to_string(plan.accelerator_count) + " x " + sample.name);
+
+  // The host after the reserve: the first cores of each node for the host, huge pages sized.
+  HostModel model = original;
+  CpuSet reserved;
+  std::uint64_t page = options.page_size_bytes;
+  for (const auto& n : model.numa_nodes) {
+    for (const auto& h : n.hugepages) {
+      if (h.total > 0 && h.size_bytes > page) page = h.size_bytes;
+    }
+  }
+  bool have_pages = false;
+  for (const auto& n : model.numa_nodes) {
+    for (const auto& h : n.hugepages)
+      have_pages = have_pages || h.total > 0;
+  }
+  if (have_pages) {  // use the pool the host already has, the largest one in use
+    page = 0;
+    for (const auto& n : model.numa_nodes) {
+      for (const auto& h : n.hugepages) {
+        if (h.total > 0) page = std::max(page, h.size_bytes);
+      }
+    }
+  }
+  plan.page_size_bytes = page;
+  for (auto& n : model.numa_nodes) {
+    if (n.cpus.empty()) continue;
+    unsigned taken = 0;
+    for (const auto& core : model.cores) {
+      if (taken == options.reserve_cores_per_node) break;
+      if (!n.cpus.contains(core.pus)) continue;
+      reserved |= core.pus;
+      ++taken;
+    }
+    std::uint64_t usable = n.memory_bytes > options.reserve_memory_per_node
+                               ? n.memory_bytes - options.reserve_memory_per_node
+                               : 0;
+    auto pool = std::find_if(n.hugepages.begin(), n.hugepages.end(),
+                             [&](const Hugepages& h) { return h.size_bytes == page; });
+    if (have_pages) {
+      std::uint64_t pages = pool == n.hugepages.end() ? 0 : pool->total;
+      plan.hugepages_per_node.emplace_back(n.os_index, pages);
+    } else {
+      std::uint64_t pages = usable / page;
+      plan.hugepages_per_node.emplace_back(n.os_index, pages);
+      if (pool == n.hugepages.end()) {
+        n.hugepages.push_back({page, pages, std::nullopt});
+      } else {
+        pool->total = pages;
+      }
+    }
+  }
+  if (!have_pages)
+    plan.notes.push_back("no huge pages are reserved yet: reserve the " + format_byte_size(page) +
+                         " pages below before booting guests");
+  plan.policy.cpu_dedicated_set = model.pus - reserved;
+  plan.policy.cpu_shared_set = reserved;
+  plan.policy.reserved_memory_per_node = options.reserve_memory_per_node;
+  auto view = place::build_host_view(model, plan.policy);
+  if (!view) return view.error();
+
+  const unsigned cells = static_cast<unsigned>(view->cells.size());
+  const unsigned total = plan.accelerator_count;
+  for (unsigned n = 1; n <= total; n *= 2) {
+    if (total % n != 0) continue;
+    const unsigned guests = total / n;
+    unsigned cells_per_guest = 0, guests_per_cell = 0;
+    if (cells % guests == 0) {
+      cells_per_guest = cells / guests;
+      guests_per_cell = 1;
+    } else if (guests % cells == 0) {
+      cells_per_guest = 1;
+      guests_per_cell = guests / cells;
+    } else {
+      plan.notes.push_back(std::to_string(n) + "-accelerator guests: " + std::to_string(guests) +
+                           " guests do not divide " + std::to_string(cells) + " NUMA nodes");
+      continue;
+    }
+    unsigned cpus = ~0u;
+    std::uint64_t memory = ~std::uint64_t{0};
+    for (const auto& c : view->cells) {
+      unsigned share = c.pcpus.count() / guests_per_cell;
+      if (c.threads_per_core > 1) share -= share % c.threads_per_core;  // whole cores
+      cpus = std::min(cpus, share);
+      std::uint64_t pages = 0;
+      for (const auto& pool : c.pools) {
+        if (pool.size_bytes == page) pages = pool.total;
+      }
+      memory = std::min(memory, pages / guests_per_cell * page);
+    }
+    memory -= memory % (std::uint64_t{1} << 20);
+    if (cpus == 0 || memory == 0) {
+      plan.notes.push_back(std::to_string(n) +
+                           "-accelerator guests: no CPUs or huge pages left per node");
+      continue;
+    }
+    Flavor f;
+    f.accelerators = n;
+    f.numa_nodes = cells_per_guest;
+    f.vcpus = cpus * cells_per_guest;
+    f.memory_bytes = memory * cells_per_guest;
+    f.name = plan.alias.name + "-x" + std::to_string(n);
+    f.extra_specs = {{"hw:cpu_policy", "dedicated"},
+                     {"hw:numa_nodes", std::to_string(cells_per_guest)},
+                     {"hw:mem_page_size", nova_page_size(page)},
+                     {"hw:emulator_threads_policy", "share"},
+                     {"pci_passthrough:alias", plan.alias.name + ":" + std::to_string(n)},
+                     {"hw:pci_numa_affinity_policy", "required"}};
+    place::RequestInput input{f.vcpus, f.memory_bytes, f.extra_specs};
+    auto request = place::parse_request(input, {plan.alias});
+    if (!request) return request.error();
+    auto [placed, free] = tile(*view, *request, guests + 1);
+    // An RDMA NIC beside each accelerator when every guest can have one.
+    for (const char* level : {"pix", "pxb", "phb", "node"}) {
+      auto with_nics = input;
+      with_nics.extra_specs.emplace_back("polyaccel:nic_affinity", level);
+      auto nic_request = place::parse_request(with_nics, {plan.alias});
+      if (!nic_request) break;
+      auto [nic_placed, nic_free] = tile(*view, *nic_request, guests + 1);
+      if (nic_placed == guests) {
+        f.extra_specs.emplace_back("polyaccel:nic_affinity", level);
+        break;
+      }
+    }
+    f.guests_per_host = placed;
+    f.free_pus_after = free;
+    if (placed != guests)
+      plan.notes.push_back(f.name + ": the fit placed " + std::to_string(placed) + " guests, not " +
+                           std::to_string(guests));
+    plan.flavors.push_back(std::move(f));
+  }
+  return plan;
+}
+
+std::string openstack_commands(const FlavorPlan& plan) {
+  std::ostringstream o;
+  char ids[32];
+  std::snprintf(ids, sizeof ids, "\"%04x\", \"product_id\": \"%04x\"", plan.alias.vendor_id,
+                *plan.alias.device_id);
+  o << "# " << plan.accelerator_count << " x " << plan.accelerator_name << "\n"
+    << "# nova.conf on this compute host:\n"
+    << "#   [compute]\n"
+    << "#   cpu_dedicated_set = " << plan.policy.cpu_dedicated_set->to_list() << "\n"
+    << "#   cpu_shared_set = " << plan.policy.cpu_shared_set->to_list() << "\n"
+    << "#   reserved_host_memory_mb = "
+    << (plan.policy.reserved_memory_per_node >> 20) * plan.hugepages_per_node.size() << "\n"
+    << "#   [pci]\n"
+    << "#   device_spec = {\"vendor_id\": " << ids << "}\n"
+    << "#   alias = {\"name\": \"" << plan.alias.name << "\", \"vendor_id\": " << ids
+    << ", \"device_type\": \"type-PCI\", \"numa_policy\": \"required\"}\n"
+    << "# huge pages of " << format_byte_size(plan.page_size_bytes) << " per NUMA node:\n";
+  for (const auto& [node, pages] : plan.hugepages_per_node)
+    o << "#   node " << node << ": " << pages << "\n";
+  for (const auto& note : plan.notes)
+    o << "# note: " << note << "\n";
+  for (const auto& f : plan.flavors) {
+    o << "\n# " << f.accelerators << " accelerator(s), " << f.guests_per_host << " per host, "
+      << f.free_pus_after << " dedicated PUs left\n"
+      << "openstack flavor create --vcpus " << f.vcpus << " --ram " << (f.memory_bytes >> 20)
+      << " --disk 0";
+    for (const auto& [k, v] : f.extra_specs)
+      o << " \\\n    --property " << k << "=" << v;
+    o << " \\\n    " << f.name << "\n";
+  }
+  return o.str();
+}
+
+nlohmann::json to_json(const FlavorPlan& plan) {
+  nlohmann::json j;
+  j["schema_version"] = kFlavorsSchemaVersion;
+  char vendor[8], device[8];
+  std::snprintf(vendor, sizeof vendor, "%04x", plan.alias.vendor_id);
+  std::snprintf(device, sizeof device, "%04x", plan.alias.device_id.value_or(0));
+  j["pci_alias"] = {{"name", plan.alias.name},
+                    {"vendor_id", vendor},
+                    {"product_id", device},
+                    {"numa_policy", "required"}};
+  j["accelerator"] = {{"name", plan.accelerator_name}, {"count", plan.accelerator_count}};
+  j["cpu_dedicated_set"] = plan.policy.cpu_dedicated_set->to_list();
+  j["cpu_shared_set"] = plan.policy.cpu_shared_set->to_list();
+  j["reserved_memory_per_node_bytes"] = plan.policy.reserved_memory_per_node;
+  j["page_size_bytes"] = plan.page_size_bytes;
+  j["hugepages_per_node"] = nlohmann::json::array();
+  for (const auto& [node, pages] : plan.hugepages_per_node)
+    j["hugepages_per_node"].push_back({{"numa_node", node}, {"pages", pages}});
+  j["flavors"] = nlohmann::json::array();
+  for (const auto& f : plan.flavors) {
+    nlohmann::json fj;
+    fj["name"] = f.name;
+    fj["accelerators"] = f.accelerators;
+    fj["vcpus"] = f.vcpus;
+    fj["ram_mib"] = f.memory_bytes >> 20;
+    fj["numa_nodes"] = f.numa_nodes;
+    fj["extra_specs"] = nlohmann::json::object();
+    for (const auto& [k, v] : f.extra_specs)
+      fj["extra_specs"][k] = v;
+    fj["guests_per_host"] = f.guests_per_host;
+    fj["free_pus_after"] = f.free_pus_after;
+    j["flavors"].push_back(fj);
+  }
+  j["notes"] = plan.notes;
+  return j;
+}
+
+}  // namespace polyaccel::render
