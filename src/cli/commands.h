@@ -66,7 +66,9 @@ struct RunCliOptions {
   std::optional<unsigned> local_rank;  // --local-rank R
   std::string hugepages;               // --hugepages 2MiB|1GiB|thp
   bool dry_run = false;
-  std::vector<std::string> argv;  // CMD ARGS... after --
+  std::string reserve;                                        // --reserve NAME
+  std::string state = "/var/lib/polyaccel/allocations.json";  // --state FILE
+  std::vector<std::string> argv;                              // CMD ARGS... after --
 };
 int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream& out);
 

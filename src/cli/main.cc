@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
                   "back malloc with hugepages: 2MiB, 1GiB or thp")
       ->type_name("SIZE");
   run->add_flag("--dry-run", run_options.dry_run, "print what would be done, run nothing");
+  run->add_option("--reserve", run_options.reserve,
+                  "record the placement as NAME in the allocation state while CMD runs")
+      ->type_name("NAME");
+  run->add_option("--state", run_options.state, "allocation state file")->type_name("FILE");
   run->add_option("CMD", run_options.argv, "the command and its arguments, after --")->required();
 
   auto* nccl_topo = app.add_subcommand("nccl-topo", "write an NCCL topology file (NCCL_TOPO_FILE)");

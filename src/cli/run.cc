@@ -1,5 +1,8 @@
 // `polyaccel run [...] -- CMD ARGS...`: a bound launch (CPU affinity, memory binding, visibility
 // and NCCL variables), or with --dry-run what it would do.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -9,6 +12,9 @@
 #include "core/strings.h"
 #include "launch/exec.h"
 #include "launch/plan.h"
+#include "launch/reservation.h"
+#include "launch/supervise.h"
+#include "place/allocation_store.h"
 
 namespace polyaccel::cli {
 
@@ -86,6 +92,67 @@ void print_plan(const LaunchPlan& plan, bool json, std::ostream& out) {
   out << "argv  " << join(plan.argv, " ") << "\n";
 }
 
+// --reserve: the placement engine chooses, the store records, a supervisor waits for CMD and
+// releases. Returns the exit code.
+int run_reserved(const HostModel& model, const RunCliOptions& cli, LaunchRequest request,
+                 const LaunchPlan& preliminary, std::ostream& out) {
+  if (!request.gpu_ids.empty()) {
+    return fail(bad_input("--gpu/--reserve", "a reservation lets the placement engine choose",
+                          "use --gpus N or --local-rank"));
+  }
+  RunReservationRequest r;
+  r.name = cli.reserve;
+  if (request.local_rank) {
+    // Every local rank runs the same command line: each reserves under its own name.
+    r.name += ".rank" + std::to_string(*request.local_rank);
+    const unsigned world = request.local_world_size.value_or(
+        std::max<unsigned>(1, static_cast<unsigned>(model.accelerators.size())));
+    if (!model.accelerators.empty() && world > model.accelerators.size()) {
+      return fail(bad_input("--reserve with LOCAL_WORLD_SIZE=" + std::to_string(world),
+                            "more ranks than GPUs: ranks sharing a GPU cannot each reserve it"));
+    }
+  }
+  if (!model.accelerators.empty()) {
+    r.gpus = request.local_rank ? 1u : static_cast<unsigned>(preliminary.gpus.size());
+    r.pus_per_gpu =
+        pus_per_gpu(model, request.allowed_cpus.empty() ? model.pus : request.allowed_cpus);
+    r.gpu_vendor_id = model.accelerators.front().pci.vendor_id;
+    if (r.gpus == 0) return fail(bad_input("--reserve", "no GPU to reserve"));
+  } else {
+    r.pus = preliminary.cpus.count();
+  }
+  auto owner = process_identity(::getpid());
+  if (!owner) return fail(Error{ErrorCode::internal, "/proc/self/stat", "cannot be read", ""});
+  auto reservation = reserve_for_run(model, cli.state, r, *owner);
+  if (!reservation) {
+    if (reservation.error().code == ErrorCode::unsupported) {
+      std::cerr << "polyaccel: " << reservation.error().message() << "\n";
+      return kExitFindings;
+    }
+    return fail(reservation.error());
+  }
+  for (const auto& name : reservation->reclaimed)
+    std::cerr << "polyaccel: reclaimed " << name << ": its supervisor is gone\n";
+  request.gpu_count.reset();
+  request.local_rank.reset();
+  request.gpu_ids = reservation->gpu_ids;
+  request.fixed_cpus = reservation->cpus;
+  auto plan = plan_launch(model, request);
+  if (!plan) {
+    (void)release_run(cli.state, r.name, *owner);
+    return fail(plan.error());
+  }
+  for (const auto& w : plan->warnings)
+    std::cerr << "polyaccel: warning: " << w << "\n";
+  out.flush();
+  auto code = run_supervised(*plan);
+  if (auto s = release_run(cli.state, r.name, *owner); !s) {
+    std::cerr << "polyaccel: warning: releasing " << r.name << ": " << s.error().message() << "\n";
+  }
+  if (!code) return fail(code.error());
+  return *code;
+}
+
 }  // namespace
 
 int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream& out) {
@@ -109,9 +176,14 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
   for (const auto& w : plan->warnings)
     std::cerr << "polyaccel: warning: " << w << "\n";
   if (cli.dry_run) {
+    if (!cli.reserve.empty()) {
+      std::cerr << "polyaccel: warning: --dry-run reserves nothing; the engine may choose other "
+                   "GPUs and CPUs when it does\n";
+    }
     print_plan(*plan, options.json, out);
     return kExitOk;
   }
+  if (!cli.reserve.empty()) return run_reserved(*model, cli, request, *plan, out);
   out.flush();
   return fail(exec_bound(*plan));
 }

@@ -272,6 +272,9 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
     return bad_input("CMD", "nothing to run", "polyaccel run [options] -- CMD ARGS...");
   if (request.gpu_count && !request.gpu_ids.empty())
     return bad_input("--gpus/--gpu", "give one, not both");
+  if (request.fixed_cpus && request.local_rank) {
+    return bad_input("--local-rank", "the CPUs are already decided");
+  }
   if (request.gpu_count && request.local_rank) {
     return bad_input("--gpus/--local-rank", "a local rank gets one GPU: give one, not both");
   }
@@ -346,9 +349,13 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
     } else {
       gpus = pool;
     }
-    for (const Accelerator* a : gpus)
-      plan.cpus |= local_cpus_of(a->pci, allowed);
-    if (plan.cpus.empty()) plan.cpus = allowed;
+    if (request.fixed_cpus) {
+      plan.cpus = *request.fixed_cpus & allowed;
+    } else {
+      for (const Accelerator* a : gpus)
+        plan.cpus |= local_cpus_of(a->pci, allowed);
+      if (plan.cpus.empty()) plan.cpus = allowed;
+    }
     threads = count_cores(model, plan.cpus);
   }
   if (plan.cpus.empty()) return bad_input("CPU affinity", "no CPU left for this run");

@@ -25,6 +25,8 @@ struct LaunchRequest {
   std::string existing_glibc_tunables;  // GLIBC_TUNABLES of the caller, kept
   std::vector<std::string> argv;
   CpuSet allowed_cpus;  // the caller's affinity (cgroup cpuset); empty means every PU
+  // The CPUs to run on, decided elsewhere (a reservation's pinned PUs); within allowed_cpus.
+  std::optional<CpuSet> fixed_cpus;
   // GPUs that other runs hold (--reserve): never chosen by --gpus N, refused by --gpu.
   std::vector<PciAddress> unavailable_gpus;
 };
