@@ -75,6 +75,9 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
 struct NcclTopoCliOptions {
   std::string output;        // -o FILE, empty = stdout
   std::string gdr = "auto";  // auto, on, off
+  std::string placement;     // --placement NAME: a guest's committed placement
+  std::string state = "/var/lib/polyaccel/allocations.json";  // --state FILE
+  std::string libvirt;  // --libvirt FILE: that guest's domain XML
 };
 int run_nccl_topo(const GlobalOptions& options, const NcclTopoCliOptions& cli, std::ostream& out);
 int run_sriov_set(const GlobalOptions& options, const std::string& pf, const std::string& count,

@@ -72,6 +72,15 @@ int main(int argc, char** argv) {
       ->add_option("--gdr", nccl_topo_options.gdr,
                    "GPUDirect RDMA: auto (peer-memory module loaded), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  nccl_topo
+      ->add_option("--placement", nccl_topo_options.placement,
+                   "for the guest of this committed placement")
+      ->type_name("NAME");
+  nccl_topo->add_option("--state", nccl_topo_options.state, "allocation state file")
+      ->type_name("FILE");
+  nccl_topo
+      ->add_option("--libvirt", nccl_topo_options.libvirt, "the guest's domain XML (virsh dumpxml)")
+      ->type_name("FILE");
 
   PlaceOptions place_options;
   auto* place = app.add_subcommand("place", "fit a VM or process on NUMA nodes, PUs and devices");

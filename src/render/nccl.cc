@@ -106,16 +106,22 @@ class Writer {
 
  private:
   bool wanted(const PciDevice& d) const {
-    return options_.guest_addresses.empty() || options_.guest_addresses.count(d.address) > 0;
+    return !options_.guest || options_.guest->addresses.count(d.address) > 0;
   }
 
   std::string busid(const PciAddress& host) const {
-    auto it = options_.guest_addresses.find(host);
-    return it != options_.guest_addresses.end() ? it->second.to_string() : host.to_string();
+    if (!options_.guest) return host.to_string();
+    auto it = options_.guest->addresses.find(host);
+    return it != options_.guest->addresses.end() ? it->second.to_string() : host.to_string();
   }
 
-  // The NUMA node of the CPU a device hangs below: its first node with CPUs.
+  // The NUMA node of the CPU a device hangs below: its first node with CPUs (in a guest, the
+  // guest node it was placed on).
   unsigned numa_of(const PciDevice& d) const {
+    if (options_.guest) {
+      auto it = options_.guest->numa_nodes.find(d.address);
+      return it != options_.guest->numa_nodes.end() ? it->second : 0;
+    }
     for (unsigned n : d.numa_nodes) {
       const NumaNode* node = model_.numa_node(n);
       if (node && !node->cpus.empty()) return n;
@@ -187,9 +193,19 @@ class Writer {
         package = &p;
       }
     }
+    if (options_.guest) {
+      node = nullptr;
+      package = model_.packages.empty() ? nullptr : &model_.packages.front();
+    }
     indent(1);
     out_ << "<cpu numaid=\"" << numa << "\"";
-    if (node) out_ << " affinity=\"" << cpu_mask_hex(node->cpus) << "\"";
+    if (options_.guest) {
+      auto it = options_.guest->cpus.find(numa);
+      if (it != options_.guest->cpus.end())
+        out_ << " affinity=\"" << cpu_mask_hex(it->second) << "\"";
+    } else if (node) {
+      out_ << " affinity=\"" << cpu_mask_hex(node->cpus) << "\"";
+    }
     std::string arch = model_.architecture == "aarch64" ? "arm64" : model_.architecture;
     if (!arch.empty()) out_ << " arch=\"" << escape(arch) << "\"";
     if (package && !package->vendor.empty())
@@ -207,7 +223,7 @@ class Writer {
     for (const auto& [address, sw] : switches) {
       indent(depth);
       std::string id = address.to_string();
-      if (!options_.guest_addresses.empty()) {
+      if (options_.guest) {
         char buf[16];
         std::snprintf(buf, sizeof buf, "ffff:ff:%02x.0", virtual_switches_++ & 0x1f);
         id = buf;
@@ -236,7 +252,8 @@ class Writer {
     link_attrs(d.link);
     out_ << ">\n";
     if (leaf.gpu) write_gpu(*leaf.gpu, depth + 1);
-    if (!leaf.nic_functions.empty()) write_nic(leaf.nic_functions, depth + 1);
+    // In a guest the RDMA devices get the guest's own names: NCCL finds them under this <pci>.
+    if (!leaf.nic_functions.empty() && !options_.guest) write_nic(leaf.nic_functions, depth + 1);
     indent(depth);
     out_ << "</pci>\n";
   }

@@ -15,13 +15,21 @@
 
 namespace polyaccel {
 
+// What a guest sees of the host: the functions passed through, each under its guest address and
+// on a guest NUMA node, and the guest CPUs (vCPU numbers) of each guest node.
+struct NcclGuestView {
+  std::map<PciAddress, PciAddress> addresses;  // host function -> guest address
+  std::map<PciAddress, unsigned> numa_nodes;   // host function -> guest NUMA node
+  std::map<unsigned, CpuSet> cpus;             // guest NUMA node -> guest CPUs
+};
+
 struct NcclTopoOptions {
   // gdr="1"/"0" on every gpu and net element when known (nvidia_peermem or dma-buf present).
   std::optional<bool> gpu_direct;
-  // A guest's view: only these host functions, each under its guest address; empty = the host.
-  // Switch bus ids then become ffff:ff:NN.0, as hypervisor topology files write them, so they can
-  // never clash with a guest device.
-  std::map<PciAddress, PciAddress> guest_addresses;
+  // A guest's file: only the passed-through functions, under guest addresses and NUMA nodes,
+  // below the host's real switches. Switch bus ids become ffff:ff:NN.0, as hypervisor topology
+  // files write them, so that they never clash with a guest device.
+  std::optional<NcclGuestView> guest;
 };
 
 std::string render_nccl_topology(const HostModel& model, const NcclTopoOptions& options = {});

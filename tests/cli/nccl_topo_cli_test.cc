@@ -39,5 +39,34 @@ TEST(NcclTopoCli, WritesTheFileAtomicallyAndSaysHowToUseIt) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+TEST(NcclTopoCli, GuestFileFromACommittedPlacementAndItsDomainXml) {
+  TempDir tmp;
+  const std::string topo = " --topology " + topology_fixture(kXe8640).string();
+  const std::string state = " --state " + (tmp.path() / "s.json").string();
+  const auto domain = tmp.path() / "vm1.xml";
+  auto r = run_command(polyaccel_binary() + " place" + topo + state +
+                       " --vcpus 16 --memory 8GiB --spec hw:cpu_policy=dedicated"
+                       " --pci-alias gpu=10de:2330:required --spec pci_passthrough:alias=gpu:1"
+                       " --commit --name vm1 --libvirt > " +
+                       domain.string());
+  ASSERT_EQ(r.exit_code, 0);
+  r = run_command(polyaccel_binary() + " nccl-topo" + topo + state + " --placement vm1 --libvirt " +
+                  domain.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("<cpu numaid=\"0\" affinity=\"0000ffff\""), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("<gpu dev=\"0\""), std::string::npos);
+  const auto file = tmp.path() / "guest-topo.xml";
+  { std::ofstream(file) << r.output; }
+  EXPECT_EQ(run_command("xmllint --noout " + file.string() + " 2>&1").exit_code, 0);
+  r = run_command(polyaccel_binary() + " nccl-topo" + topo + state + " --placement vm2 --libvirt " +
+                  domain.string() + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("vm2"), std::string::npos);
+  r = run_command(polyaccel_binary() + " nccl-topo" + topo + " --libvirt " + domain.string() +
+                  " 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
 }  // namespace
 }  // namespace polyaccel
