@@ -21,6 +21,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFindings = 1;
 inline constexpr int kExitError = 2;
 
+// --json schema of place, release and allocations (docs/placement.md).
+inline constexpr int kPlaceSchemaVersion = 1;
+
 // Prints "polyaccel: <message>" on stderr and returns kExitError.
 int fail(const Error& error);
 
@@ -58,6 +61,7 @@ int run_topo(const GlobalOptions& options, std::ostream& out);
 int run_place(const GlobalOptions& options, const PlaceOptions& place, std::ostream& out);
 int run_release(const GlobalOptions& options, const std::string& state, const std::string& name,
                 std::ostream& out);
+int run_allocations(const GlobalOptions& options, const std::string& state, std::ostream& out);
 int run_flavors(const GlobalOptions& options, const FlavorsOptions& flavors, std::ostream& out);
 int run_report(const GlobalOptions& options, std::ostream& out);
 struct RunCliOptions {

@@ -118,6 +118,11 @@ int main(int argc, char** argv) {
   add_globals(release);
   release->add_option("name", release_name, "the allocation's name")->required();
   release->add_option("--state", place_options.state, "allocation state file")->type_name("FILE");
+  auto* allocations =
+      app.add_subcommand("allocations", "list the placements committed on this host");
+  add_globals(allocations);
+  allocations->add_option("--state", place_options.state, "allocation state file")
+      ->type_name("FILE");
   FlavorsOptions flavors_options;
   auto* flavors =
       app.add_subcommand("flavors", "OpenStack accelerator flavors that tile this host");
@@ -144,6 +149,7 @@ int main(int argc, char** argv) {
 
   if (*place) return run_place(g, place_options, std::cout);
   if (*release) return run_release(g, place_options.state, release_name, std::cout);
+  if (*allocations) return run_allocations(g, place_options.state, std::cout);
   if (*flavors) return run_flavors(g, flavors_options, std::cout);
   return kExitError;
 }

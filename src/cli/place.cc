@@ -1,6 +1,6 @@
 // `polyaccel place`: fit a request (command-line options, a flavor file, extra specs) on this
 // host with the recorded allocations; print it for people, as JSON or as libvirt XML; with
-// --commit, reserve it by name in the allocation state. `polyaccel release NAME` frees one.
+// --commit, reserve it by name in the allocation state.
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -13,8 +13,6 @@
 #include "render/libvirt.h"
 
 namespace polyaccel::cli {
-
-inline constexpr int kPlaceSchemaVersion = 1;
 
 namespace {
 
@@ -207,32 +205,6 @@ int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) 
     out << "no fit: " << result.reason << "\n";
   }
   return result.fit ? kExitOk : kExitFindings;
-}
-
-int run_release(const GlobalOptions& g, const std::string& state_path, const std::string& name,
-                std::ostream& out) {
-  place::AllocationStore store(state_path);
-  size_t remaining = 0;
-  auto s = store.update([&](place::AllocationState& state) -> Result<bool> {
-    auto it = std::find_if(state.placements.begin(), state.placements.end(),
-                           [&](const place::Placement& p) { return p.name == name; });
-    if (it == state.placements.end()) return bad_input(name, "is not allocated in " + state_path);
-    state.placements.erase(it);
-    remaining = state.placements.size();
-    return true;
-  });
-  if (!s) return fail(s.error());
-  if (g.json) {
-    out << nlohmann::json{{"schema_version", kPlaceSchemaVersion},
-                          {"released", name},
-                          {"remaining", remaining}}
-               .dump(2)
-        << "\n";
-  } else {
-    out << "released " << name << " (" << remaining << " allocations left in " << state_path
-        << ")\n";
-  }
-  return kExitOk;
 }
 
 }  // namespace polyaccel::cli

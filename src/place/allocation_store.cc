@@ -68,16 +68,14 @@ namespace {
 // the lock. Released when the object goes away (or the process dies).
 class FileLock {
  public:
-  static Result<FileLock> take(const std::filesystem::path& state, bool exclusive) {
+  static Result<FileLock> take(const std::filesystem::path& state) {
     std::string lock_path = state.string() + ".lock";
     int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 && !exclusive && errno == EACCES)
-      fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
       return Error{ErrorCode::io, lock_path,
                    std::string("cannot open the lock file: ") + std::strerror(errno),
                    "run as a user who may write the state directory"};
-    while (::flock(fd, exclusive ? LOCK_EX : LOCK_SH) != 0) {
+    while (::flock(fd, LOCK_EX) != 0) {
       if (errno == EINTR) continue;
       Error e{ErrorCode::io, lock_path, std::string("cannot lock: ") + std::strerror(errno), {}};
       ::close(fd);
@@ -109,10 +107,8 @@ Result<AllocationState> read_state(const std::filesystem::path& path) {
 }  // namespace
 
 Result<AllocationState> AllocationStore::load() const {
-  std::error_code ec;
-  if (!std::filesystem::exists(path_, ec)) return AllocationState{};
-  auto lock = FileLock::take(path_, false);
-  if (!lock) return lock.error();
+  // No lock: every write is a rename, so a reader sees a whole old or new file, and a user who
+  // may not write the state directory can still ask for a fit.
   return read_state(path_);
 }
 
@@ -123,7 +119,7 @@ Status AllocationStore::update(const std::function<Result<bool>(AllocationState&
   if (ec)
     return Error{
         ErrorCode::io, dir.string(), "cannot create the state directory: " + ec.message(), {}};
-  auto lock = FileLock::take(path_, true);
+  auto lock = FileLock::take(path_);
   if (!lock) return lock.error();
   auto state = read_state(path_);
   if (!state) return state.error();

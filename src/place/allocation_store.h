@@ -34,7 +34,7 @@ class AllocationStore {
   explicit AllocationStore(std::filesystem::path path) : path_(std::move(path)) {}
   const std::filesystem::path& path() const { return path_; }
 
-  // The current state under a shared lock; an absent file is an empty state.
+  // The current state; an absent file is an empty state.
   Result<AllocationState> load() const;
 
   // Runs `change` under the exclusive lock on the current state; writes the state back when it

@@ -1,6 +1,7 @@
 #include "place/fit.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <tuple>
@@ -23,9 +24,17 @@ struct CellFit {
   CellPlacement cell;
   CpuSet held;
   std::optional<unsigned> emulator_pu;
-  bool was_empty = false;
-  std::uint64_t leftover_cpus = 0;
-  std::uint64_t leftover_memory = 0;
+  // What the cell has left afterwards, as shares of what it has: CPUs (dedicated or shared
+  // capacity) and memory. Their sum measures fit (smaller: tighter); their difference measures
+  // how much of one resource would be stranded behind the other.
+  double cpu_left = 0;
+  double memory_left = 0;
+  unsigned imbalance_pct() const {
+    return static_cast<unsigned>(std::abs(cpu_left - memory_left) * 100);
+  }
+  std::uint64_t left_ppm() const {
+    return static_cast<std::uint64_t>((cpu_left + memory_left) * 1e6);
+  }
 };
 
 CellFit lacking(const HostCell& hc, const std::string& what) {
@@ -218,7 +227,7 @@ CellFit fit_cell(const HostView& host, size_t h, const CellUsage& u, const Reque
     for (size_t i = 0; i < pinned.size(); ++i)
       f.cell.pinning.emplace_back(pinned[i], (*chain)[i]);
     if (reserve_emulator) f.emulator_pu = chain->back();
-    f.leftover_cpus = free_pcpus - want;
+    f.cpu_left = static_cast<double>(free_pcpus - want) / hc.pcpus.count();
   } else {
     const double cpu_limit = hc.shared_cpus.count() * host.policy.cpu_allocation_ratio;
     if (u.cpu_usage + shared.size() > cpu_limit)
@@ -232,12 +241,12 @@ CellFit fit_cell(const HostView& host, size_t h, const CellUsage& u, const Reque
                              format_byte_size(static_cast<std::uint64_t>(
                                  std::max(0.0, ram_limit - static_cast<double>(u.memory_used)))) +
                              " left under ram_allocation_ratio");
-    f.leftover_cpus = static_cast<std::uint64_t>(cpu_limit) - u.cpu_usage - shared.size();
+    f.cpu_left = (cpu_limit - u.cpu_usage - static_cast<double>(shared.size())) / cpu_limit;
   }
   f.cell.shared_vcpus = shared;
   if (!shared.empty()) f.cell.shared_pus = hc.shared_cpus;
-  f.leftover_memory = memory_free > gc.memory_bytes ? memory_free - gc.memory_bytes : 0;
-  f.was_empty = u.held.empty() && u.cpu_usage == 0 && u.memory_used == 0;
+  if (hc.memory_bytes)
+    f.memory_left = static_cast<double>(memory_free - gc.memory_bytes) / hc.memory_bytes;
   f.ok = true;
   return f;
 }
@@ -349,7 +358,9 @@ std::vector<size_t> nova_cell_order(const HostView& host, const HostUsage& u, co
   return order;
 }
 
-using Score = std::tuple<unsigned, unsigned, unsigned, std::uint64_t, std::uint64_t>;
+// Lower is better: devices far from the guest, accelerators stranded, resources stranded
+// behind each other, room left (best fit keeps empty nodes empty for the large requests).
+using Score = std::tuple<unsigned, unsigned, unsigned, std::uint64_t>;
 
 struct Search {
   const HostView& host;
@@ -389,16 +400,15 @@ struct Search {
       if (device_reason.empty()) device_reason = devices.reason;
       return;
     }
-    unsigned stranded = 0, broken = 0;
-    std::uint64_t cpus = 0, memory = 0;
+    unsigned stranded = 0, imbalance = 0;
+    std::uint64_t left = 0;
     for (size_t g = 0; g < current.size(); ++g) {
       const CellFit& f = table[g][current[g]];
       stranded += devices.stranded_accelerators_on(host, usage, host.cells[current[g]].node);
-      broken += f.was_empty ? 1 : 0;
-      cpus += f.leftover_cpus;
-      memory += f.leftover_memory >> 20;
+      imbalance += f.imbalance_pct();
+      left += f.left_ppm();
     }
-    Score score{devices.penalty, stranded, broken, cpus, memory};
+    Score score{devices.penalty, stranded, imbalance, left};
     if (!found || score < best_score) {
       found = true;
       best_score = score;
@@ -464,8 +474,8 @@ FitResult fit(const HostView& host, const HostUsage& usage, const Request& reque
       std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) {
         const CellFit& fa = s.table[g][a];
         const CellFit& fb = s.table[g][b];
-        return std::tie(fa.was_empty, fa.leftover_cpus, fa.leftover_memory) <
-               std::tie(fb.was_empty, fb.leftover_cpus, fb.leftover_memory);
+        return std::make_pair(fa.imbalance_pct(), fa.left_ppm()) <
+               std::make_pair(fb.imbalance_pct(), fb.left_ppm());
       });
     }
     s.order.push_back(std::move(o));

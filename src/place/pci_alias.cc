@@ -130,7 +130,9 @@ Result<std::vector<PciAlias>> parse_pci_alias_file(const std::string& path,
     return Ok{};
   };
   size_t first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && text[first] == '[') {
+  size_t second = first == std::string::npos ? first : text.find_first_not_of(" \t\r\n", first + 1);
+  if (first != std::string::npos && text[first] == '[' && second != std::string::npos &&
+      (text[second] == '{' || text[second] == ']')) {
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_array()) return bad_input(path, "not a JSON array of aliases");
     for (const auto& item : j) {

@@ -54,12 +54,52 @@ std::string cpus_text(const std::vector<unsigned>& vcpus) {
   return s.to_list();
 }
 
-void write_devices(const place::Placement& p, std::ostringstream& x) {
-  x << "    <controller type='pci' index='0' model='pcie-root'/>\n";
-  // Devices grouped by guest cell; without a NUMA topology they hang off pcie-root directly.
-  std::map<unsigned, std::vector<const place::DevicePlacement*>> by_cell;
+void write_hostdev(const place::DevicePlacement& d, unsigned bus, unsigned slot,
+                   std::ostringstream& x) {
+  auto host = PciAddress::parse(d.pci_bus_id).value_or(PciAddress{});
+  x << "    <hostdev mode='subsystem' type='pci' managed='yes'>\n"
+    << "      <source>\n"
+    << "        " << pci_address_xml(host.domain, host.bus, host.device, host.function, false)
+    << "\n      </source>\n"
+    << "      " << pci_address_xml(0, bus, slot, 0, true) << "\n"
+    << "    </hostdev>\n";
+}
+
+using DevicesByCell = std::map<unsigned, std::vector<const place::DevicePlacement*>>;
+
+// POWER (pseries) has no PCIe expander: each guest cell with devices gets its own PHB
+// (spapr-pci-host-bridge) carrying the cell's NUMA node, the devices on its slots.
+void write_pseries_devices(const place::Placement& p, const DevicesByCell& by_cell,
+                           std::ostringstream& x) {
+  x << "    <controller type='pci' index='0' model='pci-root'/>\n";
+  unsigned next_index = 1;
+  for (const auto& [cell, devices] : by_cell) {
+    unsigned bus = 0;
+    if (!p.cells.empty()) {
+      bus = next_index++;
+      x << "    <controller type='pci' index='" << bus << "' model='pci-root'>\n"
+        << "      <model name='spapr-pci-host-bridge'/>\n"
+        << "      <target index='" << bus << "'>\n"
+        << "        <node>" << cell << "</node>\n"
+        << "      </target>\n"
+        << "    </controller>\n";
+    }
+    unsigned slot = 1;
+    for (const auto* d : devices)
+      write_hostdev(*d, bus, slot++, x);
+  }
+}
+
+void write_devices(const place::Placement& p, const LibvirtOptions& o, std::ostringstream& x) {
+  // Devices grouped by guest cell; without a NUMA topology they hang off the root directly.
+  DevicesByCell by_cell;
   for (const auto& d : p.devices)
     by_cell[d.guest_cell].push_back(&d);
+  if (o.machine == "pseries") {
+    write_pseries_devices(p, by_cell, x);
+    return;
+  }
+  x << "    <controller type='pci' index='0' model='pcie-root'/>\n";
   unsigned next_index = 1;
   std::map<unsigned, unsigned> expander_of;  // guest cell -> controller index
   if (!p.cells.empty()) {
@@ -90,13 +130,7 @@ void write_devices(const place::Placement& p, std::ostringstream& x) {
         << pci_address_xml(0, on_expander ? expander_of[cell] : 0,
                            on_expander ? port_slot++ : root_slot++, 0, true)
         << "\n    </controller>\n";
-      auto host = PciAddress::parse(d->pci_bus_id).value_or(PciAddress{});
-      x << "    <hostdev mode='subsystem' type='pci' managed='yes'>\n"
-        << "      <source>\n"
-        << "        " << pci_address_xml(host.domain, host.bus, host.device, host.function, false)
-        << "\n      </source>\n"
-        << "      " << pci_address_xml(0, port, 0, 0, true) << "\n"
-        << "    </hostdev>\n";
+      write_hostdev(*d, port, 0, x);
     }
   }
 }
@@ -147,7 +181,7 @@ std::string libvirt_domain_xml(const place::Placement& p, const LibvirtOptions& 
   }
   x << "  <os>\n    <type arch='" << xml_escape(o.arch) << "' machine='" << xml_escape(o.machine)
     << "'>hvm</type>\n  </os>\n";
-  x << "  <features>\n    <acpi/>\n  </features>\n";
+  if (o.arch == "x86_64") x << "  <features>\n    <acpi/>\n  </features>\n";
   if (!p.cells.empty()) {
     x << "  <cpu mode='host-passthrough'>\n    <numa>\n";
     for (const auto& c : p.cells)
@@ -156,7 +190,7 @@ std::string libvirt_domain_xml(const place::Placement& p, const LibvirtOptions& 
     x << "    </numa>\n  </cpu>\n";
   }
   x << "  <devices>\n";
-  write_devices(p, x);
+  write_devices(p, o, x);
   x << "  </devices>\n</domain>\n";
   return x.str();
 }

@@ -1,0 +1,37 @@
+// `polyaccel release NAME`: frees a placement that `place --commit` recorded.
+#include <algorithm>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "place/allocation_store.h"
+
+namespace polyaccel::cli {
+
+int run_release(const GlobalOptions& g, const std::string& state_path, const std::string& name,
+                std::ostream& out) {
+  place::AllocationStore store(state_path);
+  size_t remaining = 0;
+  auto s = store.update([&](place::AllocationState& state) -> Result<bool> {
+    auto it = std::find_if(state.placements.begin(), state.placements.end(),
+                           [&](const place::Placement& p) { return p.name == name; });
+    if (it == state.placements.end()) return bad_input(name, "is not allocated in " + state_path);
+    state.placements.erase(it);
+    remaining = state.placements.size();
+    return true;
+  });
+  if (!s) return fail(s.error());
+  if (g.json) {
+    out << nlohmann::json{{"schema_version", kPlaceSchemaVersion},
+                          {"released", name},
+                          {"remaining", remaining}}
+               .dump(2)
+        << "\n";
+  } else {
+    out << "released " << name << " (" << remaining << " allocations left in " << state_path
+        << ")\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace polyaccel::cli
