@@ -4,4 +4,5 @@ set -euo pipefail
 build=${1:-build}
 "$build/bench/topology_bench" --benchmark_min_time=0.2
 "$build/bench/place_bench" --benchmark_min_time=0.2
+"$build/bench/launch_bench" --benchmark_min_time=0.2
 "$build/bench/place_fleet" 20 1000
