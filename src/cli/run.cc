@@ -20,27 +20,17 @@ namespace polyaccel::cli {
 
 namespace {
 
-std::optional<unsigned> parse_unsigned(const std::string& text) {
-  if (text.empty() || text.size() > 6) return std::nullopt;
-  unsigned n = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    n = n * 10 + static_cast<unsigned>(c - '0');
-  }
-  return n;
-}
-
 // --local-rank, else LOCAL_RANK as torchrun and the MPI launchers' wrappers set it.
 Status rank_from_environment(LaunchRequest& request, const RunCliOptions& cli) {
   if (cli.local_rank) {
     request.local_rank = cli.local_rank;
   } else if (const char* env = std::getenv("LOCAL_RANK")) {
-    auto r = parse_unsigned(env);
+    auto r = parse_count(env);
     if (!r) return bad_input(std::string("LOCAL_RANK=") + env, "not a non-negative whole number");
     request.local_rank = r;
   }
   if (const char* env = std::getenv("LOCAL_WORLD_SIZE"); env && request.local_rank) {
-    auto w = parse_unsigned(env);
+    auto w = parse_count(env);
     if (!w || *w == 0)
       return bad_input(std::string("LOCAL_WORLD_SIZE=") + env, "not a positive whole number");
     request.local_world_size = w;

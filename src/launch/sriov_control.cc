@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/file_io.h"
+#include "core/strings.h"
 #include "discover/sriov.h"
 
 namespace polyaccel {
@@ -16,16 +17,6 @@ namespace polyaccel {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::optional<unsigned> parse_count(const std::string& text) {
-  if (text.empty() || text.size() > 6) return std::nullopt;
-  unsigned n = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    n = n * 10 + static_cast<unsigned>(c - '0');
-  }
-  return n;
-}
 
 std::optional<PciAddress> device_link_address(const fs::path& class_entry) {
   std::error_code ec;

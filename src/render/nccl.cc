@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/strings.h"
+
 namespace polyaccel {
 
 namespace {
@@ -14,29 +16,6 @@ std::string hex(unsigned value, int digits) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%0*x", digits, value);
   return buf;
-}
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 std::string speed_text(double gts) {
@@ -207,9 +186,9 @@ class Writer {
       out_ << " affinity=\"" << cpu_mask_hex(node->cpus) << "\"";
     }
     std::string arch = model_.architecture == "aarch64" ? "arm64" : model_.architecture;
-    if (!arch.empty()) out_ << " arch=\"" << escape(arch) << "\"";
+    if (!arch.empty()) out_ << " arch=\"" << xml_escape(arch) << "\"";
     if (package && !package->vendor.empty())
-      out_ << " vendor=\"" << escape(package->vendor) << "\"";
+      out_ << " vendor=\"" << xml_escape(package->vendor) << "\"";
     if (package && package->family) out_ << " familyid=\"" << *package->family << "\"";
     if (package && package->model_number) out_ << " modelid=\"" << *package->model_number << "\"";
     out_ << ">\n";
@@ -265,7 +244,7 @@ class Writer {
     out_ << "<gpu dev=\"" << dev << "\"";
     if (auto sm = sm_of(a)) out_ << " sm=\"" << *sm << "\"";
     if (a.inventory && !a.inventory->gfx_version.empty()) {
-      out_ << " gcn=\"" << escape(a.inventory->gfx_version) << "\"";
+      out_ << " gcn=\"" << xml_escape(a.inventory->gfx_version) << "\"";
     }
     out_ << " rank=\"" << dev << "\"";
     if (options_.gpu_direct) out_ << " gdr=\"" << (*options_.gpu_direct ? 1 : 0) << "\"";
@@ -295,7 +274,7 @@ class Writer {
       const auto& names = n->rdma_capable() ? n->rdma_devices : n->netdevs;
       for (const auto& name : names) {
         indent(depth + 1);
-        out_ << "<net name=\"" << escape(name) << "\" dev=\"" << net_dev_.at(name) << "\"";
+        out_ << "<net name=\"" << xml_escape(name) << "\" dev=\"" << net_dev_.at(name) << "\"";
         if (n->rdma_capable()) out_ << " port=\"1\"";
         for (const auto& o : n->pci.os_devices) {
           if (o.name == name && !o.node_guid.empty()) {

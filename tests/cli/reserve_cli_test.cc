@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "core/cpuset.h"
 #include "support/test_support.h"
 
 extern char** environ;
@@ -143,27 +144,13 @@ TEST_F(Reserve, TwoConcurrentRunsHoldDisjointCpusAndAThirdFindsNoRoom) {
     in >> key >> list;
     return list;
   };
-  // Parse with the same rules the kernel prints: "0-3,8".
   auto set_of = [&](const std::string& path) {
-    std::set<unsigned> s;
-    std::string list = cpus_of(path);
-    for (size_t pos = 0; pos < list.size();) {
-      size_t comma = std::min(list.find(',', pos), list.size());
-      std::string part = list.substr(pos, comma - pos);
-      size_t dash = part.find('-');
-      unsigned lo = std::stoul(part.substr(0, dash));
-      unsigned hi = dash == std::string::npos ? lo : std::stoul(part.substr(dash + 1));
-      for (unsigned c = lo; c <= hi; ++c)
-        s.insert(c);
-      pos = comma + 1;
-    }
-    return s;
+    return CpuSet::parse_list(cpus_of(path)).value_or(CpuSet{});
   };
   auto sa = set_of(a), sb = set_of(b);
   EXPECT_FALSE(sa.empty());
   EXPECT_FALSE(sb.empty());
-  for (unsigned c : sa)
-    EXPECT_EQ(sb.count(c), 0u) << "CPU " << c << " in both runs";
+  EXPECT_FALSE(sa.intersects(sb)) << sa.to_list() << " and " << sb.to_list();
   EXPECT_TRUE(recorded().empty());
 }
 

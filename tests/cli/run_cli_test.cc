@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cpuset.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -17,18 +18,10 @@ const char* kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.x
 
 // "0-3,8" from a JSON array of indexes, as /proc/self/status prints lists.
 std::string list_of(const nlohmann::json& indexes) {
-  std::string out;
-  std::vector<unsigned> v = indexes.get<std::vector<unsigned>>();
-  for (size_t i = 0; i < v.size();) {
-    size_t j = i;
-    while (j + 1 < v.size() && v[j + 1] == v[j] + 1)
-      ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(v[i]);
-    if (j > i) out += "-" + std::to_string(v[j]);
-    i = j + 1;
-  }
-  return out;
+  CpuSet s;
+  for (unsigned i : indexes.get<std::vector<unsigned>>())
+    s.set(i);
+  return s.to_list();
 }
 
 std::string line_with(const std::string& text, const std::string& key) {

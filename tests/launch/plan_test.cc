@@ -8,6 +8,7 @@
 
 #include "discover/discover.h"
 #include "discover/links.h"
+#include "support/fixture_model.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -20,11 +21,7 @@ const char* kJureca = "2socket-nps4-8numa-4xA100-4xmlx5-pcieswitch_jureca-dc-gpu
 const char* kG4dn = "2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml";
 
 HostModel load(const char* fixture) {
-  DiscoverOptions o;
-  o.topology_xml = topology_fixture(fixture).string();
-  auto m = discover_host(o);
-  EXPECT_TRUE(m.ok());
-  return m ? *m : HostModel{};
+  return polyaccel::testing::fixture_model(fixture);
 }
 
 std::map<std::string, std::string> env_of(const LaunchPlan& p) {

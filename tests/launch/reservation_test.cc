@@ -12,6 +12,7 @@
 #include <set>
 
 #include "discover/discover.h"
+#include "support/fixture_model.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -21,12 +22,8 @@ using polyaccel::testing::TempDir;
 using polyaccel::testing::topology_fixture;
 
 HostModel xe8640() {
-  DiscoverOptions o;
-  o.topology_xml =
-      topology_fixture("2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml").string();
-  auto m = discover_host(o);
-  EXPECT_TRUE(m.ok());
-  return m ? *m : HostModel{};
+  return polyaccel::testing::fixture_model(
+      "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml");
 }
 
 RunReservationRequest one_gpu(const HostModel& m, const std::string& name) {

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "discover/discover.h"
+#include "support/fixture_model.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -21,11 +22,7 @@ const char* kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.x
 const char* kJureca = "2socket-nps4-8numa-4xA100-4xmlx5-pcieswitch_jureca-dc-gpu.xml";
 
 HostModel load(const char* fixture) {
-  DiscoverOptions o;
-  o.topology_xml = topology_fixture(fixture).string();
-  auto m = discover_host(o);
-  EXPECT_TRUE(m.ok());
-  return m ? *m : HostModel{};
+  return polyaccel::testing::fixture_model(fixture);
 }
 
 std::string attr(xmlNode* n, const char* name) {
