@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -24,7 +25,7 @@ namespace {
 Status rank_from_environment(LaunchRequest& request, const RunCliOptions& cli) {
   if (cli.local_rank) {
     request.local_rank = cli.local_rank;
-  } else if (const char* env = std::getenv("LOCAL_RANK")) {
+  } else if (const char* env = std::getenv("LOCAL_RANK"); env && !cli.gpu_count) {
     auto r = parse_count(env);
     if (!r) return bad_input(std::string("LOCAL_RANK=") + env, "not a non-negative whole number");
     request.local_rank = r;
@@ -161,6 +162,20 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
   auto model = discover_host(options.discover);
   if (!model) return fail(model.error());
   if (live) request.allowed_cpus = current_affinity();
+  // GPUs that placements (VMs, other reserved runs) hold are not ours to take.
+  if (std::filesystem::exists(cli.state)) {
+    auto state = place::AllocationStore(cli.state).load();
+    if (!state) {
+      std::cerr << "polyaccel: warning: " << state.error().message() << "\n";
+    } else {
+      for (const auto& p : state->placements) {
+        for (const auto& d : p.devices) {
+          auto a = PciAddress::parse(d.pci_bus_id);
+          if (a && d.kind == "accelerator") request.unavailable_gpus.push_back(*a);
+        }
+      }
+    }
+  }
   auto plan = plan_launch(*model, request);
   if (!plan) return fail(plan.error());
   for (const auto& w : plan->warnings)

@@ -100,5 +100,22 @@ TEST(RunCli, DryRunJsonOnAFixture) {
   EXPECT_EQ(j["argv"], nlohmann::json::array({"python", "train.py", "--lr", "3e-4"}));
 }
 
+TEST(RunCli, GpusHeldByCommittedPlacementsAreLeftAlone) {
+  polyaccel::testing::TempDir tmp;
+  const std::string xe = " --topology " + topology_fixture(kXe8640).string();
+  const std::string state = " --state " + (tmp.path() / "s.json").string();
+  auto r = run_command(polyaccel_binary() + " place" + xe + state +
+                       " --vcpus 8 --memory 8GiB --spec hw:cpu_policy=dedicated"
+                       " --pci-alias gpu=10de:2330:required --spec pci_passthrough:alias=gpu:1"
+                       " --commit --name vm --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string taken = nlohmann::json::parse(r.output)["devices"][0]["pci_bus_id"];
+  auto j = nlohmann::json::parse(
+      run_command(polyaccel_binary() + " run --dry-run --json" + xe + state + " -- true").output);
+  EXPECT_EQ(j["gpus"].size(), 3u);
+  for (const auto& g : j["gpus"])
+    EXPECT_NE(g, taken);
+}
+
 }  // namespace
 }  // namespace polyaccel
