@@ -58,7 +58,8 @@ std::vector<Shape> shapes() {
        make_request(
            16, 64, {pinned, {"hw:numa_nodes", "2"}, {"pci_passthrough:alias", "gpu:2"}, required})},
       {"pinned 4 vCPUs", 0.40, make_request(4, 8, {pinned})},
-      {"pinned 12 vCPUs", 0.30, make_request(12, 24, {pinned})},
+      {"pinned 12 vCPUs", 0.25, make_request(12, 24, {pinned})},
+      {"pinned 24 vCPUs", 0.05, make_request(24, 48, {pinned})},
       {"shared 8 vCPUs", 0.10, make_request(8, 16, {})},
   };
 }

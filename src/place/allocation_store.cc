@@ -96,6 +96,20 @@ class FileLock {
   int fd_ = -1;
 };
 
+// A writer killed between creating its temporary file and renaming it leaves that file behind
+// (write_file_atomically names it ".<name>.XXXXXX"). Under the lock no one else is writing, so
+// any such file is stale.
+void remove_stale_temporaries(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::string prefix = "." + path.filename().string() + ".";
+  auto dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() == prefix.size() + 6 && name.compare(0, prefix.size(), prefix) == 0)
+      std::filesystem::remove(entry.path(), ec);
+  }
+}
+
 Result<AllocationState> read_state(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return AllocationState{};
@@ -121,6 +135,7 @@ Status AllocationStore::update(const std::function<Result<bool>(AllocationState&
         ErrorCode::io, dir.string(), "cannot create the state directory: " + ec.message(), {}};
   auto lock = FileLock::take(path_);
   if (!lock) return lock.error();
+  remove_stale_temporaries(path_);
   auto state = read_state(path_);
   if (!state) return state.error();
   auto write = change(*state);

@@ -29,6 +29,7 @@ struct CellFit {
   // how much of one resource would be stranded behind the other.
   double cpu_left = 0;
   double memory_left = 0;
+  bool was_empty = false;  // nothing of the cell was in use before
   unsigned imbalance_pct() const {
     return static_cast<unsigned>(std::abs(cpu_left - memory_left) * 100);
   }
@@ -247,6 +248,7 @@ CellFit fit_cell(const HostView& host, size_t h, const CellUsage& u, const Reque
   if (!shared.empty()) f.cell.shared_pus = hc.shared_cpus;
   if (hc.memory_bytes)
     f.memory_left = static_cast<double>(memory_free - gc.memory_bytes) / hc.memory_bytes;
+  f.was_empty = u.held.empty() && u.cpu_usage == 0 && u.memory_used == 0;
   f.ok = true;
   return f;
 }
@@ -358,11 +360,16 @@ std::vector<size_t> nova_cell_order(const HostView& host, const HostUsage& u, co
   return order;
 }
 
-// Lower is better: devices far from the guest, accelerators stranded, resources stranded
-// behind each other, room left (best fit keeps empty nodes empty for the large requests).
-using Score = std::tuple<unsigned, unsigned, unsigned, std::uint64_t>;
+// Lower is better: devices far from the guest, accelerators stranded, empty nodes broken into,
+// resources stranded behind each other, room left (best fit).
+using Score = std::tuple<unsigned, unsigned, unsigned, unsigned, std::uint64_t>;
 
 struct Search {
+  Search(const HostView& h, const HostUsage& u, const Request& r, Strategy st)
+      : host(h), usage(u), request(r), strategy(st) {
+    no_devices.ok = true;
+  }
+
   const HostView& host;
   const HostUsage& usage;
   const Request& request;
@@ -378,13 +385,15 @@ struct Search {
   DeviceChoice best_devices;
   std::string device_reason;
   size_t leaves_after_found = 0;
-  static constexpr size_t kLeafBudget = 4096;
+  static constexpr size_t kLeafBudget = 1024;
+  DeviceChoice no_devices;  // for a request without devices: nothing to choose per node set
 
   bool done() const {
     return found && (strategy == Strategy::first_fit || leaves_after_found >= kLeafBudget);
   }
 
-  void leaf() {
+  const DeviceChoice& devices_for_current() {
+    if (request.devices.empty() && request.rdma_nics == 0) return no_devices;
     std::vector<size_t> key = current;
     std::sort(key.begin(), key.end());
     auto it = device_memo.find(key);
@@ -394,21 +403,26 @@ struct Search {
         nodes.push_back(host.cells[h].node);
       it = device_memo.emplace(key, choose_devices(host, usage, request, nodes, strategy)).first;
     }
-    const DeviceChoice& devices = it->second;
+    return it->second;
+  }
+
+  void leaf() {
+    const DeviceChoice& devices = devices_for_current();
     if (found) ++leaves_after_found;
     if (!devices.ok) {
       if (device_reason.empty()) device_reason = devices.reason;
       return;
     }
-    unsigned stranded = 0, imbalance = 0;
+    unsigned stranded = 0, broken = 0, imbalance = 0;
     std::uint64_t left = 0;
     for (size_t g = 0; g < current.size(); ++g) {
       const CellFit& f = table[g][current[g]];
       stranded += devices.stranded_accelerators_on(host, usage, host.cells[current[g]].node);
+      broken += f.was_empty ? 1 : 0;
       imbalance += f.imbalance_pct();
       left += f.left_ppm();
     }
-    Score score{devices.penalty, stranded, imbalance, left};
+    Score score{devices.penalty, stranded, broken, imbalance, left};
     if (!found || score < best_score) {
       found = true;
       best_score = score;
@@ -417,17 +431,22 @@ struct Search {
     }
   }
 
-  void descend(size_t g) {
+  // Identical guest cells make every permutation of one set of host nodes score the same: then
+  // only one order of each set is tried (positions ascending), and the budget covers more sets.
+  bool symmetric = false;
+
+  void descend(size_t g, size_t first_position = 0) {
     if (done()) return;
     if (g == table.size()) {
       leaf();
       return;
     }
-    for (size_t h : order[g]) {
+    for (size_t pos = symmetric ? first_position : 0; pos < order[g].size(); ++pos) {
+      const size_t h = order[g][pos];
       if (taken[h] || !table[g][h].ok) continue;
       taken[h] = true;
       current.push_back(h);
-      descend(g + 1);
+      descend(g + 1, pos + 1);
       current.pop_back();
       taken[h] = false;
       if (done()) return;
@@ -448,7 +467,7 @@ FitResult fit(const HostView& host, const HostUsage& usage, const Request& reque
                  " NUMA nodes with CPUs";
     return res;
   }
-  Search s{host, usage, request, strategy, {}, {}, {}, {}, {}, false, {}, {}, {}, {}, 0};
+  Search s(host, usage, request, strategy);
   s.table.resize(guest_cells);
   const bool isolate_emulator = request.emulator_threads == EmulatorThreadsPolicy::isolate;
   for (unsigned g = 0; g < guest_cells; ++g) {
@@ -474,13 +493,26 @@ FitResult fit(const HostView& host, const HostUsage& usage, const Request& reque
       std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) {
         const CellFit& fa = s.table[g][a];
         const CellFit& fb = s.table[g][b];
-        return std::make_pair(fa.imbalance_pct(), fa.left_ppm()) <
-               std::make_pair(fb.imbalance_pct(), fb.left_ppm());
+        return std::make_tuple(fa.was_empty, fa.imbalance_pct(), fa.left_ppm()) <
+               std::make_tuple(fb.was_empty, fb.imbalance_pct(), fb.left_ppm());
       });
     }
     s.order.push_back(std::move(o));
   }
   s.taken.assign(host.cells.size(), false);
+  s.symmetric = strategy == Strategy::polyaccel && !isolate_emulator;
+  for (unsigned g = 1; g < guest_cells && s.symmetric; ++g) {
+    const GuestCell& a = request.cells[0];
+    const GuestCell& b = request.cells[g];
+    auto pinned = [&](const GuestCell& c) {
+      unsigned n = 0;
+      for (unsigned v : c.vcpus)
+        n += request.pinned_vcpus.test(v) ? 1 : 0;
+      return n;
+    };
+    s.symmetric = a.vcpus.size() == b.vcpus.size() && a.memory_bytes == b.memory_bytes &&
+                  pinned(a) == pinned(b);
+  }
   s.descend(0);
   if (!s.found) {
     res.reason = !s.device_reason.empty() ? s.device_reason

@@ -286,6 +286,64 @@ TEST(Fit, LargePinnedGuestNeedsNumaNodesEvenWithRoom) {
       fit_on(v, request(20, 16, {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "2"}})).fit);
 }
 
+TEST(Fit, AsymmetricCellsAndResourcesPcpu) {
+  const auto& m = fixture(kQuartz);
+  auto v = view_of(m);
+  auto r = parse_request({8,
+                          std::uint64_t{24} << 30,
+                          {{"resources:PCPU", "8"},
+                           {"hw:numa_nodes", "2"},
+                           {"hw:numa_cpus.0", "0-1"},
+                           {"hw:numa_cpus.1", "2-7"},
+                           {"hw:numa_mem.0", "4096"},
+                           {"hw:numa_mem.1", "20480"}}},
+                         {});
+  ASSERT_TRUE(r) << r.error().message();
+  auto f = fit_on(v, *r);
+  ASSERT_TRUE(f.fit) << f.reason;
+  expect_valid(v, *r, f.placement);
+  EXPECT_EQ(f.placement.cells[0].pinning.size(), 2u);
+  EXPECT_EQ(f.placement.cells[1].pinning.size(), 6u);
+  EXPECT_EQ(f.placement.cells[1].memory_bytes, std::uint64_t{20} << 30);
+  EXPECT_NE(f.placement.cells[0].host_numa_node, f.placement.cells[1].host_numa_node);
+  // A cell bigger than a node (18 PUs) cannot fit, whatever the other cell.
+  auto big = parse_request({20,
+                            std::uint64_t{4} << 30,
+                            {{"hw:cpu_policy", "dedicated"},
+                             {"hw:numa_nodes", "2"},
+                             {"hw:numa_cpus.0", "0"},
+                             {"hw:numa_cpus.1", "1-19"},
+                             {"hw:numa_mem.0", "1024"},
+                             {"hw:numa_mem.1", "3072"}}},
+                           {});
+  ASSERT_TRUE(big);
+  auto refused = fit_on(v, *big);
+  EXPECT_FALSE(refused.fit);
+  EXPECT_NE(refused.reason.find("guest cell 1 (19 vCPUs, 3 GiB) fits no host NUMA node"),
+            std::string::npos)
+      << refused.reason;
+}
+
+TEST(Fit, PartlyUsedHostFillsUpThenRefusesNamingTheCell) {
+  auto v = view_of(fixture(kQuartz));  // 2 nodes x 18 PUs, no SMT
+  auto r = request(6, 8, {{"hw:cpu_policy", "dedicated"}});
+  std::vector<Placement> placed;
+  for (int i = 0; i < 6; ++i) {
+    auto f = fit_on(v, r, placed);
+    ASSERT_TRUE(f.fit) << i << ": " << f.reason;
+    expect_valid(v, r, f.placement, placed);
+    f.placement.name = "g" + std::to_string(i);
+    placed.push_back(f.placement);
+  }
+  // Best fit: the first node is filled before the second is touched.
+  EXPECT_EQ(placed[0].cells[0].host_numa_node, placed[1].cells[0].host_numa_node);
+  EXPECT_EQ(placed[1].cells[0].host_numa_node, placed[2].cells[0].host_numa_node);
+  auto full = fit_on(v, r, placed);
+  EXPECT_FALSE(full.fit);
+  EXPECT_NE(full.reason.find("node 0: needs 6 free dedicated PUs, has 0"), std::string::npos)
+      << full.reason;
+}
+
 TEST(Fit, SharedGuestsNeedTheCellsSharedSet) {
   const auto& m = fixture(kXe8640);
   HostPolicy p;
