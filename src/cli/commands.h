@@ -71,6 +71,7 @@ struct RunCliOptions {
   std::string hugepages;               // --hugepages 2MiB|1GiB|thp
   bool dry_run = false;
   std::string reserve;                                        // --reserve NAME
+  std::vector<std::string> specs;                             // --spec KEY=VALUE (with --reserve)
   std::string state = "/var/lib/polyaccel/allocations.json";  // --state FILE
   std::vector<std::string> argv;                              // CMD ARGS... after --
 };

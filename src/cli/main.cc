@@ -61,6 +61,9 @@ int main(int argc, char** argv) {
                   "record the placement as NAME in the allocation state while CMD runs")
       ->type_name("NAME");
   run->add_option("--state", run_options.state, "allocation state file")->type_name("FILE");
+  run->add_option("--spec", run_options.specs,
+                  "a flavor extra spec for the placement engine (with --reserve)")
+      ->type_name("KEY=VALUE");
   run->add_option("CMD", run_options.argv, "the command and its arguments, after --")->required();
 
   auto* nccl_topo = app.add_subcommand("nccl-topo", "write an NCCL topology file (NCCL_TOPO_FILE)");

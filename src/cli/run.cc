@@ -112,6 +112,12 @@ int run_reserved(const HostModel& model, const RunCliOptions& cli, LaunchRequest
   } else {
     r.pus = preliminary.cpus.count();
   }
+  for (const auto& spec : cli.specs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return fail(bad_input("--spec " + spec, "is not KEY=VALUE"));
+    r.extra_specs.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+  }
   auto owner = process_identity(::getpid());
   if (!owner) return fail(Error{ErrorCode::internal, "/proc/self/stat", "cannot be read", ""});
   auto reservation = reserve_for_run(model, cli.state, r, *owner);
@@ -151,6 +157,9 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
   if (!live && !cli.dry_run) {
     return fail(bad_input(options.discover.topology_xml.empty() ? "--fsroot" : "--topology",
                           "a captured machine cannot run anything", "add --dry-run"));
+  }
+  if (!cli.specs.empty() && cli.reserve.empty()) {
+    return fail(bad_input("--spec", "is for the placement engine: add --reserve NAME"));
   }
   LaunchRequest request;
   request.argv = cli.argv;

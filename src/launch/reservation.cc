@@ -77,6 +77,15 @@ Result<std::optional<place::Placement>> try_fit(const place::HostView& view,
         place::PciAlias{"gpu", r.gpu_vendor_id, std::nullopt, place::PciNumaPolicy::required});
     input.extra_specs.emplace_back("pci_passthrough:alias", "gpu:" + std::to_string(r.gpus));
   }
+  for (const auto& [key, value] : r.extra_specs) {
+    auto same = std::find_if(input.extra_specs.begin(), input.extra_specs.end(),
+                             [&](const auto& kv) { return kv.first == key; });
+    if (same != input.extra_specs.end()) {
+      same->second = value;
+    } else {
+      input.extra_specs.emplace_back(key, value);
+    }
+  }
   auto request = place::parse_request(input, aliases);
   if (!request) return request.error();
   auto result = place::fit(view, state.placements, *request);
@@ -156,8 +165,11 @@ Result<RunReservation> reserve_for_run(const HostModel& model, const fs::path& s
     }
     std::optional<place::Placement> chosen;
     const unsigned max_cells = std::max(r.gpus, 1u);
+    const bool cells_given =
+        std::any_of(r.extra_specs.begin(), r.extra_specs.end(),
+                    [](const auto& kv) { return kv.first == "hw:numa_nodes"; });
     for (unsigned cells = 1; cells <= max_cells && !chosen; ++cells) {
-      if (max_cells % cells != 0) continue;
+      if (max_cells % cells != 0 || (cells_given && cells > 1)) continue;
       auto p = try_fit(*view, state, r, cells);
       if (!p) return p.error();
       chosen = *p;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -35,6 +36,9 @@ struct RunReservationRequest {
   unsigned pus_per_gpu = 0;  // with gpus > 0
   unsigned pus = 0;          // with gpus == 0
   std::uint16_t gpu_vendor_id = 0;
+  // Flavor extra specs for the engine (--spec KEY=VALUE): hw:mem_page_size, hw:numa_nodes,
+  // polyaccel:nic_affinity, ...; a key given here replaces the run's own default for it.
+  std::vector<std::pair<std::string, std::string>> extra_specs;
 };
 
 struct RunReservation {

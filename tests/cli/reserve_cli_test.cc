@@ -158,6 +158,12 @@ TEST_F(Reserve, BadCombinationsExitTwo) {
   auto r = run_command(polyaccel_binary() + " run --reserve x --gpu gpu0 --state " + state() +
                        " -- true 2>&1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = run_command(polyaccel_binary() + " run --spec hw:numa_nodes=1 --dry-run -- true 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("add --reserve"), std::string::npos) << r.output;
+  r = run_command(polyaccel_binary() + " run --reserve x --spec hw:cpu_policy=sometimes --state " +
+                  state() + " -- true 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_TRUE(recorded().empty());
 }
 

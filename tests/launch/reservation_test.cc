@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -133,6 +134,34 @@ TEST(RunReservation, ConcurrentRunsNeverShareAGpuAndADeadOwnerIsReclaimed) {
   EXPECT_EQ(freed->gpu_ids, std::vector<std::string>{"gpu1"});
   for (auto& c : children)
     kill_and_reap(c.pid);
+}
+
+TEST(RunReservation, ExtraSpecsReachTheEngine) {
+  HostModel m = xe8640();
+  TempDir tmp;
+  const auto state = tmp.path() / "allocations.json";
+  auto me = process_identity(::getpid());
+  ASSERT_TRUE(me.has_value());
+  // Two GPUs forced into two NUMA cells, and the NIC under each GPU's switch reserved too.
+  RunReservationRequest r = one_gpu(m, "two");
+  r.gpus = 2;
+  r.extra_specs = {{"hw:numa_nodes", "2"}, {"polyaccel:nic_affinity", "pix"}};
+  auto two = reserve_for_run(m, state, r, *me);
+  ASSERT_TRUE(two.ok()) << two.error().message();
+  EXPECT_EQ(two->gpu_ids.size(), 2u);
+  EXPECT_EQ(two->placement.cells.size(), 2u);
+  size_t nics = 0;
+  for (const auto& d : two->placement.devices)
+    nics += d.kind == "nic";
+  EXPECT_EQ(nics, 2u);
+  EXPECT_EQ(std::find(two->gpu_ids.begin(), two->gpu_ids.end(), "gpu2"), two->gpu_ids.end());
+  // A spec the engine refuses is bad input, and nothing is recorded.
+  r.name = "bad";
+  r.extra_specs = {{"hw:cpu_thread_policy", "sometimes"}};
+  auto bad = reserve_for_run(m, state, r, *me);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::bad_input);
+  EXPECT_NE(bad.error().message().find("hw:cpu_thread_policy"), std::string::npos);
 }
 
 TEST(RunReservation, ProcessIdentityTellsARecycledPidApart) {
