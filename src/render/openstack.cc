@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "core/byte_size.h"
@@ -56,6 +57,100 @@ std::pair<unsigned, unsigned> tile(const place::HostView& view, const place::Req
   for (size_t i = 0; i < view.cells.size(); ++i)
     free += (view.cells[i].pcpus - usage->cells[i].held).count();
   return {placed, free};
+}
+
+// How guests of one flavor share the host: how many NUMA cells each guest has and how many
+// guests each used node holds (nodes absent from the map hold none).
+struct Layout {
+  unsigned cells_per_guest = 0;
+  std::map<unsigned, unsigned> guests_on;  // node -> guests with a cell there
+};
+
+Layout even_layout(const place::HostView& view, unsigned guests) {
+  Layout l;
+  const unsigned cells = static_cast<unsigned>(view.cells.size());
+  if (cells % guests == 0) {
+    l.cells_per_guest = cells / guests;
+    for (const auto& c : view.cells)
+      l.guests_on[c.node] = 1;
+  } else if (guests % cells == 0) {
+    l.cells_per_guest = 1;
+    for (const auto& c : view.cells)
+      l.guests_on[c.node] = guests / cells;
+  }
+  return l;
+}
+
+Layout accelerator_layout(const std::map<unsigned, unsigned>& on_node, unsigned n) {
+  Layout l;
+  if (on_node.empty()) return l;
+  const unsigned a = on_node.begin()->second;
+  bool same =
+      std::all_of(on_node.begin(), on_node.end(), [&](const auto& e) { return e.second == a; });
+  bool divisible =
+      std::all_of(on_node.begin(), on_node.end(), [&](const auto& e) { return e.second % n == 0; });
+  if (divisible) {  // each guest on one node with its n accelerators
+    l.cells_per_guest = 1;
+    for (const auto& [node, count] : on_node)
+      l.guests_on[node] = count / n;
+  } else if (same && n % a == 0) {  // each guest across n / a accelerator nodes
+    l.cells_per_guest = n / a;
+    for (const auto& [node, count] : on_node)
+      l.guests_on[node] = 1;
+  }
+  return l;
+}
+
+// The flavor a layout gives (vcpus 0 when a node has no whole core or page left per guest),
+// checked by tiling the empty host.
+Result<Flavor> flavor_for(const place::HostView& view, const FlavorPlan& plan, const Layout& layout,
+                          unsigned n, unsigned guests, std::uint64_t page) {
+  Flavor f;
+  unsigned cpus = ~0u;
+  std::uint64_t memory = ~std::uint64_t{0};
+  for (const auto& c : view.cells) {
+    auto it = layout.guests_on.find(c.node);
+    if (it == layout.guests_on.end() || it->second == 0) continue;
+    unsigned share = c.pcpus.count() / it->second;
+    if (c.threads_per_core > 1) share -= share % c.threads_per_core;  // whole cores
+    cpus = std::min(cpus, share);
+    std::uint64_t pages = 0;
+    for (const auto& pool : c.pools) {
+      if (pool.size_bytes == page) pages = pool.total;
+    }
+    memory = std::min(memory, pages / it->second * page);
+  }
+  memory -= memory % (std::uint64_t{1} << 20);
+  if (cpus == 0 || cpus == ~0u || memory == 0) return f;
+  f.accelerators = n;
+  f.numa_nodes = layout.cells_per_guest;
+  f.vcpus = cpus * layout.cells_per_guest;
+  f.memory_bytes = memory * layout.cells_per_guest;
+  f.name = plan.alias.name + "-x" + std::to_string(n);
+  f.extra_specs = {{"hw:cpu_policy", "dedicated"},
+                   {"hw:numa_nodes", std::to_string(layout.cells_per_guest)},
+                   {"hw:mem_page_size", nova_page_size(page)},
+                   {"hw:emulator_threads_policy", "share"},
+                   {"pci_passthrough:alias", plan.alias.name + ":" + std::to_string(n)},
+                   {"hw:pci_numa_affinity_policy", "required"}};
+  place::RequestInput input{f.vcpus, f.memory_bytes, f.extra_specs};
+  auto request = place::parse_request(input, {plan.alias});
+  if (!request) return request.error();
+  auto [placed, free] = tile(view, *request, guests + 1);
+  f.guests_per_host = placed;
+  f.free_pus_after = free;
+  // An RDMA NIC beside each accelerator when every guest can still have one.
+  for (const char* level : {"pix", "pxb", "phb", "node"}) {
+    auto with_nics = input;
+    with_nics.extra_specs.emplace_back("polyaccel:nic_affinity", level);
+    auto nic_request = place::parse_request(with_nics, {plan.alias});
+    if (!nic_request) break;
+    if (tile(view, *nic_request, guests + 1).first == placed) {
+      f.extra_specs.emplace_back("polyaccel:nic_affinity", level);
+      break;
+    }
+  }
+  return f;
 }
 
 }  // namespace
@@ -139,75 +234,39 @@ Result<FlavorPlan> plan_flavors(const HostModel& original, const FlavorOptions& 
   auto view = place::build_host_view(model, plan.policy);
   if (!view) return view.error();
 
-  const unsigned cells = static_cast<unsigned>(view->cells.size());
+  // Accelerators of the model on each NUMA node with CPUs.
+  std::map<unsigned, unsigned> on_node;
+  for (const auto* a : most->second) {
+    for (const auto& d : view->devices) {
+      if (d.pci_bus_id == a->pci.address.to_string() && d.numa_node) ++on_node[*d.numa_node];
+    }
+  }
   const unsigned total = plan.accelerator_count;
   for (unsigned n = 1; n <= total; n *= 2) {
     if (total % n != 0) continue;
     const unsigned guests = total / n;
-    unsigned cells_per_guest = 0, guests_per_cell = 0;
-    if (cells % guests == 0) {
-      cells_per_guest = cells / guests;
-      guests_per_cell = 1;
-    } else if (guests % cells == 0) {
-      cells_per_guest = 1;
-      guests_per_cell = guests / cells;
-    } else {
-      plan.notes.push_back(std::to_string(n) + "-accelerator guests: " + std::to_string(guests) +
-                           " guests do not divide " + std::to_string(cells) + " NUMA nodes");
-      continue;
+    // The whole host split evenly first; then only the nodes that hold the accelerators (a host
+    // whose accelerators sit on one socket).
+    std::optional<Flavor> best;
+    for (const Layout& layout : {even_layout(*view, guests), accelerator_layout(on_node, n)}) {
+      if (layout.guests_on.empty()) continue;
+      auto f = flavor_for(*view, plan, layout, n, guests, page);
+      if (!f) return f.error();
+      if (f->vcpus == 0) continue;
+      if (!best || f->guests_per_host > best->guests_per_host) best = std::move(*f);
+      if (best->guests_per_host == guests) break;
     }
-    unsigned cpus = ~0u;
-    std::uint64_t memory = ~std::uint64_t{0};
-    for (const auto& c : view->cells) {
-      unsigned share = c.pcpus.count() / guests_per_cell;
-      if (c.threads_per_core > 1) share -= share % c.threads_per_core;  // whole cores
-      cpus = std::min(cpus, share);
-      std::uint64_t pages = 0;
-      for (const auto& pool : c.pools) {
-        if (pool.size_bytes == page) pages = pool.total;
-      }
-      memory = std::min(memory, pages / guests_per_cell * page);
-    }
-    memory -= memory % (std::uint64_t{1} << 20);
-    if (cpus == 0 || memory == 0) {
+    if (!best) {
       plan.notes.push_back(std::to_string(n) +
-                           "-accelerator guests: no CPUs or huge pages left per node");
+                           "-accelerator guests: no even split of the NUMA "
+                           "nodes' CPUs and huge pages");
       continue;
     }
-    Flavor f;
-    f.accelerators = n;
-    f.numa_nodes = cells_per_guest;
-    f.vcpus = cpus * cells_per_guest;
-    f.memory_bytes = memory * cells_per_guest;
-    f.name = plan.alias.name + "-x" + std::to_string(n);
-    f.extra_specs = {{"hw:cpu_policy", "dedicated"},
-                     {"hw:numa_nodes", std::to_string(cells_per_guest)},
-                     {"hw:mem_page_size", nova_page_size(page)},
-                     {"hw:emulator_threads_policy", "share"},
-                     {"pci_passthrough:alias", plan.alias.name + ":" + std::to_string(n)},
-                     {"hw:pci_numa_affinity_policy", "required"}};
-    place::RequestInput input{f.vcpus, f.memory_bytes, f.extra_specs};
-    auto request = place::parse_request(input, {plan.alias});
-    if (!request) return request.error();
-    auto [placed, free] = tile(*view, *request, guests + 1);
-    // An RDMA NIC beside each accelerator when every guest can have one.
-    for (const char* level : {"pix", "pxb", "phb", "node"}) {
-      auto with_nics = input;
-      with_nics.extra_specs.emplace_back("polyaccel:nic_affinity", level);
-      auto nic_request = place::parse_request(with_nics, {plan.alias});
-      if (!nic_request) break;
-      auto [nic_placed, nic_free] = tile(*view, *nic_request, guests + 1);
-      if (nic_placed == guests) {
-        f.extra_specs.emplace_back("polyaccel:nic_affinity", level);
-        break;
-      }
-    }
-    f.guests_per_host = placed;
-    f.free_pus_after = free;
-    if (placed != guests)
-      plan.notes.push_back(f.name + ": the fit placed " + std::to_string(placed) + " guests, not " +
+    if (best->guests_per_host != guests)
+      plan.notes.push_back(best->name + ": the fit placed " +
+                           std::to_string(best->guests_per_host) + " guests, not " +
                            std::to_string(guests));
-    plan.flavors.push_back(std::move(f));
+    plan.flavors.push_back(std::move(*best));
   }
   return plan;
 }

@@ -417,6 +417,44 @@ TEST(Fit, ProcessRequestForTheLauncher) {
   EXPECT_EQ(f.placement.held_pus.count(), 8u);
 }
 
+// Nova spreads CPU-only pinned guests over the nodes (most free pCPUs first, then most free
+// memory) and so into the GPU nodes; polyaccel packs them on one node without a GPU.
+TEST(Fit, NovaSpreadsCpuGuestsWherePolyaccelPacksThem) {
+  const auto& m = fixture(kXe8640);
+  auto v = view_of(m);
+  auto r = request(8, 16, {{"hw:cpu_policy", "dedicated"}});
+  std::vector<Placement> nova, ours;
+  std::set<unsigned> nova_nodes, our_nodes;
+  for (int i = 0; i < 3; ++i) {
+    auto n = fit_on(v, r, nova, Strategy::first_fit);
+    auto o = fit_on(v, r, ours, Strategy::polyaccel);
+    ASSERT_TRUE(n.fit && o.fit);
+    // Nova's pick: the most free pCPUs, ties to the most free memory, then the lowest id.
+    auto usage = *usage_of(v, nova);
+    size_t want = 0;
+    for (size_t h = 1; h < v.cells.size(); ++h) {
+      auto key = [&](size_t k) {
+        return std::make_pair((v.cells[k].pcpus - usage.cells[k].held).count(),
+                              v.cells[k].memory_bytes - usage.cells[k].memory_used);
+      };
+      if (key(h) > key(want)) want = h;
+    }
+    EXPECT_EQ(n.placement.cells[0].host_numa_node, v.cells[want].node) << "guest " << i;
+    nova_nodes.insert(n.placement.cells[0].host_numa_node);
+    our_nodes.insert(o.placement.cells[0].host_numa_node);
+    n.placement.name = o.placement.name = "g" + std::to_string(i);
+    nova.push_back(n.placement);
+    ours.push_back(o.placement);
+  }
+  EXPECT_EQ(nova_nodes.size(), 3u);
+  bool nova_on_gpu_node = false;
+  for (unsigned node : nova_nodes)
+    nova_on_gpu_node = nova_on_gpu_node || node % 2 == 1;
+  EXPECT_TRUE(nova_on_gpu_node);
+  ASSERT_EQ(our_nodes.size(), 1u);  // 3 x 8 of a node's 28 PUs
+  EXPECT_EQ(*our_nodes.begin() % 2, 0u);
+}
+
 TEST(Fit, ForeignAllocationsAreRefused) {
   auto v = view_of(fixture(kQuartz));
   Placement foreign;

@@ -50,6 +50,34 @@ TEST(Flavors, UseTheHugepagesTheHostHas) {
   EXPECT_TRUE(nic);
 }
 
+TEST(Flavors, AcceleratorsOnOneSocketUseThatSocketsNodes) {
+  // 8 NEC Vector Engines, all on NUMA node 0, 2048 x 2 MiB pages per node (gathered sysfs).
+  polyaccel::testing::TempDir tmp;
+  auto root = polyaccel::testing::extract_tarball(
+      polyaccel::testing::topology_fixture(
+          "sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2"),
+      tmp.path());
+  DiscoverOptions o;
+  o.fsroot = root.string();
+  o.backends = BackendMode::off;
+  auto model = discover_host(o);
+  ASSERT_TRUE(model) << model.error().message();
+  auto plan = plan_flavors(*model, {});
+  ASSERT_TRUE(plan) << plan.error().message();
+  EXPECT_EQ(plan->accelerator_count, 8u);
+  EXPECT_EQ(plan->page_size_bytes, 2u << 20);
+  const Flavor* x4 = nullptr;
+  for (const auto& f : plan->flavors) {
+    if (f.accelerators == 4) x4 = &f;
+  }
+  ASSERT_NE(x4, nullptr);
+  // Two guests share node 0 (7 free cores: 3 whole cores each) and its 4 GiB of huge pages.
+  EXPECT_EQ(x4->guests_per_host, 2u);
+  EXPECT_EQ(x4->numa_nodes, 1u);
+  EXPECT_EQ(x4->vcpus, 6u);
+  EXPECT_EQ(x4->memory_bytes, std::uint64_t{2} << 30);
+}
+
 TEST(Flavors, NoneWithoutAccelerators) {
   EXPECT_FALSE(plan_flavors(fixture(kSgi), {}));
 }
