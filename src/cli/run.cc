@@ -134,6 +134,7 @@ int run_reserved(const HostModel& model, const RunCliOptions& cli, LaunchRequest
   request.local_rank.reset();
   request.gpu_ids = reservation->gpu_ids;
   request.fixed_cpus = reservation->cpus;
+  request.unavailable_gpus.clear();  // the engine decided, reclaimed reservations included
   auto plan = plan_launch(model, request);
   if (!plan) {
     (void)release_run(cli.state, r.name, *owner);
