@@ -173,17 +173,38 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
   if (!model) return fail(model.error());
   if (live) request.allowed_cpus = current_affinity();
   // GPUs that placements (VMs, other reserved runs) hold are not ours to take.
+  std::vector<place::Placement> placements;
   if (std::filesystem::exists(cli.state)) {
     auto state = place::AllocationStore(cli.state).load();
     if (!state) {
       std::cerr << "polyaccel: warning: " << state.error().message() << "\n";
     } else {
+      placements = state->placements;
       for (const auto& p : state->placements) {
         for (const auto& d : p.devices) {
           auto a = PciAddress::parse(d.pci_bus_id);
           if (a && d.kind == "accelerator") request.unavailable_gpus.push_back(*a);
         }
       }
+    }
+  }
+  // --gpus N: the placement engine chooses, as it would for --reserve, recording nothing.
+  if (request.gpu_count && cli.reserve.empty() &&
+      *request.gpu_count <= model->accelerators.size()) {
+    RunReservationRequest r;
+    r.gpus = *request.gpu_count;
+    r.pus_per_gpu =
+        pus_per_gpu(*model, request.allowed_cpus.empty() ? model->pus : request.allowed_cpus);
+    r.gpu_vendor_id = model->accelerators.front().pci.vendor_id;
+    auto ids = engine_gpu_choice(*model, placements, r);
+    if (ids && !ids->empty()) {
+      request.gpu_ids = *ids;
+      request.gpu_count.reset();
+    } else {
+      std::cerr << "polyaccel: warning: the placement engine finds no " << r.gpus
+                << " GPUs with free local CPUs"
+                << (ids ? std::string() : " (" + ids.error().message() + ")")
+                << "; choosing by topology alone\n";
     }
   }
   auto plan = plan_launch(*model, request);

@@ -64,7 +64,7 @@ void erase_placement(place::AllocationState& state, const std::string& name) {
 
 // The engine's answer for `cells` guest cells, or nullopt when that many do not fit.
 Result<std::optional<place::Placement>> try_fit(const place::HostView& view,
-                                                const place::AllocationState& state,
+                                                const std::vector<place::Placement>& placements,
                                                 const RunReservationRequest& r, unsigned cells) {
   const unsigned pus = r.gpus > 0 ? r.gpus * r.pus_per_gpu : r.pus;
   place::RequestInput input;
@@ -88,13 +88,44 @@ Result<std::optional<place::Placement>> try_fit(const place::HostView& view,
   }
   auto request = place::parse_request(input, aliases);
   if (!request) return request.error();
-  auto result = place::fit(view, state.placements, *request);
+  auto result = place::fit(view, placements, *request);
   if (!result) return result.error();
   if (!result->fit) return std::optional<place::Placement>{};
   return std::optional<place::Placement>{result->placement};
 }
 
+// Fewest NUMA cells first: one, then every divisor of the GPU count (or the cells --spec names).
+Result<std::optional<place::Placement>> engine_choice(
+    const place::HostView& view, const std::vector<place::Placement>& placements,
+    const RunReservationRequest& r) {
+  const unsigned max_cells = std::max(r.gpus, 1u);
+  const bool cells_given = std::any_of(r.extra_specs.begin(), r.extra_specs.end(),
+                                       [](const auto& kv) { return kv.first == "hw:numa_nodes"; });
+  for (unsigned cells = 1; cells <= max_cells; ++cells) {
+    if (max_cells % cells != 0 || (cells_given && cells > 1)) continue;
+    auto p = try_fit(view, placements, r, cells);
+    if (!p || *p) return p;
+  }
+  return std::optional<place::Placement>{};
+}
+
 }  // namespace
+
+Result<std::vector<std::string>> engine_gpu_choice(const HostModel& model,
+                                                   const std::vector<place::Placement>& placements,
+                                                   const RunReservationRequest& request) {
+  auto view = place::build_host_view(model, place::HostPolicy{});
+  if (!view) return view.error();
+  auto chosen = engine_choice(*view, placements, request);
+  if (!chosen) return chosen.error();
+  std::vector<std::string> ids;
+  if (*chosen) {
+    for (const auto& d : (*chosen)->devices) {
+      if (d.kind == "accelerator") ids.push_back(d.id);
+    }
+  }
+  return ids;
+}
 
 std::optional<ProcessIdentity> process_identity(int pid) {
   auto stat = read_text_file("/proc/" + std::to_string(pid) + "/stat");
@@ -163,34 +194,25 @@ Result<RunReservation> reserve_for_run(const HostModel& model, const fs::path& s
       return bad_input("--reserve " + r.name, "is already allocated in " + state_path.string(),
                        "choose another name or release it");
     }
-    std::optional<place::Placement> chosen;
-    const unsigned max_cells = std::max(r.gpus, 1u);
-    const bool cells_given =
-        std::any_of(r.extra_specs.begin(), r.extra_specs.end(),
-                    [](const auto& kv) { return kv.first == "hw:numa_nodes"; });
-    for (unsigned cells = 1; cells <= max_cells && !chosen; ++cells) {
-      if (max_cells % cells != 0 || (cells_given && cells > 1)) continue;
-      auto p = try_fit(*view, state, r, cells);
-      if (!p) return p.error();
-      chosen = *p;
-    }
+    auto chosen = engine_choice(*view, state.placements, r);
+    if (!chosen) return chosen.error();
     // Stale records were removed: worth writing even without a fit.
     const bool changed = !out.reclaimed.empty();
-    if (!chosen) {
+    if (!*chosen) {
       no_fit = true;
       if (changed) {
         if (auto s = save_owners(owners_path(state_path), *owners); !s) return s.error();
       }
       return changed;
     }
-    chosen->name = r.name;
+    (*chosen)->name = r.name;
     if (state.host.empty()) state.host = view->hostname;
-    state.placements.push_back(*chosen);
+    state.placements.push_back(**chosen);
     (*owners)[r.name] = owner;
     // The owner file first: a crash before the state write leaves an owner record without a
     // placement, which the next reservation drops.
     if (auto s = save_owners(owners_path(state_path), *owners); !s) return s.error();
-    out.placement = *chosen;
+    out.placement = **chosen;
     return true;
   });
   if (!status) return status.error();

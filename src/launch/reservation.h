@@ -58,6 +58,12 @@ Result<RunReservation> reserve_for_run(const HostModel& model, const std::filesy
                                        const RunReservationRequest& request,
                                        const ProcessIdentity& owner);
 
+// The GPUs the engine would give this request now, recording nothing (plain `run --gpus N`);
+// empty when it finds no fit.
+Result<std::vector<std::string>> engine_gpu_choice(const HostModel& model,
+                                                   const std::vector<place::Placement>& placements,
+                                                   const RunReservationRequest& request);
+
 // Removes `name` if `owner` still holds it (a reclaimed and re-used name is left alone).
 Status release_run(const std::filesystem::path& state, const std::string& name,
                    const ProcessIdentity& owner);
