@@ -400,8 +400,8 @@ struct Builder {
     // downstream ports. A lone last bridge counts as a switch of its own.
     for (size_t i = 0; i < bridges.size(); i += 2) {
       const auto& up = bridges[i]->attr->bridge.upstream.pci;
-      d.switches.push_back(PciSwitch{address_of(up), up.vendor_id, up.device_id,
-                                    up.subvendor_id, up.subdevice_id});
+      d.switches.push_back(
+          PciSwitch{address_of(up), up.vendor_id, up.device_id, up.subvendor_id, up.subdevice_id});
     }
 
     hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, o);
