@@ -6,6 +6,7 @@ build=${1:-build}
 "$build/bench/mig_bench" --benchmark_min_time=0.2
 "$build/bench/accel_bench" --benchmark_min_time=0.2
 "$build/bench/place_bench" --benchmark_min_time=0.2
+"$build/bench/launch_bench" --benchmark_min_time=0.2
 "$build/bench/place_fleet" 20 1000
 "$build/bench/audit_bench" --benchmark_min_time=0.2
 "$build/bench/exporter_bench" --benchmark_min_time=0.2

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,29 @@ struct MigOptions {
 CLI::App* add_mig_command(CLI::App& app, MigOptions& options,
                           const std::function<void(CLI::App*)>& add_globals);
 int run_mig(const GlobalOptions& options, const MigOptions& mig, std::ostream& out);
+struct RunCliOptions {
+  std::optional<unsigned> gpu_count;   // --gpus N
+  std::vector<std::string> gpu_ids;    // --gpu ID...
+  std::optional<unsigned> local_rank;  // --local-rank R
+  std::string hugepages;               // --hugepages 2MiB|1GiB|thp
+  bool dry_run = false;
+  std::string reserve;                                        // --reserve NAME
+  std::vector<std::string> specs;                             // --spec KEY=VALUE (with --reserve)
+  std::string state = "/var/lib/polyaccel/allocations.json";  // --state FILE
+  std::vector<std::string> argv;                              // CMD ARGS... after --
+};
+int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream& out);
+
+struct NcclTopoCliOptions {
+  std::string output;        // -o FILE, empty = stdout
+  std::string gdr = "auto";  // auto, on, off
+  std::string placement;     // --placement NAME: a guest's committed placement
+  std::string state = "/var/lib/polyaccel/allocations.json";  // --state FILE
+  std::string libvirt;  // --libvirt FILE: that guest's domain XML
+};
+int run_nccl_topo(const GlobalOptions& options, const NcclTopoCliOptions& cli, std::ostream& out);
+int run_sriov_set(const GlobalOptions& options, const std::string& pf, const std::string& count,
+                  std::ostream& out);
 
 // The topology for people: summary, then the link matrix (shared by topo and report).
 void print_topology(const HostModel& model, std::ostream& out);

@@ -34,6 +34,59 @@ int main(int argc, char** argv) {
   MigOptions mig_options;
   auto* mig = add_mig_command(app, mig_options, add_globals);
 
+  auto* sriov = app.add_subcommand("sriov", "SR-IOV virtual functions");
+  sriov->require_subcommand(1);
+  auto* sriov_set = sriov->add_subcommand("set", "enable COUNT VFs on a physical function");
+  add_globals(sriov_set);
+  std::string sriov_pf, sriov_count;
+  sriov_set->add_option("PF", sriov_pf, "PCI address, netdev or RDMA device")->required();
+  sriov_set->add_option("COUNT", sriov_count, "number of VFs (0 disables them)")->required();
+
+  auto* run = app.add_subcommand("run",
+                                 "run CMD bound to its GPUs' CPUs, memory and NICs (torchrun "
+                                 "--no-python polyaccel run -- ...)");
+  add_globals(run);
+  RunCliOptions run_options;
+  run->add_option("--gpus", run_options.gpu_count, "take N GPUs, chosen by topology")
+      ->type_name("N");
+  run->add_option("--gpu", run_options.gpu_ids, "take these GPUs (gpu0 or a PCI address)")
+      ->type_name("ID")
+      ->allow_extra_args(false);
+  run->add_option("--local-rank", run_options.local_rank,
+                  "this rank's GPU and share of its CPUs (default: $LOCAL_RANK)")
+      ->type_name("R");
+  run->add_option("--hugepages", run_options.hugepages,
+                  "back malloc with hugepages: 2MiB, 1GiB or thp")
+      ->type_name("SIZE");
+  run->add_flag("--dry-run", run_options.dry_run, "print what would be done, run nothing");
+  run->add_option("--reserve", run_options.reserve,
+                  "record the placement as NAME in the allocation state while CMD runs")
+      ->type_name("NAME");
+  run->add_option("--state", run_options.state, "allocation state file")->type_name("FILE");
+  run->add_option("--spec", run_options.specs,
+                  "a flavor extra spec for the placement engine (with --reserve)")
+      ->type_name("KEY=VALUE");
+  run->add_option("CMD", run_options.argv, "the command and its arguments, after --")->required();
+
+  auto* nccl_topo = app.add_subcommand("nccl-topo", "write an NCCL topology file (NCCL_TOPO_FILE)");
+  add_globals(nccl_topo);
+  NcclTopoCliOptions nccl_topo_options;
+  nccl_topo->add_option("-o,--output", nccl_topo_options.output, "write to FILE (atomically)")
+      ->type_name("FILE");
+  nccl_topo
+      ->add_option("--gdr", nccl_topo_options.gdr,
+                   "GPUDirect RDMA: auto (peer-memory module loaded), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  nccl_topo
+      ->add_option("--placement", nccl_topo_options.placement,
+                   "for the guest of this committed placement")
+      ->type_name("NAME");
+  nccl_topo->add_option("--state", nccl_topo_options.state, "allocation state file")
+      ->type_name("FILE");
+  nccl_topo
+      ->add_option("--libvirt", nccl_topo_options.libvirt, "the guest's domain XML (virsh dumpxml)")
+      ->type_name("FILE");
+
   PlaceOptions place_options;
   auto* place = app.add_subcommand("place", "fit a VM or process on NUMA nodes, PUs and devices");
   add_globals(place);
@@ -155,6 +208,10 @@ int main(int argc, char** argv) {
   if (*topo) return run_topo(g, std::cout);
   if (*report) return run_report(g, std::cout);
   if (*mig) return run_mig(g, mig_options, std::cout);
+  if (*run) return run_run(g, run_options, std::cout);
+  if (*nccl_topo) return run_nccl_topo(g, nccl_topo_options, std::cout);
+  if (*sriov_set) return run_sriov_set(g, sriov_pf, sriov_count, std::cout);
+
   if (*place) return run_place(g, place_options, std::cout);
   if (*release) return run_release(g, place_options.state, release_name, std::cout);
   if (*allocations) return run_allocations(g, place_options.state, std::cout);

@@ -74,6 +74,20 @@ void print_inventory(const AcceleratorInventory& inv, std::ostream& out) {
   out << "\n";
 }
 
+void print_sriov(const PciDevice& d, std::ostream& out) {
+  if (d.physical_function)
+    out << "        SR-IOV VF of " << d.physical_function->to_string() << "\n";
+  if (!d.sriov) return;
+  out << "        SR-IOV: " << d.sriov->num_vfs << " of " << d.sriov->total_vfs << " VFs enabled\n";
+  for (const auto& vf : d.sriov->vfs) {
+    std::vector<std::string> devs = vf.netdevs;
+    devs.insert(devs.end(), vf.rdma_devices.begin(), vf.rdma_devices.end());
+    out << "          vf" << vf.index << "  " << vf.address.to_string() << "  NUMA "
+        << (vf.numa_node ? std::to_string(*vf.numa_node) : "N/A") << "  [" << join(devs, ",") << "]"
+        << (vf.driver.empty() ? "" : "  driver " + vf.driver) << "\n";
+  }
+}
+
 }  // namespace
 
 void print_topology(const HostModel& m, std::ostream& out) {
@@ -108,6 +122,7 @@ void print_topology(const HostModel& m, std::ostream& out) {
       if (!a.closest_nics.empty()) out << "  nearest NIC " << join(a.closest_nics, ",");
       out << "\n";
       if (a.inventory) print_inventory(*a.inventory, out);
+      print_sriov(a.pci, out);
     }
   }
   if (!m.nics.empty()) {
@@ -119,6 +134,7 @@ void print_topology(const HostModel& m, std::ostream& out) {
           << std::setw(12) << (n.fabric.empty() ? "-" : n.fabric) << n.name << "  ["
           << join(devs, ",") << "]  NUMA " << node_list(n.pci.numa_nodes) << "  PCIe "
           << pcie_text(n.pci.link) << "\n";
+      print_sriov(n.pci, out);
     }
   }
 

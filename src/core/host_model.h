@@ -47,6 +47,10 @@ struct Core {
 struct Package {
   unsigned os_index = 0;
   std::string model;  // CPUModel
+  // x86 CPUID identity as hwloc reports it ("GenuineIntel", family 6, model 143); NCCL tunes by it.
+  std::string vendor;
+  std::optional<unsigned> family;
+  std::optional<unsigned> model_number;
   CpuSet cpus;
   std::vector<unsigned> numa_nodes;
 };
@@ -56,6 +60,8 @@ struct PciSwitch {
   PciAddress upstream_port;
   std::uint16_t vendor_id = 0;
   std::uint16_t device_id = 0;
+  std::uint16_t subsystem_vendor_id = 0;  // NCCL tells Broadcom PEX generations apart by these
+  std::uint16_t subsystem_device_id = 0;
 };
 
 struct PciLink {
@@ -69,9 +75,27 @@ struct PciLink {
 };
 
 struct OsDevice {
-  std::string name;     // "nvml0", "mlx5_0", "ib0", "rsmi3", "renderD128"
-  std::string type;     // "gpu", "network", "openfabrics", "coproc", "block", "dma"
-  std::string subtype;  // "CUDA", "NVML", "RSMI", "Slingshot", ...
+  std::string name;       // "nvml0", "mlx5_0", "ib0", "rsmi3", "renderD128"
+  std::string type;       // "gpu", "network", "openfabrics", "coproc", "block", "dma"
+  std::string subtype;    // "CUDA", "NVML", "RSMI", "Slingshot", ...
+  std::string node_guid;  // an RDMA device's NodeGUID, "043f:7203:00ae:a282"; empty otherwise
+};
+
+// A virtual function of an SR-IOV physical function, as sysfs shows it (virtfnN links).
+struct VirtualFunction {
+  unsigned index = 0;  // N of virtfnN
+  PciAddress address;
+  std::optional<unsigned> numa_node;      // absent when the firmware gives none (-1)
+  std::vector<std::string> netdevs;       // "enp96s0f0v0"
+  std::vector<std::string> rdma_devices;  // "mlx5_4"
+  std::string driver;                     // bound driver: "mlx5_core", "vfio-pci", or ""
+};
+
+// SR-IOV capability of a physical function: sriov_totalvfs, sriov_numvfs and the enabled VFs.
+struct Sriov {
+  unsigned total_vfs = 0;
+  unsigned num_vfs = 0;
+  std::vector<VirtualFunction> vfs;
 };
 
 struct PciDevice {
@@ -95,6 +119,8 @@ struct PciDevice {
   CpuSet local_cpus;
   std::vector<unsigned> numa_nodes;
   std::vector<OsDevice> os_devices;
+  std::optional<Sriov> sriov;                   // set for an SR-IOV capable physical function
+  std::optional<PciAddress> physical_function;  // set for a virtual function: its PF
 };
 
 // nvidia-smi topo -m's legend, best first.

@@ -46,10 +46,28 @@ json to_json(const PciDevice& d) {
   j["local_cpus"] = d.local_cpus.to_vector();
   json os = json::array();
   for (const auto& o : d.os_devices) {
-    os.push_back({{"name", o.name}, {"type", o.type}, {"subtype", o.subtype}});
+    json od = {{"name", o.name}, {"type", o.type}, {"subtype", o.subtype}};
+    if (!o.node_guid.empty()) od["node_guid"] = o.node_guid;
+    os.push_back(od);
   }
   j["os_devices"] = os;
+  j["sriov"] = d.sriov ? to_json(*d.sriov) : json(nullptr);
+  j["physical_function"] =
+      d.physical_function ? json(d.physical_function->to_string()) : json(nullptr);
   return j;
+}
+
+json to_json(const Sriov& s) {
+  json vfs = json::array();
+  for (const auto& vf : s.vfs) {
+    vfs.push_back({{"index", vf.index},
+                   {"pci_bus_id", vf.address.to_string()},
+                   {"numa_node", vf.numa_node ? json(*vf.numa_node) : json(nullptr)},
+                   {"netdevs", vf.netdevs},
+                   {"rdma_devices", vf.rdma_devices},
+                   {"driver", vf.driver}});
+  }
+  return {{"total_vfs", s.total_vfs}, {"num_vfs", s.num_vfs}, {"vfs", vfs}};
 }
 
 namespace {
@@ -112,6 +130,9 @@ json to_json(const HostModel& m) {
     }
     pkgs.push_back({{"os_index", p.os_index},
                     {"model", p.model},
+                    {"vendor", p.vendor},
+                    {"family", p.family ? json(*p.family) : json(nullptr)},
+                    {"model_number", p.model_number ? json(*p.model_number) : json(nullptr)},
                     {"cpus", p.cpus.to_vector()},
                     {"numa_nodes", p.numa_nodes},
                     {"cores", cores}});

@@ -8,6 +8,7 @@
 namespace polyaccel {
 
 nlohmann::json to_json(const PciDevice& pci);
+nlohmann::json to_json(const Sriov& sriov);
 nlohmann::json to_json(const AcceleratorInventory& inventory);
 nlohmann::json to_json(const HostModel& model);
 

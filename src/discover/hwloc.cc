@@ -65,6 +65,15 @@ std::string info(hwloc_obj_t obj, const char* name) {
   return v ? v : "";
 }
 
+std::optional<unsigned> info_number(hwloc_obj_t obj, const char* name) {
+  std::string text = info(obj, name);
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  unsigned long v = std::strtoul(text.c_str(), &end, 0);
+  if (*end != '\0') return std::nullopt;
+  return static_cast<unsigned>(v);
+}
+
 Error xml_error(const std::string& path, const std::string& problem,
                 const std::string& remedy = {}) {
   return bad_input(path, problem, remedy);
@@ -258,6 +267,9 @@ struct Builder {
       Package p;
       p.os_index = o->os_index;
       p.model = info(o, "CPUModel");
+      p.vendor = info(o, "CPUVendor");
+      p.family = info_number(o, "CPUFamilyNumber");
+      p.model_number = info_number(o, "CPUModelNumber");
       p.cpus = to_cpuset(o->cpuset);
       p.numa_nodes = nodes_of(o->nodeset);
       model.packages.push_back(std::move(p));
@@ -388,7 +400,8 @@ struct Builder {
     // downstream ports. A lone last bridge counts as a switch of its own.
     for (size_t i = 0; i < bridges.size(); i += 2) {
       const auto& up = bridges[i]->attr->bridge.upstream.pci;
-      d.switches.push_back(PciSwitch{address_of(up), up.vendor_id, up.device_id});
+      d.switches.push_back(
+          PciSwitch{address_of(up), up.vendor_id, up.device_id, up.subvendor_id, up.subdevice_id});
     }
 
     hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, o);
@@ -399,7 +412,7 @@ struct Builder {
     for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
       if (c->type != HWLOC_OBJ_OS_DEVICE) continue;
       d.os_devices.push_back(OsDevice{c->name ? c->name : "", osdev_type(c->attr->osdev.type),
-                                      c->subtype ? c->subtype : ""});
+                                      c->subtype ? c->subtype : "", info(c, "NodeGUID")});
     }
     return d;
   }

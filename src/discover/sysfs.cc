@@ -7,6 +7,7 @@
 
 #include "core/file_io.h"
 #include "discover/hwloc_source.h"
+#include "discover/sriov.h"
 
 namespace polyaccel::detail {
 
@@ -93,6 +94,7 @@ void complete_from_sysfs(HostModel& model, const std::string& root_dir) {
     read_pci_link(n.pci, root);
   for (auto& n : model.nvme)
     read_pci_link(n.pci, root);
+  complete_sriov(model, root);
 }
 
 }  // namespace polyaccel::detail

@@ -4,35 +4,11 @@
 #include <map>
 #include <sstream>
 
+#include "core/strings.h"
+
 namespace polyaccel::render {
 
 namespace {
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string hex(unsigned value, int digits) {
   char buf[16];

@@ -119,7 +119,7 @@ PciDevice device(const std::string& addr, int host_bridge, std::vector<std::stri
   d.address = *PciAddress::parse(addr);
   d.host_bridge = host_bridge;
   for (const auto& s : switches)
-    d.switches.push_back(PciSwitch{*PciAddress::parse(s), 0x1000, 0xc030});
+    d.switches.push_back(PciSwitch{*PciAddress::parse(s), 0x1000, 0xc030, 0, 0});
   d.numa_nodes = std::move(numa);
   return d;
 }

@@ -1,0 +1,32 @@
+// SR-IOV and RDMA facts of PCI functions, read from sysfs under a root (the live "/" or a
+// gathered tree): sriov_totalvfs/sriov_numvfs, the virtfnN links of a physical function, each
+// VF's NUMA node, netdevs, RDMA devices and driver, and the physfn link of a VF.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/host_model.h"
+
+namespace polyaccel {
+
+// The sysfs directory of a PCI function under `root`.
+std::filesystem::path pci_device_dir(const std::filesystem::path& root, const PciAddress& address);
+
+// Names of the entries of `dir` (netdevs under .../net, RDMA devices under .../infiniband),
+// sorted; empty when the directory is absent.
+std::vector<std::string> sysfs_children(const std::filesystem::path& dir);
+
+// SR-IOV capability of one function, nullopt when it has none (no sriov_totalvfs).
+std::optional<Sriov> read_sriov(const std::filesystem::path& root, const PciAddress& address);
+
+// The physical function of a virtual function (its physfn link), nullopt for anything else.
+std::optional<PciAddress> read_physical_function(const std::filesystem::path& root,
+                                                 const PciAddress& address);
+
+// Fills `sriov` and `physical_function` of every accelerator, NIC and NVMe drive of the model.
+void complete_sriov(HostModel& model, const std::filesystem::path& root);
+
+}  // namespace polyaccel

@@ -1,0 +1,379 @@
+#include "launch/plan.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/byte_size.h"
+#include "core/strings.h"
+
+namespace polyaccel {
+
+namespace {
+
+// The CPUs a device is local to, within what the caller may use.
+CpuSet local_cpus_of(const PciDevice& d, const CpuSet& allowed) {
+  return d.local_cpus & allowed;
+}
+
+// Whole cores (their allowed PUs) inside `cpus`, in PU order: the unit of a fair share, so that
+// SMT siblings stay with one rank.
+std::vector<CpuSet> core_units(const HostModel& m, const CpuSet& cpus) {
+  std::vector<CpuSet> units;
+  CpuSet covered;
+  for (const auto& c : m.cores) {
+    CpuSet part = c.pus & cpus;
+    if (part.empty()) continue;
+    units.push_back(part);
+    covered |= part;
+  }
+  for (unsigned pu : (cpus - covered).to_vector())
+    units.push_back(CpuSet{pu});
+  std::sort(units.begin(), units.end(),
+            [](const CpuSet& a, const CpuSet& b) { return *a.first() < *b.first(); });
+  return units;
+}
+
+// Share `k` of `m` of the cores in `cpus`, by whole cores when there are enough, else by PUs.
+CpuSet fair_share(const HostModel& model, const CpuSet& cpus, size_t k, size_t m,
+                  std::vector<std::string>& warnings, unsigned& threads) {
+  std::vector<CpuSet> units = core_units(model, cpus);
+  if (units.size() < m) {
+    units.clear();
+    for (unsigned pu : cpus.to_vector())
+      units.push_back(CpuSet{pu});
+  }
+  CpuSet share;
+  if (units.size() >= m) {
+    for (size_t i = k * units.size() / m; i < (k + 1) * units.size() / m; ++i)
+      share |= units[i];
+    threads = static_cast<unsigned>((k + 1) * units.size() / m - k * units.size() / m);
+  } else if (!units.empty()) {
+    share = units[k % units.size()];
+    threads = 1;
+    warnings.push_back(std::to_string(m) + " ranks share " + std::to_string(units.size()) +
+                       " CPUs: ranks overlap");
+  }
+  return share;
+}
+
+unsigned count_cores(const HostModel& model, const CpuSet& cpus) {
+  return static_cast<unsigned>(core_units(model, cpus).size());
+}
+
+std::vector<unsigned> memory_nodes(const HostModel& model,
+                                   const std::vector<const Accelerator*>& gpus,
+                                   const CpuSet& cpus) {
+  std::set<unsigned> nodes;
+  for (const Accelerator* a : gpus)
+    nodes.insert(a->pci.numa_nodes.begin(), a->pci.numa_nodes.end());
+  if (nodes.empty()) {
+    for (unsigned n : model.numa_nodes_of(cpus))
+      nodes.insert(n);
+  }
+  return {nodes.begin(), nodes.end()};
+}
+
+LinkLevel link_between(const HostModel& m, const std::string& a, const std::string& b) {
+  auto i = m.links.index_of(a), j = m.links.index_of(b);
+  if (!i || !j) return LinkLevel::sys;
+  return m.links.at(*i, *j).level;
+}
+
+void add_env(LaunchPlan& plan, const std::string& key, const std::string& value) {
+  plan.env.emplace_back(key, value);
+}
+
+// CUDA_VISIBLE_DEVICES and its AMD and Gaudi counterparts. UUIDs when a vendor library gave
+// them (immune to enumeration order), else PCI-order indexes with CUDA told to use that order.
+void visibility_env(const HostModel& model, const std::vector<const Accelerator*>& gpus,
+                    LaunchPlan& plan) {
+  struct Vendorvar {
+    Vendor vendor;
+    const char* variable;
+  };
+  for (Vendorvar v : {Vendorvar{Vendor::nvidia, "CUDA_VISIBLE_DEVICES"},
+                      Vendorvar{Vendor::amd, "ROCR_VISIBLE_DEVICES"},
+                      Vendorvar{Vendor::intel_gaudi, "HABANA_VISIBLE_MODULES"}}) {
+    const auto all = model.accelerators_of(v.vendor);
+    if (all.empty()) continue;
+    std::vector<std::string> values;
+    bool by_index = false;
+    for (const Accelerator* a : gpus) {
+      if (a->vendor != v.vendor) continue;
+      if (v.vendor != Vendor::intel_gaudi && a->inventory && !a->inventory->uuid.empty()) {
+        values.push_back(a->inventory->uuid);
+      } else if (v.vendor == Vendor::intel_gaudi && a->inventory) {
+        values.push_back(std::to_string(a->inventory->index));  // HLML's module id order
+      } else {
+        auto pos = std::find(all.begin(), all.end(), a) - all.begin();
+        values.push_back(std::to_string(pos));
+        by_index = true;
+      }
+    }
+    add_env(plan, v.variable, join(values, ","));
+    if (v.vendor == Vendor::nvidia && by_index) add_env(plan, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  }
+}
+
+// NCCL_IB_HCA, UCX_NET_DEVICES and NCCL_SOCKET_IFNAME from the NICs closest to the GPUs, when
+// they are within the GPU's NUMA node; a NIC across sockets is no better than NCCL's own pick.
+void network_env(const HostModel& model, const std::vector<const Accelerator*>& gpus,
+                 LaunchPlan& plan) {
+  std::vector<std::string> hcas, ucx, ifnames;
+  auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
+    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+  };
+  for (const Accelerator* a : gpus) {
+    bool near = false;
+    for (const auto& nic_id : a->closest_nics) {
+      const Nic* nic = model.nic(nic_id);
+      if (!nic || link_between(model, a->id, nic_id) > LinkLevel::node) continue;
+      near = true;
+      for (const auto& r : nic->rdma_devices) {
+        add_unique(hcas, r);
+        add_unique(ucx, r + ":1");
+      }
+      for (const auto& n : nic->netdevs)
+        add_unique(ifnames, n);
+    }
+    if (!near && !model.nics.empty()) {
+      plan.warnings.push_back(a->id + " has no NIC within its NUMA node: NIC choice left to NCCL");
+    }
+  }
+  // "=" makes NCCL match whole names: without it mlx5_1 also selects mlx5_10..mlx5_19.
+  if (!hcas.empty()) add_env(plan, "NCCL_IB_HCA", "=" + join(hcas, ","));
+  if (!ucx.empty()) add_env(plan, "UCX_NET_DEVICES", join(ucx, ","));
+  if (!ifnames.empty()) add_env(plan, "NCCL_SOCKET_IFNAME", "=" + join(ifnames, ","));
+}
+
+Status hugepage_env(const HostModel& model, const LaunchRequest& request, LaunchPlan& plan) {
+  std::string value;
+  if (request.transparent_hugepages) {
+    value = "1";
+  } else if (request.hugepage_bytes) {
+    const std::uint64_t size = *request.hugepage_bytes;
+    std::uint64_t available = 0;
+    bool known_size = false;
+    for (unsigned n : plan.mems) {
+      const NumaNode* node = model.numa_node(n);
+      if (!node) continue;
+      for (const auto& h : node->hugepages) {
+        if (h.size_bytes != size) continue;
+        known_size = true;
+        available += h.free ? *h.free : h.total;
+      }
+    }
+    std::string nodes;
+    for (unsigned n : plan.mems)
+      nodes += (nodes.empty() ? "" : ",") + std::to_string(n);
+    if (!known_size) {
+      return bad_input("--hugepages " + format_byte_size(size),
+                       "this host has no hugepages of that size on NUMA node " + nodes);
+    }
+    if (available == 0) {
+      return bad_input("--hugepages " + format_byte_size(size),
+                       "no free hugepages of that size on NUMA node " + nodes,
+                       "reserve some: echo N > /sys/devices/system/node/nodeX/hugepages/"
+                       "hugepages-" +
+                           std::to_string(size / 1024) + "kB/nr_hugepages");
+    }
+    // glibc >= 2.35: a value above 2 is the hugepage size to mmap with MAP_HUGETLB.
+    value = std::to_string(size);
+  } else {
+    return Ok{};
+  }
+  std::string tunables = request.existing_glibc_tunables;
+  if (!tunables.empty()) tunables += ":";
+  add_env(plan, "GLIBC_TUNABLES", tunables + "glibc.malloc.hugetlb=" + value);
+  return Ok{};
+}
+
+Result<std::vector<const Accelerator*>> resolve_ids(const HostModel& model,
+                                                    const std::vector<std::string>& ids) {
+  std::vector<const Accelerator*> out;
+  for (const auto& id : ids) {
+    const Accelerator* a = model.accelerator(id);
+    if (!a)
+      return bad_input("--gpu " + id, "no such accelerator", "list them with `polyaccel topo`");
+    if (std::find(out.begin(), out.end(), a) != out.end()) {
+      return bad_input("--gpu " + id, "given twice");
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<const Accelerator*> choose_gpus(const HostModel& model,
+                                            const std::vector<const Accelerator*>& available,
+                                            unsigned count) {
+  if (count == 0 || available.size() < count) return {};
+  // Greedy from every start: add the GPU whose worst link to the set is best. The candidate sets
+  // are then ranked; n starts × n² steps is nothing for the 8 or 16 GPUs of a host.
+  using Score = std::tuple<size_t, int, int, std::vector<size_t>>;
+  std::optional<Score> best;
+  std::vector<const Accelerator*> best_set;
+  for (size_t start = 0; start < available.size(); ++start) {
+    std::vector<const Accelerator*> set{available[start]};
+    std::vector<bool> used(available.size(), false);
+    used[start] = true;
+    while (set.size() < count) {
+      size_t pick = available.size();
+      std::pair<int, bool> pick_key{0, false};
+      for (size_t i = 0; i < available.size(); ++i) {
+        if (used[i]) continue;
+        int worst = 0;
+        for (const Accelerator* s : set)
+          worst = std::max(worst, static_cast<int>(link_between(model, s->id, available[i]->id)));
+        bool same_numa = available[i]->pci.numa_nodes == set.front()->pci.numa_nodes;
+        std::pair<int, bool> key{worst, !same_numa};
+        if (pick == available.size() || key < pick_key) {
+          pick = i;
+          pick_key = key;
+        }
+      }
+      used[pick] = true;
+      set.push_back(available[pick]);
+    }
+    std::set<unsigned> nodes;
+    int worst_link = 0, nic_score = 0;
+    std::vector<size_t> order;
+    for (const Accelerator* a : set) {
+      nodes.insert(a->pci.numa_nodes.begin(), a->pci.numa_nodes.end());
+      for (const Accelerator* b : set) {
+        if (a != b)
+          worst_link = std::max(worst_link, static_cast<int>(link_between(model, a->id, b->id)));
+      }
+      int nic = static_cast<int>(LinkLevel::sys) + 1;
+      for (const auto& n : a->closest_nics)
+        nic = std::min(nic, static_cast<int>(link_between(model, a->id, n)));
+      nic_score += nic;
+      order.push_back(static_cast<size_t>(a - model.accelerators.data()));
+    }
+    std::sort(order.begin(), order.end());
+    Score score{nodes.size(), worst_link, nic_score, order};
+    if (!best || score < *best) {
+      best = score;
+      best_set = set;
+    }
+  }
+  std::sort(best_set.begin(), best_set.end(), [](const Accelerator* a, const Accelerator* b) {
+    return a->pci.address < b->pci.address;
+  });
+  return best_set;
+}
+
+Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& request) {
+  LaunchPlan plan;
+  plan.argv = request.argv;
+  if (request.argv.empty())
+    return bad_input("CMD", "nothing to run", "polyaccel run [options] -- CMD ARGS...");
+  if (request.gpu_count && !request.gpu_ids.empty())
+    return bad_input("--gpus/--gpu", "give one, not both");
+  if (request.fixed_cpus && request.local_rank) {
+    return bad_input("--local-rank", "the CPUs are already decided");
+  }
+  if (request.gpu_count && request.local_rank) {
+    return bad_input("--gpus/--local-rank", "a local rank gets one GPU: give one, not both");
+  }
+  if (request.gpu_count && *request.gpu_count == 0)
+    return bad_input("--gpus 0", "ask for at least one GPU");
+  const CpuSet allowed =
+      request.allowed_cpus.empty() ? model.pus : request.allowed_cpus & model.pus;
+  if (allowed.empty())
+    return bad_input("CPU affinity", "none of this process's CPUs is in the host model");
+
+  auto is_unavailable = [&](const Accelerator* a) {
+    return std::find(request.unavailable_gpus.begin(), request.unavailable_gpus.end(),
+                     a->pci.address) != request.unavailable_gpus.end();
+  };
+
+  std::vector<const Accelerator*> pool;
+  if (!request.gpu_ids.empty()) {
+    auto resolved = resolve_ids(model, request.gpu_ids);
+    if (!resolved) return resolved.error();
+    pool = *resolved;
+    for (const Accelerator* a : pool) {
+      if (is_unavailable(a)) return bad_input("--gpu " + a->id, "reserved by another run");
+    }
+  } else {
+    for (const auto& a : model.accelerators) {
+      if (!is_unavailable(&a)) pool.push_back(&a);
+    }
+  }
+
+  std::vector<const Accelerator*> gpus;
+  unsigned threads = 0;
+  if (request.local_rank) {
+    const unsigned rank = *request.local_rank;
+    // Without accelerators, ranks spread over the NUMA nodes that have CPUs.
+    std::vector<CpuSet> domains;
+    if (!pool.empty()) {
+      for (const Accelerator* a : pool) {
+        CpuSet local = local_cpus_of(a->pci, allowed);
+        domains.push_back(local.empty() ? allowed : local);
+      }
+    } else if (!request.gpu_count && request.gpu_ids.empty() && model.accelerators.empty()) {
+      for (const auto& n : model.numa_nodes) {
+        CpuSet local = n.cpus & allowed;
+        if (!local.empty()) domains.push_back(local);
+      }
+    }
+    if (domains.empty()) return bad_input("--local-rank", "no free accelerator for this rank");
+    const unsigned world = request.local_world_size.value_or(static_cast<unsigned>(domains.size()));
+    if (rank >= world) {
+      return bad_input("--local-rank " + std::to_string(rank),
+                       "not below the local world size " + std::to_string(world));
+    }
+    const size_t mine = rank % domains.size();
+    if (!pool.empty()) gpus.push_back(pool[mine]);
+    // The ranks whose domain is the same CPU set split it: 8 ranks on 8 GPUs over 2 NUMA nodes
+    // get 8 disjoint quarters of their node.
+    size_t k = 0, m = 0;
+    for (unsigned r = 0; r < world; ++r) {
+      if (domains[r % domains.size()] == domains[mine]) {
+        if (r == rank) k = m;
+        ++m;
+      }
+    }
+    plan.cpus = fair_share(model, domains[mine], k, m, plan.warnings, threads);
+  } else {
+    if (request.gpu_count) {
+      if (pool.size() < *request.gpu_count) {
+        return bad_input("--gpus " + std::to_string(*request.gpu_count),
+                         "only " + std::to_string(pool.size()) + " free accelerators on this host");
+      }
+      gpus = choose_gpus(model, pool, *request.gpu_count);
+    } else {
+      gpus = pool;
+    }
+    if (request.fixed_cpus) {
+      plan.cpus = *request.fixed_cpus & allowed;
+    } else {
+      for (const Accelerator* a : gpus)
+        plan.cpus |= local_cpus_of(a->pci, allowed);
+      if (plan.cpus.empty()) plan.cpus = allowed;
+    }
+    threads = count_cores(model, plan.cpus);
+  }
+  if (plan.cpus.empty()) return bad_input("CPU affinity", "no CPU left for this run");
+
+  for (const Accelerator* a : gpus) {
+    plan.gpu_ids.push_back(a->id);
+    plan.gpus.push_back(a->pci.address);
+    if ((a->pci.local_cpus & allowed).empty() && !a->pci.local_cpus.empty()) {
+      plan.warnings.push_back(a->id + ": none of its local CPUs is allowed here; running on " +
+                              plan.cpus.to_list());
+    }
+  }
+  plan.mems = memory_nodes(model, gpus, plan.cpus);
+  visibility_env(model, gpus, plan);
+  network_env(model, gpus, plan);
+  add_env(plan, "OMP_NUM_THREADS", std::to_string(std::max(threads, 1u)));
+  if (auto s = hugepage_env(model, request, plan); !s) return s.error();
+  return plan;
+}
+
+}  // namespace polyaccel

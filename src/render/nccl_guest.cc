@@ -1,0 +1,169 @@
+#include "render/nccl_guest.h"
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace polyaccel::render {
+
+namespace {
+
+std::string attr(xmlNode* n, const char* name) {
+  xmlChar* v = xmlGetProp(n, reinterpret_cast<const xmlChar*>(name));
+  if (!v) return {};
+  std::string s(reinterpret_cast<const char*>(v));
+  xmlFree(v);
+  return s;
+}
+
+bool is(xmlNode* n, const char* name) {
+  return n && n->type == XML_ELEMENT_NODE &&
+         xmlStrcmp(n->name, reinterpret_cast<const xmlChar*>(name)) == 0;
+}
+
+xmlNode* child(xmlNode* n, const char* name) {
+  for (xmlNode* c = n ? n->children : nullptr; c; c = c->next) {
+    if (is(c, name)) return c;
+  }
+  return nullptr;
+}
+
+std::optional<unsigned> number(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  unsigned long v = std::strtoul(text.c_str(), &end, 0);  // libvirt writes 0x.. or decimal
+  if (*end != '\0' || v > 0xffff) return std::nullopt;
+  return static_cast<unsigned>(v);
+}
+
+struct Address {
+  unsigned domain = 0, bus = 0, slot = 0, function = 0;
+};
+
+std::optional<Address> address_of(xmlNode* a) {
+  if (!a) return std::nullopt;
+  auto domain = number(attr(a, "domain")), bus = number(attr(a, "bus")),
+       slot = number(attr(a, "slot")), function = number(attr(a, "function"));
+  if (!bus || !slot) return std::nullopt;
+  return Address{domain.value_or(0), *bus, *slot, function.value_or(0)};
+}
+
+struct Controller {
+  unsigned index = 0;
+  std::string model;
+  std::optional<unsigned> bus_nr;  // pcie-expander-bus / pci-expander-bus
+  std::optional<Address> address;  // where it is plugged: bus is the parent controller's index
+};
+
+// Firmware numbering, depth first (see the header).
+void number_buses(const std::vector<Controller>& controllers, unsigned parent, unsigned& next,
+                  std::map<unsigned, unsigned>& bus_of) {
+  std::vector<const Controller*> below;
+  for (const auto& c : controllers) {
+    if (c.address && c.address->bus == parent && c.index != parent) below.push_back(&c);
+  }
+  std::sort(below.begin(), below.end(), [](const Controller* a, const Controller* b) {
+    return std::pair(a->address->slot, a->address->function) <
+           std::pair(b->address->slot, b->address->function);
+  });
+  for (const Controller* c : below) {
+    if (bus_of.count(c->index)) continue;  // a loop in a broken file
+    if (c->bus_nr) {
+      bus_of[c->index] = *c->bus_nr;
+      unsigned own = *c->bus_nr + 1;
+      number_buses(controllers, c->index, own, bus_of);
+    } else {
+      bus_of[c->index] = next++;
+      number_buses(controllers, c->index, next, bus_of);
+    }
+  }
+}
+
+}  // namespace
+
+Result<NcclGuestView> nccl_guest_view(const place::Placement& placement,
+                                      const std::string& xml_name, const std::string& xml_text) {
+  std::unique_ptr<xmlDoc, void (*)(xmlDoc*)> doc(
+      xmlReadMemory(xml_text.data(), static_cast<int>(xml_text.size()), xml_name.c_str(), nullptr,
+                    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING),
+      xmlFreeDoc);
+  if (!doc) return bad_input(xml_name, "is not well-formed XML");
+  xmlNode* domain = xmlDocGetRootElement(doc.get());
+  if (!is(domain, "domain")) return bad_input(xml_name, "is not a libvirt domain (no <domain>)");
+  xmlNode* devices = child(domain, "devices");
+
+  std::vector<Controller> controllers;
+  std::vector<std::pair<Address, Address>> hostdevs;  // host source, guest address
+  for (xmlNode* d = devices ? devices->children : nullptr; d; d = d->next) {
+    if (is(d, "controller") && attr(d, "type") == "pci") {
+      Controller c;
+      auto index = number(attr(d, "index"));
+      if (!index) return bad_input(xml_name, "a PCI controller has no index");
+      c.index = *index;
+      c.model = attr(d, "model");
+      if (xmlNode* t = child(d, "target")) c.bus_nr = number(attr(t, "busNr"));
+      c.address = address_of(child(d, "address"));
+      controllers.push_back(c);
+    }
+    if (is(d, "hostdev") && attr(d, "type") == "pci") {
+      auto host = address_of(child(child(d, "source"), "address"));
+      auto guest = address_of(child(d, "address"));
+      if (!host) return bad_input(xml_name, "a PCI <hostdev> has no source address");
+      if (!guest) {
+        return bad_input(xml_name, "a PCI <hostdev> has no guest address",
+                         "give the XML as `virsh dumpxml` prints it (libvirt fills addresses in)");
+      }
+      hostdevs.emplace_back(*host, *guest);
+    }
+  }
+  std::map<unsigned, unsigned> bus_of{{0, 0}};
+  unsigned next = 1;
+  number_buses(controllers, 0, next, bus_of);
+
+  NcclGuestView view;
+  for (const auto& [host, guest] : hostdevs) {
+    PciAddress h{host.domain, static_cast<std::uint8_t>(host.bus),
+                 static_cast<std::uint8_t>(host.slot), static_cast<std::uint8_t>(host.function)};
+    auto bus = bus_of.find(guest.bus);
+    if (bus == bus_of.end()) {
+      return bad_input(xml_name, "hostdev " + h.to_string() + " sits on controller " +
+                                     std::to_string(guest.bus) + ", which is not in the file");
+    }
+    view.addresses[h] = PciAddress{guest.domain, static_cast<std::uint8_t>(bus->second),
+                                   static_cast<std::uint8_t>(guest.slot),
+                                   static_cast<std::uint8_t>(guest.function)};
+  }
+  // Every device of the placement must be in the domain, else the file describes another guest.
+  for (const auto& d : placement.devices) {
+    auto a = PciAddress::parse(d.pci_bus_id);
+    if (!a || !view.addresses.count(*a)) {
+      return bad_input(xml_name,
+                       "has no <hostdev> for " + d.pci_bus_id + " of placement " + placement.name,
+                       "give the domain XML of that guest");
+    }
+    view.numa_nodes[*a] = d.guest_cell;
+  }
+  // Passed-through functions the placement does not list are not ours to describe.
+  std::erase_if(view.addresses,
+                [&](const auto& entry) { return !view.numa_nodes.count(entry.first); });
+  if (placement.cells.empty()) {
+    CpuSet all;
+    for (unsigned v = 0; v < placement.vcpus; ++v)
+      all.set(v);
+    view.cpus[0] = all;
+  }
+  for (const auto& c : placement.cells) {
+    CpuSet cpus;
+    for (unsigned v : c.vcpus)
+      cpus.set(v);
+    view.cpus[c.guest_cell] = cpus;
+  }
+  return view;
+}
+
+}  // namespace polyaccel::render

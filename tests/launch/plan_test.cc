@@ -1,0 +1,210 @@
+// The launch plan on real captured machines: local ranks get disjoint CPUs on their GPU's NUMA
+// node and the RDMA NIC under their GPU's switch; --gpus N picks by topology; bad requests say why.
+#include "launch/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "discover/discover.h"
+#include "discover/links.h"
+#include "support/fixture_model.h"
+#include "support/test_support.h"
+
+namespace polyaccel {
+namespace {
+
+using polyaccel::testing::topology_fixture;
+
+const char* kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+const char* kJureca = "2socket-nps4-8numa-4xA100-4xmlx5-pcieswitch_jureca-dc-gpu.xml";
+const char* kG4dn = "2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml";
+
+HostModel load(const char* fixture) {
+  return polyaccel::testing::fixture_model(fixture);
+}
+
+std::map<std::string, std::string> env_of(const LaunchPlan& p) {
+  return {p.env.begin(), p.env.end()};
+}
+
+LaunchPlan rank_plan(const HostModel& m, unsigned rank, unsigned world) {
+  LaunchRequest r;
+  r.argv = {"python", "train.py"};
+  r.local_rank = rank;
+  r.local_world_size = world;
+  auto p = plan_launch(m, r);
+  EXPECT_TRUE(p.ok()) << p.error().message();
+  return p ? *p : LaunchPlan{};
+}
+
+const Nic* nic_with_rdma(const HostModel& m, const std::string& rdma) {
+  for (const auto& n : m.nics) {
+    for (const auto& r : n.rdma_devices) {
+      if (r == rdma) return &n;
+    }
+  }
+  return nullptr;
+}
+
+// Every rank: one GPU, CPUs inside that GPU's NUMA node, memory on it, no CPU shared with
+// another rank; the NICs in NCCL_IB_HCA hang below the GPU's own PCIe switch.
+void expect_ranks_disjoint_and_local(const HostModel& m, unsigned world) {
+  CpuSet seen;
+  for (unsigned r = 0; r < world; ++r) {
+    LaunchPlan p = rank_plan(m, r, world);
+    ASSERT_EQ(p.gpus.size(), 1u) << r;
+    const Accelerator* a = m.accelerator(p.gpus[0].to_string());
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a, &m.accelerators[r % m.accelerators.size()]) << r;
+    ASSERT_EQ(a->pci.numa_nodes.size(), 1u);
+    const NumaNode* node = m.numa_node(a->pci.numa_nodes[0]);
+    EXPECT_FALSE(p.cpus.empty()) << r;
+    EXPECT_TRUE(node->cpus.contains(p.cpus)) << r << ": " << p.cpus.to_list();
+    EXPECT_FALSE(seen.intersects(p.cpus)) << "rank " << r << " overlaps: " << p.cpus.to_list();
+    seen |= p.cpus;
+    EXPECT_EQ(p.mems, std::vector<unsigned>{node->os_index}) << r;
+    auto env = env_of(p);
+    EXPECT_EQ(env["OMP_NUM_THREADS"], std::to_string(p.cpus.count() / 2)) << r;  // SMT 2: cores
+    auto hca = env.find("NCCL_IB_HCA");
+    if (hca == env.end()) continue;
+    ASSERT_EQ(hca->second.front(), '=');
+    std::string names = hca->second.substr(1);
+    for (size_t pos = 0; pos <= names.size();) {
+      size_t comma = std::min(names.find(',', pos), names.size());
+      const Nic* nic = nic_with_rdma(m, names.substr(pos, comma - pos));
+      ASSERT_NE(nic, nullptr) << names;
+      ASSERT_FALSE(nic->pci.switches.empty());
+      EXPECT_EQ(nic->pci.switches.back().upstream_port, a->pci.switches.back().upstream_port)
+          << "rank " << r << " NIC " << names;
+      pos = comma + 1;
+    }
+  }
+}
+
+TEST(LaunchPlan, Xe8640FourRanksOwnTheirGpuNodeAndSwitchNic) {
+  HostModel m = load(kXe8640);
+  expect_ranks_disjoint_and_local(m, 4);
+  // The README's layout: the GPUs of NUMA 1, 3, 5 share a switch with an HCA; 0000:cb:00.0 on
+  // NUMA 7 has none, so NCCL keeps its own choice there.
+  EXPECT_EQ(env_of(rank_plan(m, 0, 4))["NCCL_IB_HCA"], "=mlx5_0,mlx5_1");
+  EXPECT_EQ(env_of(rank_plan(m, 1, 4))["NCCL_IB_HCA"], "=mlx5_2");
+  EXPECT_EQ(env_of(rank_plan(m, 1, 4))["UCX_NET_DEVICES"], "mlx5_2:1");
+  EXPECT_EQ(env_of(rank_plan(m, 1, 4))["NCCL_SOCKET_IFNAME"], "=ibp94s0");
+  LaunchPlan lonely = rank_plan(m, 2, 4);
+  EXPECT_EQ(lonely.gpus[0].to_string(), "0000:cb:00.0");
+  EXPECT_EQ(env_of(lonely).count("NCCL_IB_HCA"), 0u);
+  EXPECT_EQ(lonely.warnings.size(), 1u);
+  EXPECT_EQ(env_of(rank_plan(m, 3, 4))["CUDA_VISIBLE_DEVICES"], "3");
+  EXPECT_EQ(env_of(rank_plan(m, 3, 4))["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
+  // A whole GPU node: 14 cores, both hyperthreads of each.
+  EXPECT_EQ(rank_plan(m, 1, 4).cpus.to_list(), "14-27,126-139");
+}
+
+TEST(LaunchPlan, Xe8640EightRanksSplitEachGpuNode) {
+  HostModel m = load(kXe8640);
+  expect_ranks_disjoint_and_local(m, 8);
+  // Ranks 1 and 5 share gpu1 and split its 14 cores, SMT siblings kept together.
+  EXPECT_EQ(rank_plan(m, 1, 8).cpus.to_list(), "14-20,126-132");
+  EXPECT_EQ(rank_plan(m, 5, 8).cpus.to_list(), "21-27,133-139");
+}
+
+TEST(LaunchPlan, JurecaOneHcaPerGpu) {
+  HostModel m = load(kJureca);
+  expect_ranks_disjoint_and_local(m, 4);
+  expect_ranks_disjoint_and_local(m, 8);
+  for (unsigned r = 0; r < 4; ++r) {
+    auto env = env_of(rank_plan(m, r, 4));
+    EXPECT_EQ(env["NCCL_IB_HCA"], "=mlx5_" + std::to_string(r)) << r;
+    EXPECT_EQ(env["NCCL_SOCKET_IFNAME"], "=ib" + std::to_string(r)) << r;
+  }
+  EXPECT_EQ(rank_plan(m, 0, 4).mems, std::vector<unsigned>{3});  // gpu0 (0000:03:00.0) is on NUMA 3
+}
+
+TEST(LaunchPlan, G4dnEightGpusOnTwoNodesNeverOverlap) {
+  HostModel m = load(kG4dn);
+  CpuSet seen;
+  for (unsigned r = 0; r < 8; ++r) {
+    LaunchPlan p = rank_plan(m, r, 8);
+    EXPECT_EQ(p.cpus.count(), 12u) << r;  // 24 cores of a node over its 4 GPUs, 2 PUs each
+    EXPECT_FALSE(seen.intersects(p.cpus)) << r;
+    seen |= p.cpus;
+  }
+  EXPECT_EQ(seen, m.pus);
+}
+
+TEST(LaunchPlan, GpusNPrefersGpusWithANicAndFewNodes) {
+  HostModel m = load(kXe8640);
+  LaunchRequest r;
+  r.argv = {"x"};
+  r.gpu_count = 2;
+  auto p = plan_launch(m, r);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->gpus.size(), 2u);
+  for (const auto& g : p->gpus)
+    EXPECT_NE(g.to_string(), "0000:cb:00.0");  // the GPU without an HCA on its switch
+  EXPECT_EQ(p->mems.size(), 2u);
+
+  HostModel t4 = load(kG4dn);
+  r.gpu_count = 4;
+  p = plan_launch(t4, r);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->mems.size(), 1u);  // four T4 of one socket, not spread over two
+  r.unavailable_gpus = {t4.accelerators[0].pci.address};
+  p = plan_launch(t4, r);
+  ASSERT_TRUE(p.ok());
+  for (const auto& g : p->gpus)
+    EXPECT_NE(g, t4.accelerators[0].pci.address);
+}
+
+TEST(LaunchPlan, HugepagesNeedFreePagesOfThatSizeOnTheNode) {
+  HostModel m = load(kG4dn);
+  LaunchRequest r;
+  r.argv = {"x"};
+  r.gpu_ids = {"gpu0"};
+  r.hugepage_bytes = 2u << 20;
+  r.existing_glibc_tunables = "glibc.malloc.arena_max=4";
+  auto p = plan_launch(m, r);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(env_of(*p)["GLIBC_TUNABLES"], "glibc.malloc.arena_max=4:glibc.malloc.hugetlb=2097152");
+  r.hugepage_bytes = 1u << 30;  // none reserved on that machine
+  p = plan_launch(m, r);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message().find("no free hugepages"), std::string::npos)
+      << p.error().message();
+}
+
+TEST(LaunchPlan, BadRequestsSayWhy) {
+  HostModel m = load(kXe8640);
+  auto expect_bad = [&](LaunchRequest r, const std::string& text) {
+    if (r.argv.empty() && text != "nothing to run") r.argv = {"x"};
+    auto p = plan_launch(m, r);
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_EQ(p.error().code, ErrorCode::bad_input);
+    EXPECT_NE(p.error().message().find(text), std::string::npos) << p.error().message();
+  };
+  expect_bad(LaunchRequest{}, "nothing to run");
+  LaunchRequest r;
+  r.gpu_ids = {"gpu0", "0000:4e:00.0"};
+  expect_bad(r, "given twice");
+  r.gpu_ids = {"gpu9"};
+  expect_bad(r, "no such accelerator");
+  r = {};
+  r.gpu_count = 5;
+  expect_bad(r, "only 4 free");
+  r = {};
+  r.local_rank = 4;
+  r.local_world_size = 4;
+  expect_bad(r, "not below the local world size 4");
+  r = {};
+  r.gpu_count = 1;
+  r.local_rank = 0;
+  expect_bad(r, "give one, not both");
+  r = {};
+  r.gpu_ids = {"gpu0"};
+  r.unavailable_gpus = {m.accelerators[0].pci.address};
+  expect_bad(r, "reserved by another run");
+}
+
+}  // namespace
+}  // namespace polyaccel
