@@ -25,17 +25,19 @@ test: build
 # Sanitizer variants (CI runs both after `make test`): the whole suite under AddressSanitizer and
 # UndefinedBehaviorSanitizer; the agent's threaded parts (monitor, exporter, device plugin,
 # pod-resources client) under ThreadSanitizer.
-TSAN_TESTS ?= monitor_test exporter_test pod_resources_test
+TSAN_TESTS ?= monitor_test exporter_test pod_resources_test kube_plugin_test
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 
 test-asan: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DPOLYACCEL_SANITIZE=address,undefined >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DPOLYACCEL_SANITIZE=address,undefined \
+	  -DPOLYACCEL_BENCH=OFF >/dev/null
 	@cmake --build build-asan -j$(JOBS)
 	cd build-asan && $(SANITIZE_ENV) ctest --output-on-failure -j$(JOBS)
 
 test-tsan: deps
-	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DPOLYACCEL_SANITIZE=thread >/dev/null
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DPOLYACCEL_SANITIZE=thread \
+	  -DPOLYACCEL_BENCH=OFF >/dev/null
 	@cmake --build build-tsan -j$(JOBS) --target polyaccel $(TSAN_TESTS)
 	cd build-tsan && $(SANITIZE_ENV) ctest --output-on-failure -j$(JOBS) \
 	  -L '^($(shell echo $(TSAN_TESTS) | tr ' ' '|'))$$'
