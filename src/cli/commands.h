@@ -85,6 +85,8 @@ struct AgentOptions {
   std::string health_config;  // YAML with a health: section (docs/accelerators.md)
   std::string hostname;       // the Hostname/hostname label; default: this host's name
   bool once = false;          // print one scrape on stdout and exit
+  std::string state = "/var/lib/polyaccel/allocations.json";  // as `place --state`; "" for none
+  std::string audit_interval = "1m";  // the tuning audit's own interval; "0" for none
 };
 
 int run_topo(const GlobalOptions& options, std::ostream& out);

@@ -131,6 +131,15 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   agent->add_option("--hostname", agent_options.hostname, "the hostname label");
   agent->add_flag("--once", agent_options.once, "print one scrape on stdout and exit");
+  agent
+      ->add_option("--state", agent_options.state,
+                   "allocation state file of `place --commit` (\"\": no placement metrics)")
+      ->type_name("FILE")
+      ->capture_default_str();
+  agent
+      ->add_option("--audit-interval", agent_options.audit_interval,
+                   "run the tuning audit every (1m; 0: never)")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
