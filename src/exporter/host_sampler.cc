@@ -131,8 +131,6 @@ HostSampler::HostSampler(HostModel host, std::string root, std::chrono::millisec
       last_audit_(std::make_shared<const AuditSample>()) {
   auto first = std::make_shared<HostSample>();
   first->host = std::make_shared<const HostModel>(host_);
-  first->placement = std::make_shared<const PlacementSample>();
-  first->audit = last_audit_;
   snapshot_ = std::move(first);
 }
 
@@ -173,8 +171,6 @@ void HostSampler::sample_once() {
   if (!extras_.state_path.empty()) {
     next->placement =
         std::make_shared<const PlacementSample>(read_placement(*next->host, extras_.state_path));
-  } else {
-    next->placement = std::make_shared<const PlacementSample>();
   }
   auto now = std::chrono::steady_clock::now();
   bool audit_due = extras_.audit_interval.count() > 0 && !root_.empty() &&

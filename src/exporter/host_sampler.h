@@ -69,8 +69,9 @@ struct HostSample {
   // The model with hugepages and PCIe links as read at `time`; never null.
   std::shared_ptr<const HostModel> host;
   std::vector<NumaNodeSample> numa;
-  std::shared_ptr<const PlacementSample> placement;  // never null
-  std::shared_ptr<const AuditSample> audit;          // never null
+  // Never null: "not read" until the sampler fills them.
+  std::shared_ptr<const PlacementSample> placement = std::make_shared<const PlacementSample>();
+  std::shared_ptr<const AuditSample> audit = std::make_shared<const AuditSample>();
 };
 
 // Reads one HostSample now (the sampler's step; also for tests and bench). The placement and
