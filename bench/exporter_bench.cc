@@ -52,6 +52,12 @@ Agent& agent() {
   return *a;
 }
 
+HostModel this_host() {
+  DiscoverOptions o;
+  o.backends = BackendMode::off;
+  return discover_host(o).value();
+}
+
 void BM_CollectFamilies(benchmark::State& state) {
   auto& a = agent();
   for (auto _ : state) {
@@ -74,9 +80,7 @@ void BM_ScrapeText(benchmark::State& state) {
 BENCHMARK(BM_ScrapeText);
 
 void BM_ReadHostSample(benchmark::State& state) {
-  DiscoverOptions o;
-  o.backends = BackendMode::off;
-  HostModel model = discover_host(o).value();
+  HostModel model = this_host();
   for (auto _ : state) {
     auto s = exporter::read_host_sample(model, "/");
     benchmark::DoNotOptimize(s.numa.size());
@@ -86,9 +90,7 @@ BENCHMARK(BM_ReadHostSample);
 
 // The sampler's placement step on this host: build the host view, read the state, count usage.
 void BM_ReadPlacement(benchmark::State& state) {
-  DiscoverOptions o;
-  o.backends = BackendMode::off;
-  HostModel model = discover_host(o).value();
+  HostModel model = this_host();
   for (auto _ : state) {
     auto s = exporter::read_placement(model, "/nonexistent/allocations.json");
     benchmark::DoNotOptimize(s.nodes.size());
@@ -98,9 +100,7 @@ BENCHMARK(BM_ReadPlacement);
 
 // One audit of this host (read_tuning_facts + every check), once per --audit-interval.
 void BM_RunHostAudit(benchmark::State& state) {
-  DiscoverOptions o;
-  o.backends = BackendMode::off;
-  HostModel model = discover_host(o).value();
+  HostModel model = this_host();
   for (auto _ : state) {
     auto s = exporter::run_host_audit(model, "/", {});
     benchmark::DoNotOptimize(s.counts.size());

@@ -12,6 +12,7 @@
 #include "discover/discover.h"
 #include "exporter/exporter.h"
 #include "exporter/families.h"
+#include "exporter/family_values.h"
 #include "place/allocation_store.h"
 #include "place/host_view.h"
 #include "support/test_support.h"
@@ -21,27 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-std::optional<double> value(const Families& families, const std::string& name,
-                            const Labels& labels) {
-  for (const auto& f : families) {
-    if (f.name != name) continue;
-    for (const auto& m : f.metric) {
-      bool all = std::all_of(labels.begin(), labels.end(), [&](const auto& want) {
-        return std::find(m.label.begin(), m.label.end(), want) != m.label.end();
-      });
-      if (all) return m.gauge.value;
-    }
-  }
-  return std::nullopt;
-}
-
-size_t series(const Families& families, const std::string& name) {
-  size_t n = 0;
-  for (const auto& f : families)
-    n += f.name == name ? f.metric.size() : 0;
-  return n;
-}
 
 class HostCollectors : public ::testing::Test {
  protected:
@@ -121,9 +101,9 @@ TEST_F(HostCollectors, AbsentStateIsNothingAllocated) {
     EXPECT_EQ(value(f, "polyaccel_placement_pinned_pus", node), 0.0);
     EXPECT_EQ(value(f, "polyaccel_placement_free_pus", node), cell.pcpus.count());
   }
-  EXPECT_EQ(series(f, "polyaccel_placement_device_held"), view->devices.size());
-  EXPECT_FALSE(fs::exists(state_));                      // read only: nothing created
-  EXPECT_EQ(series(f, "polyaccel_audit_findings"), 0u);  // --audit-interval 0: no audit
+  EXPECT_EQ(count(f, "polyaccel_placement_device_held"), view->devices.size());
+  EXPECT_FALSE(fs::exists(state_));                     // read only: nothing created
+  EXPECT_EQ(count(f, "polyaccel_audit_findings"), 0u);  // --audit-interval 0: no audit
 }
 
 TEST_F(HostCollectors, CommittedPlacementShowsPinnedPusPagesAndDevice) {
@@ -166,9 +146,9 @@ TEST_F(HostCollectors, BrokenStateIsCollectorFailureAndTheRestGoOn) {
   std::ofstream(state_) << "{\"schema\": \"polyaccel-allocations\", \"schema_version\": 1, ";
   auto f = scrape({state_.string(), 0ms, nullptr});
   EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "placement"}}), 0.0);
-  EXPECT_EQ(series(f, "polyaccel_placement_pinned_pus"), 0u);
+  EXPECT_EQ(count(f, "polyaccel_placement_pinned_pus"), 0u);
   EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "hugepages"}}), 1.0);
-  EXPECT_GT(series(f, "polyaccel_hugepages_pages"), 0u);
+  EXPECT_GT(count(f, "polyaccel_hugepages_pages"), 0u);
 }
 
 // Counts per id and severity from `polyaccel audit --json` on the same tree.
@@ -188,7 +168,7 @@ std::map<std::pair<std::string, std::string>, int> cli_audit(const fs::path& roo
 void expect_gauges_match(const Families& f, const fs::path& root) {
   auto want = cli_audit(root);
   size_t ids = all_finding_ids().size();
-  EXPECT_EQ(series(f, "polyaccel_audit_findings"), ids * 3);  // every id, every severity
+  EXPECT_EQ(count(f, "polyaccel_audit_findings"), ids * 3);  // every id, every severity
   for (const auto& id : all_finding_ids()) {
     for (std::string sev : {"critical", "warning", "info"}) {
       auto it = want.find({id, sev});
@@ -202,7 +182,7 @@ void expect_gauges_match(const Families& f, const fs::path& root) {
 TEST_F(HostCollectors, AuditFindingsPerIdMatchTheAuditCommand) {
   auto before = scrape({"", 1h, nullptr});
   EXPECT_EQ(value(before, "polyaccel_collector_success", {{"collector", "audit"}}), 1.0);
-  EXPECT_EQ(series(before, "polyaccel_placement_allocations"), 0u);  // no --state: none
+  EXPECT_EQ(count(before, "polyaccel_placement_allocations"), 0u);  // no --state: none
   EXPECT_GT(value(before, "polyaccel_audit_last_run_timestamp_seconds", {}).value_or(0), 0);
   expect_gauges_match(before, root_);
   EXPECT_EQ(value(before, "polyaccel_audit_findings", {{"id", "cpu.governor"}}), 0.0);
