@@ -35,6 +35,8 @@ struct Agent {
     while (snap->devices.empty() || !snap->devices.back().sample)
       snap = monitor->wait_newer(snap->generation, std::chrono::seconds(30));
     host = std::make_unique<exporter::HostSampler>(model, "/", std::chrono::seconds(10));
+    // The placement state (absent here: nothing allocated) and the audit, as the agent runs them.
+    host->set_extras({"/nonexistent/allocations.json", std::chrono::hours(1), nullptr});
     host->start();
     exporter::ExporterOptions eo;
     eo.hostname = "bench";
@@ -48,6 +50,12 @@ struct Agent {
 Agent& agent() {
   static Agent* a = new Agent();  // lives for the whole benchmark run
   return *a;
+}
+
+HostModel this_host() {
+  DiscoverOptions o;
+  o.backends = BackendMode::off;
+  return discover_host(o).value();
 }
 
 void BM_CollectFamilies(benchmark::State& state) {
@@ -72,15 +80,33 @@ void BM_ScrapeText(benchmark::State& state) {
 BENCHMARK(BM_ScrapeText);
 
 void BM_ReadHostSample(benchmark::State& state) {
-  DiscoverOptions o;
-  o.backends = BackendMode::off;
-  HostModel model = discover_host(o).value();
+  HostModel model = this_host();
   for (auto _ : state) {
     auto s = exporter::read_host_sample(model, "/");
     benchmark::DoNotOptimize(s.numa.size());
   }
 }
 BENCHMARK(BM_ReadHostSample);
+
+// The sampler's placement step on this host: build the host view, read the state, count usage.
+void BM_ReadPlacement(benchmark::State& state) {
+  HostModel model = this_host();
+  for (auto _ : state) {
+    auto s = exporter::read_placement(model, "/nonexistent/allocations.json");
+    benchmark::DoNotOptimize(s.nodes.size());
+  }
+}
+BENCHMARK(BM_ReadPlacement);
+
+// One audit of this host (read_tuning_facts + every check), once per --audit-interval.
+void BM_RunHostAudit(benchmark::State& state) {
+  HostModel model = this_host();
+  for (auto _ : state) {
+    auto s = exporter::run_host_audit(model, "/", {});
+    benchmark::DoNotOptimize(s.counts.size());
+  }
+}
+BENCHMARK(BM_RunHostAudit)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -80,6 +80,8 @@ node = dashboard("polyaccel-node", "polyaccel / Node", ["instance"], [
     panel(0, "Hugepages free per node", ['polyaccel_hugepages_free_pages{%s}' % I, ('polyaccel_hugepages_pages{%s}' % I, "node {{node}} {{page_size_bytes}} total")], legend="node {{node}} {{page_size_bytes}} free"),
     panel(0, "PCIe link width (current vs max)", ['polyaccel_pcie_link_width_lanes{%s}' % I], legend="{{device}} {{bound}}"),
     panel(0, "PCIe link speed (current vs max)", ['polyaccel_pcie_link_speed_transfers_per_second{%s}' % I], unit="none", legend="{{device}} {{bound}}"),
+    panel(0, "Pinned and free PUs per node (placement state)", ['polyaccel_placement_pinned_pus{%s}' % I, ('polyaccel_placement_free_pus{%s}' % I, "node {{node}} free")], legend="node {{node}} pinned"),
+    panel(0, "Tuning audit findings", ['sum by (id, severity) (polyaccel_audit_findings{%s}) > 0 or on() vector(0)' % I], kind="table"),
     panel(0, "Degraded PCIe links", ['polyaccel_pcie_link_width_lanes{%s,bound="current"} < ignoring(bound) polyaccel_pcie_link_width_lanes{%s,bound="max"} or on() vector(0)' % (I, I)], kind="stat"),
 ])
 

@@ -67,6 +67,12 @@ Result<std::chrono::milliseconds> parse_duration(const std::string& option,
 int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ostream& out) {
   auto interval = parse_duration("--interval", options.interval);
   if (!interval) return fail(interval.error());
+  std::chrono::milliseconds audit_interval{0};
+  if (options.audit_interval != "0") {
+    auto a = parse_duration("--audit-interval", options.audit_interval);
+    if (!a) return fail(a.error());
+    audit_interval = *a;
+  }
   auto names = exporter::parse_compat(options.compat);
   if (!names) return fail(names.error());
   HealthPolicy policy;
@@ -98,6 +104,8 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
       *model,
       use_backends ? make_all_backends() : std::vector<std::unique_ptr<AcceleratorBackend>>{}, mo);
   exporter::HostSampler host(*model, filesystem_root(discover), *interval);
+  host.set_extras(
+      {options.state, audit_interval, [&] { return exporter::last_samples(*monitor.snapshot()); }});
   std::unique_ptr<PodResourcesClient> pods;
   if (!options.pod_resources_socket.empty()) {
     PodResourcesOptions po;

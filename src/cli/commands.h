@@ -91,6 +91,8 @@ struct AgentOptions {
   std::string sharing_config;
   std::string nfd_features_dir = "/etc/kubernetes/node-feature-discovery/features.d";
   std::string mig_strategy;  // none, single, mixed; empty: the sharing config's, else none
+  std::string state = "/var/lib/polyaccel/allocations.json";  // as `place --state`; "" for none
+  std::string audit_interval = "1m";  // the tuning audit's own interval; "0" for none
 };
 
 int run_topo(const GlobalOptions& options, std::ostream& out);

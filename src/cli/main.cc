@@ -198,6 +198,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   agent->add_option("--mig-strategy", agent_options.mig_strategy,
                     "none, single or mixed (default: the sharing config's, else none)");
+  agent
+      ->add_option("--state", agent_options.state,
+                   "allocation state file of `place --commit` (\"\": no placement metrics)")
+      ->type_name("FILE")
+      ->capture_default_str();
+  agent
+      ->add_option("--audit-interval", agent_options.audit_interval,
+                   "run the tuning audit every (1m; 0: never)")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);

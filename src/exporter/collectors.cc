@@ -1,5 +1,4 @@
-// Every collector the agent runs, listed once, in exposition order (DESIGN.md). Two more come
-// with the modules they read: placement state (pinned/free PUs per node) and audit findings.
+// Every collector the agent runs, listed once, in exposition order (DESIGN.md).
 #include "exporter/collector.h"
 
 #include "core/strings.h"
@@ -15,6 +14,8 @@ std::vector<std::unique_ptr<Collector>> make_all_collectors() {
   all.push_back(make_numa_memory_collector());
   all.push_back(make_hugepages_collector());
   all.push_back(make_pcie_link_collector());
+  all.push_back(make_placement_state_collector());
+  all.push_back(make_audit_findings_collector());
   all.push_back(make_kubelet_collector());
   return all;
 }

@@ -3,8 +3,12 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "audit/audit.h"
 #include "core/file_io.h"
 #include "discover/discover.h"
+#include "discover/tuning.h"
+#include "place/allocation_store.h"
+#include "place/host_view.h"
 
 namespace polyaccel::exporter {
 namespace {
@@ -58,11 +62,81 @@ HostSample read_host_sample(const HostModel& host, const std::string& root) {
   return s;
 }
 
+PlacementSample read_placement(const HostModel& host, const std::string& state_path) {
+  PlacementSample s;
+  s.time = std::chrono::system_clock::now();
+  // The default policy (every PU pinnable): the agent does not know Nova's cpu_dedicated_set.
+  auto view = place::build_host_view(host, place::HostPolicy{});
+  if (!view) {
+    s.error = view.error().message();
+    return s;
+  }
+  auto state = place::AllocationStore(state_path).load();
+  if (!state) {
+    s.error = state.error().message();
+    return s;
+  }
+  auto usage = place::usage_of(*view, state->placements);
+  if (!usage) {
+    s.error = state_path + ": " + usage.error().message();
+    return s;
+  }
+  s.allocations = state->placements.size();
+  for (size_t i = 0; i < view->cells.size(); ++i) {
+    const place::HostCell& cell = view->cells[i];
+    const place::CellUsage& used = usage->cells[i];
+    PlacementNodeSample n;
+    n.node = cell.node;
+    n.pinnable_pus = cell.pcpus.count();
+    n.pinned_pus = (used.held & cell.pcpus).count();
+    n.memory_bytes = used.memory_used;
+    for (size_t p = 1; p < cell.pools.size(); ++p) {  // pools[0] is the base page
+      std::uint64_t held = p < used.pages_used.size() ? used.pages_used[p] : 0;
+      n.hugepages.push_back({cell.pools[p].size_bytes, held});
+    }
+    s.nodes.push_back(std::move(n));
+  }
+  for (const auto& d : view->devices) {
+    s.devices.push_back({d.id, d.pci_bus_id, d.numa_node, usage->devices.count(d.pci_bus_id) > 0});
+  }
+  return s;
+}
+
+AuditSample run_host_audit(const HostModel& host, const std::string& root,
+                           const std::vector<AcceleratorSample>& samples) {
+  AuditSample s;
+  auto start = std::chrono::steady_clock::now();
+  s.time = std::chrono::system_clock::now();
+  TuningFacts facts = read_tuning_facts(root);
+  for (const auto& f : audit_host(host, facts, samples))
+    ++s.counts[{f.id, f.severity}];
+  s.ids = all_finding_ids();
+  s.duration_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
+std::vector<AcceleratorSample> last_samples(const AcceleratorSnapshot& snapshot) {
+  std::vector<AcceleratorSample> out;
+  for (const auto& d : snapshot.devices) {
+    if (d.sample) out.push_back(*d.sample);
+  }
+  return out;
+}
+
 HostSampler::HostSampler(HostModel host, std::string root, std::chrono::milliseconds interval)
-    : host_(std::move(host)), root_(std::move(root)), interval_(interval) {
+    : host_(std::move(host)),
+      root_(std::move(root)),
+      interval_(interval),
+      last_audit_(std::make_shared<const AuditSample>()) {
   auto first = std::make_shared<HostSample>();
   first->host = std::make_shared<const HostModel>(host_);
   snapshot_ = std::move(first);
+}
+
+void HostSampler::set_extras(HostSamplerExtras extras) {
+  std::lock_guard lock(mu_);
+  extras_ = std::move(extras);
 }
 
 HostSampler::~HostSampler() {
@@ -72,6 +146,7 @@ HostSampler::~HostSampler() {
 void HostSampler::start() {
   std::lock_guard lock(mu_);
   if (thread_.joinable() || stop_) return;
+  sample_once();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -89,15 +164,35 @@ std::shared_ptr<const HostSample> HostSampler::snapshot() const {
   return snapshot_;
 }
 
+// One step: the host's files and the placement state every time, the audit when it is due.
+// Runs on the sampler's thread only (and once in start(), before that thread exists).
+void HostSampler::sample_once() {
+  auto next = std::make_shared<HostSample>(read_host_sample(host_, root_));
+  if (!extras_.state_path.empty()) {
+    next->placement =
+        std::make_shared<const PlacementSample>(read_placement(*next->host, extras_.state_path));
+  }
+  auto now = std::chrono::steady_clock::now();
+  bool audit_due = extras_.audit_interval.count() > 0 && !root_.empty() &&
+                   (last_audit_->time.time_since_epoch().count() == 0 ||
+                    now - last_audit_at_ >= extras_.audit_interval);
+  if (audit_due) {
+    std::vector<AcceleratorSample> samples;
+    if (extras_.accelerator_samples) samples = extras_.accelerator_samples();
+    last_audit_ = std::make_shared<const AuditSample>(run_host_audit(*next->host, root_, samples));
+    last_audit_at_ = now;
+  }
+  next->audit = last_audit_;
+  std::lock_guard swap(snapshot_mu_);
+  snapshot_ = std::move(next);
+}
+
 void HostSampler::run() {
   std::unique_lock lock(mu_);
+  cv_.wait_for(lock, interval_, [this] { return stop_; });
   while (!stop_) {
     lock.unlock();
-    auto next = std::make_shared<const HostSample>(read_host_sample(host_, root_));
-    {
-      std::lock_guard swap(snapshot_mu_);
-      snapshot_ = std::move(next);
-    }
+    sample_once();
     lock.lock();
     cv_.wait_for(lock, interval_, [this] { return stop_; });
   }

@@ -31,7 +31,8 @@ TEST(AgentCli, BadOptionsAreOneLineAndExitTwo) {
            {"--interval ten", "--interval ten"},
            {"--compat dcgm,nvidia", "'nvidia'"},
            {"--listen 256.1.1.1:99999", "--listen 256.1.1.1:99999"},
-           {"--health-config /nonexistent/h.yaml", "/nonexistent/h.yaml"}}) {
+           {"--health-config /nonexistent/h.yaml", "/nonexistent/h.yaml"},
+           {"--audit-interval soon", "--audit-interval soon"}}) {
     auto r = run_command(agent(args));
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
     EXPECT_THAT(r.output, HasSubstr(word)) << args;

@@ -13,6 +13,7 @@
 
 #include "discover/accel/backends.h"
 #include "exporter/families.h"
+#include "exporter/family_values.h"
 #include "support/test_support.h"
 
 namespace polyaccel::exporter {
@@ -24,35 +25,6 @@ using ::testing::Not;
 
 const std::string kNvmlScenario = std::string(NVML_SCENARIO_DIR) + "/hgx-8xh100.json";
 const std::string kRocmScenario = std::string(ROCM_SMI_SCENARIO_DIR) + "/mi300x-8x.json";
-
-// The value of the one sample of `name` whose labels include `labels`; nullopt when none.
-std::optional<double> value(const Families& families, const std::string& name,
-                            const Labels& labels) {
-  for (const auto& f : families) {
-    if (f.name != name) continue;
-    for (const auto& m : f.metric) {
-      bool all = std::all_of(labels.begin(), labels.end(), [&](const auto& want) {
-        return std::find(m.label.begin(), m.label.end(), want) != m.label.end();
-      });
-      if (!all) continue;
-      return f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-    }
-  }
-  return std::nullopt;
-}
-
-size_t count(const Families& families, const std::string& name, const Labels& labels = {}) {
-  size_t n = 0;
-  for (const auto& f : families) {
-    if (f.name != name) continue;
-    for (const auto& m : f.metric) {
-      n += std::all_of(labels.begin(), labels.end(), [&](const auto& want) {
-        return std::find(m.label.begin(), m.label.end(), want) != m.label.end();
-      });
-    }
-  }
-  return n;
-}
 
 class Exporter : public ::testing::Test {
  protected:

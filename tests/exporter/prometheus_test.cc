@@ -113,7 +113,8 @@ struct Stack {
     std::string common = "'" + polyaccel::testing::polyaccel_binary() +
                          "' agent --accel-backends on --interval 250ms --listen 127.0.0.1:0 "
                          "--hostname node-7 --fsroot '" +
-                         fsroot.string() + "'";
+                         fsroot.string() + "' --state '" +
+                         (tmp.path() / "allocations.json").string() + "'";
     nvidia_amd = std::make_unique<Background>(
         "POLYACCEL_HLML_LIB=/nonexistent POLYACCEL_NVML_LIB=" + inject +
             "/nvml/libnvidia-ml.so.1 NVML_INJECT_SCENARIO=" + scenarios +

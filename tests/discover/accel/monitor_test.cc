@@ -1,7 +1,7 @@
 // The background accelerator monitor with the test builds of the three vendor libraries, driven
 // step by step through their scenarios: the first snapshot, samples following the steps, a GPU
-// that falls off the bus and comes back, fatal events, listeners, and an NVML call that hangs
-// while readers and the other vendors' samples go on.
+// that falls off the bus and comes back, fatal events, listeners, an NVML call that hangs
+// while readers and the other vendors' samples go on, and MIG instances changed while it runs.
 #include "discover/accel/monitor.h"
 
 #include <dlfcn.h>
@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "discover/accel/backends.h"
+#include "discover/accel/partition.h"
 #include "discover/discover.h"
 #include "support/test_support.h"
 
@@ -305,6 +306,65 @@ TEST_F(Monitor, NoLibraryGivesAReadyEmptySnapshot) {
   for (const auto& b : snap->backends)
     EXPECT_FALSE(b.present) << b.name;
   (void)m;
+}
+
+// `polyaccel mig apply` changes MIG instances while the agent runs: the monitor's rescan reads
+// the layout again and tells listeners (the device plugin) of a device-set change, no restart.
+// The change is made through the production MIG control on the same (stateful) test library.
+TEST_F(Monitor, MigInstancesChangedWhileRunningArePickedUp) {
+  const std::string scenario = std::string(NVML_SCENARIO_DIR) + "/hgx-8xh200-mig.json";
+  ::setenv("NVML_INJECT_SCENARIO", scenario.c_str(), 1);
+  MonitorOptions o;
+  o.interval = 20ms;
+  o.rescan = 50ms;
+  monitor_ = std::make_unique<AcceleratorMonitor>(HostModel{}, make_all_backends(), o);
+  std::mutex mu;
+  std::vector<std::string> set_changes;  // the MIG layout of 0000:18:00.0 at each change
+  monitor_->subscribe([&](const AcceleratorSnapshot& s, const MonitorChange& c) {
+    const MonitoredDevice* d = s.device("0000:18:00.0");
+    if (!c.device_set || !d) return;
+    std::lock_guard lock(mu);
+    set_changes.push_back(std::to_string(d->inventory.mig_instances.size()));
+  });
+  monitor_->start();
+  auto instances = [](const AcceleratorSnapshot& s) {
+    const MonitoredDevice* d = s.device("0000:18:00.0");
+    return d ? d->inventory.mig_instances : std::vector<MigInstance>{};
+  };
+  auto before =
+      instances(*wait_for([&](const AcceleratorSnapshot& s) { return !instances(s).empty(); }));
+
+  auto control = open_nvml_mig_control();
+  ASSERT_TRUE(control) << control.error().message();
+  auto gpus = (*control)->gpus();
+  ASSERT_TRUE(gpus) << gpus.error().message();
+  auto gpu = std::find_if(gpus->begin(), gpus->end(),
+                          [](const MigGpu& g) { return g.pci_bus_id == "0000:18:00.0"; });
+  ASSERT_NE(gpu, gpus->end());
+  ASSERT_EQ(gpu->instances.size(), before.size());
+  MigPlacedInstance gone = gpu->instances.front();
+  ASSERT_TRUE((*control)->destroy(gpu->index, gone.gpu_instance_id));
+
+  auto shrunk = wait_for(
+      [&](const AcceleratorSnapshot& s) { return instances(s).size() == before.size() - 1; });
+  for (const auto& m : instances(*shrunk))
+    EXPECT_NE(m.uuid, gone.uuid);
+
+  auto made = (*control)->create(gpu->index, gone.profile_id, gone.start);
+  ASSERT_TRUE(made) << made.error().message();
+  auto grown = wait_for([&](const AcceleratorSnapshot& s) {
+    auto now = instances(s);
+    return std::any_of(now.begin(), now.end(),
+                       [&](const MigInstance& m) { return m.uuid == made->uuid; });
+  });
+  EXPECT_EQ(instances(*grown).size(), before.size());
+  monitor_->stop();
+  std::lock_guard lock(mu);
+  // The first listing, the destroy and the create each reached listeners as a device-set change.
+  EXPECT_NE(std::find(set_changes.begin(), set_changes.end(), std::to_string(before.size() - 1)),
+            set_changes.end());
+  ASSERT_FALSE(set_changes.empty());
+  EXPECT_EQ(set_changes.back(), std::to_string(before.size()));
 }
 
 }  // namespace
