@@ -20,7 +20,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "support/fake_kubelet.h"
+#include "support/fake_pod_resources.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -72,7 +72,7 @@ class Background {
 // two scrapes of each agent.
 struct Stack {
   polyaccel::testing::TempDir tmp;
-  std::unique_ptr<polyaccel::testing::FakeKubelet> kubelet;
+  std::unique_ptr<polyaccel::testing::FakePodResources> kubelet;
   std::unique_ptr<Background> nvidia_amd, gaudi, prometheus;
   int prometheus_port = 0;
   std::vector<int> agent_ports;
@@ -95,7 +95,7 @@ struct Stack {
                                       << 7 * node << "\n";
     }
     std::string socket = (tmp.path() / "kubelet.sock").string();
-    kubelet = std::make_unique<polyaccel::testing::FakeKubelet>(socket);
+    kubelet = std::make_unique<polyaccel::testing::FakePodResources>(socket);
     kubelet->set({{"infer-a",
                    "serve",
                    "server",

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <thread>
 
-#include "support/fake_kubelet.h"
+#include "support/fake_pod_resources.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -30,7 +30,7 @@ class PodResources : public ::testing::Test {
 };
 
 TEST_F(PodResources, MapsDevicesToContainers) {
-  polyaccel::testing::FakeKubelet kubelet(options().socket);
+  polyaccel::testing::FakePodResources kubelet(options().socket);
   kubelet.set({{"train-0", "ml", "main", "nvidia.com/gpu", {"GPU-aaa", "GPU-bbb"}},
                {"infer-1", "serve", "server", "nvidia.com/gpu", {"GPU-ccc::0"}},
                {"infer-2", "serve", "server", "nvidia.com/gpu", {"GPU-ccc::1"}},
@@ -57,8 +57,8 @@ TEST_F(PodResources, AbsentSocketIsNoPodsAndNoError) {
 
 TEST_F(PodResources, SocketThatDoesNotAnswerIsAnError) {
   auto o = options();
-  { polyaccel::testing::FakeKubelet gone(o.socket); }  // leaves no server behind
-  std::ofstream(o.socket).put('x');                    // a file where the socket was
+  { polyaccel::testing::FakePodResources gone(o.socket); }  // leaves no server behind
+  std::ofstream(o.socket).put('x');                         // a file where the socket was
   o.timeout = 500ms;
   PodAssignments a = list_pod_resources(o);
   EXPECT_FALSE(a.reachable);
@@ -66,7 +66,7 @@ TEST_F(PodResources, SocketThatDoesNotAnswerIsAnError) {
 }
 
 TEST_F(PodResources, ClientCachesAndRateLimits) {
-  polyaccel::testing::FakeKubelet kubelet(options().socket);
+  polyaccel::testing::FakePodResources kubelet(options().socket);
   kubelet.set({{"train-0", "ml", "main", "nvidia.com/gpu", {"GPU-aaa"}}});
   auto o = options();
   o.interval = 1h;    // only refresh_soon() makes it List again

@@ -19,17 +19,17 @@ struct FakeContainer {
   std::vector<std::string> device_ids;
 };
 
-class FakeKubelet final : public v1::PodResourcesLister::Service {
+class FakePodResources final : public v1::PodResourcesLister::Service {
  public:
   // Serves on unix:`socket`; throws when it cannot.
-  explicit FakeKubelet(const std::string& socket) {
+  explicit FakePodResources(const std::string& socket) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
     if (!server_) throw std::runtime_error("cannot serve on " + socket);
   }
-  ~FakeKubelet() override { server_->Shutdown(); }
+  ~FakePodResources() override { server_->Shutdown(); }
 
   void set(std::vector<FakeContainer> containers) {
     std::lock_guard lock(mu_);
