@@ -16,6 +16,8 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
   }
   if (!options.sharing_config.empty() && !std::filesystem::is_regular_file(options.sharing_config))
     return bad_input("--sharing-config " + options.sharing_config, "is not a readable file");
+  if (!options.nic_config.empty() && !std::filesystem::is_regular_file(options.nic_config))
+    return bad_input("--nic-config " + options.nic_config, "is not a readable file");
   if (options.kubelet_dir.empty()) return std::unique_ptr<DevicePluginRunner>();
   if (!std::filesystem::is_directory(options.kubelet_dir)) {
     std::cerr << "polyaccel agent: no device plugin: " << options.kubelet_dir
@@ -24,6 +26,8 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
   }
   o.kubelet_dir = options.kubelet_dir;
   o.sharing_config = options.sharing_config;
+  o.nic_config = options.nic_config;
+  o.allocate.gpu_rdma_devices = options.gpu_rdma_devices;
   o.nfd_features_dir = options.nfd_features_dir;
   o.root = filesystem_root(discover);
   auto runner = std::make_unique<DevicePluginRunner>(monitor, o);

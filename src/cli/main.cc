@@ -193,6 +193,13 @@ int main(int argc, char** argv) {
                    "time-slicing in NVIDIA's device plugin config format")
       ->type_name("FILE");
   agent
+      ->add_option("--nic-config", agent_options.nic_config,
+                   "RDMA NIC resources: SR-IOV VF pools (resourceList) and shared HCAs "
+                   "(configList), docs/kubernetes.md")
+      ->type_name("FILE");
+  agent->add_flag("--gpu-rdma-devices", agent_options.gpu_rdma_devices,
+                  "GPU Allocate also passes the nearest HCAs' /dev/infiniband nodes");
+  agent
       ->add_option("--nfd-features-dir", agent_options.nfd_features_dir,
                    "where node labels go (node-feature-discovery); empty: none")
       ->capture_default_str();

@@ -1,9 +1,12 @@
 #include "kube/allocate.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "core/strings.h"
+#include "kube/nic_resources.h"
+#include "launch/plan.h"
 
 namespace polyaccel {
 
@@ -19,36 +22,88 @@ void push_unique(std::vector<std::string>& v, const std::string& s) {
   if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
 }
 
+// /dev/infiniband/rdma_cm and each HCA's verbs and MAD nodes. An HCA whose uverbs node is
+// unknown is an Error: a container without it cannot open the device.
+Status add_rdma_nodes(ContainerAllocation& out, const AllocateOptions& options,
+                      const NicNodes& nodes, const std::vector<std::string>& hcas) {
+  if (hcas.empty()) return Ok{};
+  add_node(out, options, "infiniband/rdma_cm");
+  for (const auto& h : hcas) {
+    auto it = nodes.rdma.find(h);
+    if (it == nodes.rdma.end() || it->second.uverbs.empty()) {
+      return Error{ErrorCode::not_found, h, "has no /dev/infiniband/uverbs node in sysfs",
+                   "is ib_uverbs loaded?"};
+    }
+    add_node(out, options, "infiniband/" + it->second.uverbs);
+    for (const auto& n : it->second.umad)
+      add_node(out, options, "infiniband/" + n);
+    for (const auto& n : it->second.issm)
+      add_node(out, options, "infiniband/" + n);
+  }
+  return Ok{};
+}
+
+// PCIDEVICE_<RESOURCE>: the sriov-network-device-plugin's name, "intel.com/cx7_vfs" →
+// PCIDEVICE_INTEL_COM_CX7_VFS.
+std::string pci_device_variable(const std::string& resource) {
+  std::string v = "PCIDEVICE_";
+  for (char c : resource)
+    v += std::isalnum(static_cast<unsigned char>(c))
+             ? static_cast<char>(std::toupper(static_cast<unsigned char>(c)))
+             : '_';
+  return v;
+}
+
+Result<ContainerAllocation> compute_nic_allocation(const HostModel& model,
+                                                   const PluginResource& resource,
+                                                   const std::vector<std::string>& device_ids,
+                                                   const AllocateOptions& options,
+                                                   const NicNodes& nic_nodes) {
+  std::vector<std::string> hcas, netdevs, addresses;
+  for (const auto& id : device_ids) {
+    const PluginDevice* d = resource.device(id);
+    if (!d) return bad_input("device " + id, "is not a device of " + resource.name);
+    for (const auto& h : nic_device_hcas(model, *d))
+      push_unique(hcas, h);
+    if (resource.kind == ResourceKind::sriov_vf) {
+      push_unique(addresses, d->visible_id);
+      for (const auto& n : nic_device_netdevs(model, *d))
+        push_unique(netdevs, n);
+    }
+  }
+  ContainerAllocation out;
+  Status st = add_rdma_nodes(out, options, nic_nodes, hcas);
+  if (!st) return st.error();
+  for (auto& [k, v] : network_variables(hcas, {}))
+    out.envs[k] = v;
+  if (resource.kind == ResourceKind::sriov_vf) {
+    out.envs[pci_device_variable(resource.name)] = join(addresses, ",");
+    // The netdev itself moves into the pod's network namespace by the SR-IOV CNI, not by a
+    // device plugin; the container is told which it is.
+    if (!netdevs.empty()) out.envs["POLYACCEL_VF_NETDEVS"] = join(netdevs, ",");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> closest_rdma_devices(const HostModel& model,
                                               const std::vector<size_t>& accelerators) {
-  std::vector<std::string> out;
-  for (size_t k = 0; k < model.nics.size(); ++k) {
-    const Nic& nic = model.nics[k];
-    if (nic.rdma_devices.empty() || nic.fabric == "efa" || nic.fabric == "slingshot") continue;
-    bool close = false;
-    for (size_t a : accelerators) {
-      const Accelerator& acc = model.accelerators[a];
-      if (std::find(acc.closest_nics.begin(), acc.closest_nics.end(), nic.id) ==
-          acc.closest_nics.end())
-        continue;
-      auto i = model.links.index_of(acc.id);
-      auto j = model.links.index_of(nic.id);
-      if (i && j && model.links.at(*i, *j).level <= LinkLevel::node) close = true;
-    }
-    if (!close) continue;
-    for (const auto& r : nic.rdma_devices)
-      push_unique(out, r);
+  std::vector<const Accelerator*> gpus;
+  for (size_t a : accelerators) {
+    if (a < model.accelerators.size()) gpus.push_back(&model.accelerators[a]);
   }
-  return out;
+  return nearest_network(model, gpus).hcas;
 }
 
 Result<ContainerAllocation> compute_allocation(const HostModel& model,
                                                const PluginResource& resource,
                                                const std::vector<DeviceNodes>& nodes,
                                                const std::vector<std::string>& device_ids,
-                                               const AllocateOptions& options) {
+                                               const AllocateOptions& options,
+                                               const NicNodes& nic_nodes) {
+  if (resource.kind != ResourceKind::accelerator)
+    return compute_nic_allocation(model, resource, device_ids, options, nic_nodes);
   if (resource.fail_requests_greater_than_one && device_ids.size() > 1) {
     return bad_input(
         "request for " + std::to_string(device_ids.size()) + " devices of " + resource.name,
@@ -121,10 +176,16 @@ Result<ContainerAllocation> compute_allocation(const HostModel& model,
     case Vendor::other:
       return Error{ErrorCode::unsupported, resource.name, "has no vendor to allocate for", {}};
   }
-  if (options.nccl_ib_hca && resource.vendor != Vendor::intel_gaudi) {
+  if ((options.nccl_ib_hca || options.gpu_rdma_devices) && resource.vendor != Vendor::intel_gaudi) {
     auto hcas = closest_rdma_devices(model, accelerators);
-    // "=" asks NCCL for exact names: mlx5_1 would otherwise also match mlx5_10.
-    if (!hcas.empty()) out.envs["NCCL_IB_HCA"] = "=" + join(hcas, ",");
+    if (options.nccl_ib_hca) {
+      for (auto& [k, v] : network_variables(hcas, {}))
+        out.envs[k] = v;
+    }
+    if (options.gpu_rdma_devices) {
+      Status st = add_rdma_nodes(out, options, nic_nodes, hcas);
+      if (!st) return st.error();
+    }
   }
   return out;
 }

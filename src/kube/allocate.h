@@ -7,7 +7,13 @@
 //   AMD     /dev/kfd and each GPU's /dev/dri/card<N> and /dev/dri/renderD<N>
 //   Gaudi   /dev/accel/accel<N> and accel_controlD<N>; HABANA_VISIBLE_DEVICES=<minors>,
 //           HL_VISIBLE_DEVICES=</dev/accel/accel<N>>, HL_VISIBLE_DEVICES_UUID=<serials>
-//   all     NCCL_IB_HCA=<the RDMA devices of the NICs closest to the allocated devices>
+//   all     NCCL_IB_HCA=<the RDMA devices of the NICs closest to the allocated devices> and
+//           UCX_NET_DEVICES, as `polyaccel run` names them (launch/plan.h nearest_network);
+//           with gpu_rdma_devices also those HCAs' /dev/infiniband nodes (below)
+//   NICs    shared HCAs and SR-IOV VFs (nic_resources.h): /dev/infiniband/rdma_cm and each chosen
+//           HCA's uverbsN, umadN and issmN; NCCL_IB_HCA and UCX_NET_DEVICES naming the chosen
+//           HCAs; for VFs PCIDEVICE_<RESOURCE>=<VF addresses> (the sriov-network-device-plugin's
+//           variable, read by SR-IOV CNI users) and POLYACCEL_VF_NETDEVS=<their netdevs>
 #pragma once
 
 #include <map>
@@ -41,6 +47,9 @@ struct AllocateOptions {
   // Where device nodes are on the host ("/dev"); the container always sees /dev.
   std::string dev_root = "/dev";
   bool nccl_ib_hca = true;
+  // GPUs: also the /dev/infiniband nodes of the HCAs NCCL_IB_HCA names, for clusters that run no
+  // NIC plugin (agent --gpu-rdma-devices).
+  bool gpu_rdma_devices = false;
 };
 
 // One container's response. An id that is not a device of the resource, more than one device
@@ -50,11 +59,12 @@ Result<ContainerAllocation> compute_allocation(const HostModel& model,
                                                const PluginResource& resource,
                                                const std::vector<DeviceNodes>& nodes,
                                                const std::vector<std::string>& device_ids,
-                                               const AllocateOptions& options);
+                                               const AllocateOptions& options,
+                                               const NicNodes& nic_nodes = NicNodes{});
 
 // The RDMA devices ("mlx5_0") of the NICs closest to these accelerators, at NODE level or
-// better, in the model's NIC order; NICs that NCCL's IB transport does not drive (EFA,
-// Slingshot) are left out.
+// better, as `polyaccel run` chooses them (launch/plan.h nearest_network); NICs that NCCL's IB
+// transport does not drive (EFA, Slingshot) are left out.
 std::vector<std::string> closest_rdma_devices(const HostModel& model,
                                               const std::vector<size_t>& accelerators);
 

@@ -15,6 +15,7 @@ namespace fs = std::filesystem;
 std::optional<unsigned> number_after(const std::string& name, const std::string& prefix) {
   if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) return std::nullopt;
   std::string digits = name.substr(prefix.size());
+  if (digits.size() > 9) return std::nullopt;  // no device minor is that large; stoul would throw
   if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
     return std::nullopt;
   return static_cast<unsigned>(std::stoul(digits));
@@ -69,6 +70,44 @@ std::vector<DeviceNodes> read_device_nodes(const HostModel& model, const std::st
       }
     }
     out.push_back(std::move(n));
+  }
+  return out;
+}
+
+NicNodes read_nic_nodes(const HostModel& model, const std::string& root) {
+  NicNodes out;
+  if (root.empty()) return out;
+  const fs::path sys = fs::path(root) / "sys/class";
+  auto by_ibdev = [&](const std::string& cls, const std::string& prefix) {
+    std::vector<std::pair<std::string, std::string>> found;  // (ibdev, node)
+    for (const auto& name : sorted_entries(sys / cls)) {
+      if (!number_after(name, prefix)) continue;
+      auto ibdev = read_first_line(sys / cls / name / "ibdev");
+      if (ibdev && !ibdev->empty()) found.emplace_back(*ibdev, name);
+    }
+    return found;
+  };
+  for (const auto& [dev, node] : by_ibdev("infiniband_verbs", "uverbs"))
+    out.rdma[dev].uverbs = node;
+  for (const auto& [dev, node] : by_ibdev("infiniband_mad", "umad"))
+    out.rdma[dev].umad.push_back(node);
+  for (const auto& [dev, node] : by_ibdev("infiniband_mad", "issm"))
+    out.rdma[dev].issm.push_back(node);
+  for (const auto& nic : model.nics) {
+    const std::string bdf = nic.pci.address.to_string();
+    std::error_code ec;
+    fs::path target = fs::read_symlink(fs::path(root) / "sys/bus/pci/devices" / bdf / "driver", ec);
+    if (!ec) out.drivers[bdf] = target.filename().string();
+    if (!nic.pci.sriov) continue;
+    for (const auto& vf : nic.pci.sriov->vfs) {
+      const fs::path dir = fs::path(root) / "sys/bus/pci/devices" / vf.address.to_string();
+      auto vendor = read_int_file(dir / "vendor");
+      auto device = read_int_file(dir / "device");
+      // PCI ids are 16 bits: anything else in the file is not believed.
+      if (vendor && device && *vendor > 0 && *vendor <= 0xffff && *device > 0 && *device <= 0xffff)
+        out.vf_ids[vf.address.to_string()] = {static_cast<std::uint16_t>(*vendor),
+                                              static_cast<std::uint16_t>(*device)};
+    }
   }
   return out;
 }

@@ -1,18 +1,27 @@
 #include "kube/device_plugin.h"
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "core/file_io.h"
+#include "kube/nic_resources.h"
 #include "kube/preferred_allocation.h"
 #include "kube/proto/deviceplugin_v1beta1.grpc.pb.h"
 #include "render/labels.h"
@@ -23,13 +32,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// kubelet.sock appears (bind) an instant before kubelet listens on it: the first retry comes
+// soon, later ones back off to 30 s.
+constexpr std::chrono::milliseconds kFirstRetry{5};
+constexpr std::chrono::milliseconds kLongestRetry{30000};
+// The name of the lock that keeps a second agent off the directory. kubelet removes only the
+// sockets of its directory at start, so the lock file outlives a kubelet restart.
+constexpr const char* kLockName = "polyaccel.lock";
+
 // Everything an RPC needs, immutable once built: a new plan replaces it whole.
 struct Plan {
   HostModel model;
   std::vector<PluginResource> resources;
   AllocationTopology topology;
   std::vector<DeviceNodes> nodes;
-  std::vector<std::vector<DeviceSlot>> slots;  // per resource, for the chooser
+  NicNodes nic_nodes;
+  std::vector<std::vector<DeviceSlot>> slots;  // per accelerator resource, for the chooser
   AllocateOptions allocate;
 
   const PluginResource* resource(const std::string& name, size_t* index = nullptr) const {
@@ -71,11 +89,29 @@ class Board {
     cv_.wait_until(lock, until, [&] { return generation_ != seen || stop; });
   }
 
+  // The accelerators of the last Allocate of an accelerator resource. kubelet allocates a pod's
+  // resources one after the other (GetPreferredAllocation, then Allocate, per resource) and never
+  // tells a plugin what another one gave: a NIC request that follows within kPodWindow is taken to
+  // be the same pod's, and prefers the NICs nearest to these GPUs (docs/kubernetes.md).
+  void note_gpus(std::vector<size_t> accelerators) const {
+    std::lock_guard lock(mutex_);
+    last_gpus_ = std::move(accelerators);
+    last_gpus_at_ = Clock::now();
+  }
+  std::vector<size_t> recent_gpus() const {
+    std::lock_guard lock(mutex_);
+    if (Clock::now() - last_gpus_at_ > kPodWindow) return {};
+    return last_gpus_;
+  }
+  static constexpr std::chrono::seconds kPodWindow{10};
+
  private:
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::uint64_t generation_ = 0;
+  mutable std::vector<size_t> last_gpus_;
+  mutable Clock::time_point last_gpus_at_{};
 };
 
 grpc::Status failed(const Error& e) {
@@ -89,7 +125,8 @@ v1beta1::ListAndWatchResponse device_list(const Snapshot& s, const PluginResourc
   for (const auto& d : r.devices) {
     auto* dev = resp.add_devices();
     dev->set_id(d.id);
-    bool ok = d.accelerator < s.healthy.size() && s.healthy[d.accelerator];
+    bool ok =
+        d.nic ? true : !d.lost && d.accelerator < s.healthy.size() && s.healthy[d.accelerator];
     dev->set_health(ok ? "Healthy" : "Unhealthy");
     // No TopologyInfo where the NUMA node is unknown: kubelet reads that as "no preference".
     if (!d.numa_nodes.empty()) {
@@ -145,6 +182,23 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
     if (!resource) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, resource_ + " is no longer served");
     }
+    if (resource->kind != ResourceKind::accelerator) {
+      auto gpus = board_.recent_gpus();
+      for (const auto& c : req->container_requests()) {
+        std::vector<std::string> available(c.available_deviceids().begin(),
+                                           c.available_deviceids().end());
+        std::vector<std::string> must(c.must_include_deviceids().begin(),
+                                      c.must_include_deviceids().end());
+        size_t size = c.allocation_size() < 0 ? 0 : static_cast<size_t>(c.allocation_size());
+        auto chosen =
+            choose_nic_allocation(snapshot->plan->model, *resource, gpus, available, must, size);
+        if (!chosen) return failed(chosen.error());
+        auto* resp = out->add_container_responses();
+        for (const auto& id : *chosen)
+          resp->add_deviceids(id);
+      }
+      return grpc::Status::OK;
+    }
     for (const auto& c : req->container_requests()) {
       PreferredAllocationRequest r;
       r.available.assign(c.available_deviceids().begin(), c.available_deviceids().end());
@@ -167,10 +221,16 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
     const Plan& plan = *snapshot->plan;
     const PluginResource* r = plan.resource(resource_);
     if (!r) return grpc::Status(grpc::StatusCode::UNAVAILABLE, resource_ + " is no longer served");
+    std::vector<size_t> gpus;
     for (const auto& c : req->container_requests()) {
       std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
-      auto a = compute_allocation(plan.model, *r, plan.nodes, ids, plan.allocate);
+      auto a = compute_allocation(plan.model, *r, plan.nodes, ids, plan.allocate, plan.nic_nodes);
       if (!a) return failed(a.error());
+      if (r->kind == ResourceKind::accelerator) {
+        for (const auto& id : ids) {
+          if (const PluginDevice* d = r->device(id)) gpus.push_back(d->accelerator);
+        }
+      }
       auto* resp = out->add_container_responses();
       for (const auto& [k, v] : a->envs)
         (*resp->mutable_envs())[k] = v;
@@ -183,6 +243,7 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
         spec->set_permissions(d.permissions);
       }
     }
+    if (!gpus.empty()) board_.note_gpus(std::move(gpus));
     return grpc::Status::OK;
   }
 
@@ -213,7 +274,7 @@ struct Server {
   FileId file;
   bool registered = false;
   Clock::time_point next_registration{};
-  std::chrono::seconds backoff{1};
+  std::chrono::milliseconds backoff{kFirstRetry};
 };
 
 // Which file a path names: a socket made again gets a new one even where the file system
@@ -235,31 +296,129 @@ struct DevicePlugin::Impl {
   std::optional<SharingConfig> sharing;  // the last good config
   std::optional<std::string> sharing_text;
   std::optional<Error> sharing_error;
+  std::optional<NicConfig> nic;  // the last good NIC config
+  std::optional<std::string> nic_text;
+  std::optional<Error> nic_error;
   std::map<std::string, bool> health;  // by PCI bus id
   std::vector<Server> servers;
   FileId kubelet_file;
   unsigned registrations = 0;
   std::map<std::string, std::string> logged;  // last line per subject
 
+  Clock::time_point kubelet_seen{};  // when the current kubelet.sock was first seen
+
   std::thread watcher;
-  std::mutex stop_mutex;
-  std::condition_variable stop_cv;
-  bool stopping = false;
+  std::atomic<bool> stopping{false};
+  int wake_fd = -1;     // an eventfd: stop() wakes the watcher with it
+  int inotify_fd = -1;  // the kubelet directory and the config files' directories
+  int lock_fd = -1;     // holds the flock on kLockName while the plugin runs
 
   explicit Impl(DevicePluginOptions o) : options(std::move(o)) {}
+  ~Impl() {
+    for (int fd : {wake_fd, inotify_fd, lock_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
 
   std::string path(const std::string& name) const { return options.kubelet_dir + "/" + name; }
 
-  // Logs a line about `subject` once, then only when it changes.
-  void log(const std::string& subject, const std::string& line) {
-    auto& last = logged[subject];
-    if (last == line) return;
-    last = line;
+  void emit(const std::string& line) const {
     if (options.log) {
       options.log(line);
     } else {
       std::fprintf(stderr, "polyaccel agent: %s\n", line.c_str());
     }
+  }
+
+  // Logs a line about `subject` once, then only when it changes: a state (a persistent failure).
+  void log(const std::string& subject, const std::string& line) {
+    auto& last = logged[subject];
+    if (last == line) return;
+    last = line;
+    emit(line);
+  }
+
+  // Logs an event (a registration, a socket made again) every time it happens; it also clears
+  // what `log` last said of the subject, so that a failure after it shows again.
+  void event(const std::string& subject, const std::string& line) {
+    logged.erase(subject);
+    emit(line);
+  }
+
+  // The flock on kLockName: a second agent on the same directory would delete our sockets and
+  // we theirs, each registering over the other.
+  Status take_lock() {
+    const std::string file = path(kLockName);
+    int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+      return Error{ErrorCode::io, file, std::string("cannot be opened: ") + std::strerror(errno),
+                   "is --kubelet-dir writable?"};
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      char buf[32] = {};
+      ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+      holder.erase(std::remove_if(holder.begin(), holder.end(),
+                                  [](unsigned char c) { return c < '0' || c > '9'; }),
+                   holder.end());
+      ::close(fd);
+      return bad_input(file,
+                       "is held by another polyaccel agent" +
+                           (holder.empty() ? std::string() : " (pid " + holder + ")") +
+                           ": two device plugins on one kubelet directory delete each "
+                           "other's sockets",
+                       "run one agent per node, or give this one its own --kubelet-dir");
+    }
+    std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+      // The pid is only a hint for the message above; the lock itself holds.
+    }
+    lock_fd = fd;
+    return Ok{};
+  }
+
+  // inotify on the kubelet directory (kubelet.sock made again, our sockets removed) and on the
+  // directories of the config files (a ConfigMap update renames a new ..data link in).
+  void watch_directories() {
+    inotify_fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (inotify_fd < 0) {
+      log("inotify", std::string("inotify unavailable (") + std::strerror(errno) +
+                         "): looking at the kubelet directory every " +
+                         std::to_string(options.poll_interval.count()) + " ms");
+      return;
+    }
+    const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE |
+                          IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF;
+    std::set<std::string> dirs{options.kubelet_dir};
+    for (const auto& file : {options.sharing_config, options.nic_config}) {
+      if (file.empty()) continue;
+      auto dir = std::filesystem::path(file).parent_path();
+      dirs.insert(dir.empty() ? std::string(".") : dir.string());
+    }
+    for (const auto& dir : dirs) {
+      if (::inotify_add_watch(inotify_fd, dir.c_str(), mask) < 0) {
+        log("inotify " + dir, "cannot watch " + dir + ": " + std::strerror(errno));
+      }
+    }
+  }
+
+  // Reads every pending inotify event; what changed is looked at by tick() itself.
+  void drain_inotify() const {
+    alignas(inotify_event) char buf[16384];
+    while (::read(inotify_fd, buf, sizeof buf) > 0) {
+    }
+  }
+
+  // How long the watcher may sleep: until the next registration retry, at most poll_interval.
+  int sleep_ms() const {
+    std::lock_guard lock(mutex);
+    auto now = Clock::now();
+    auto until = now + options.poll_interval;
+    for (const auto& s : servers) {
+      if (!s.registered && kubelet_file.exists) until = std::min(until, s.next_registration);
+    }
+    auto ms = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
+    return static_cast<int>(std::clamp<long long>(ms, 0, 24LL * 3600 * 1000));
   }
 
   // Reads the sharing config when its content changed. True when a new good config was taken.
@@ -288,7 +447,55 @@ struct DevicePlugin::Impl {
     return true;
   }
 
-  Result<std::shared_ptr<Plan>> make_plan() const {
+  // Reads the NIC config when its content changed, as reload_sharing. True when one was taken.
+  Result<bool> reload_nic() {
+    if (options.nic_config.empty()) return false;
+    auto text = read_text_file(options.nic_config);
+    Result<NicConfig> parsed =
+        text ? parse_nic_config(*text, options.nic_config)
+             : Result<NicConfig>(bad_input(options.nic_config, "cannot be read"));
+    if (text && nic_text && *nic_text == *text) return false;
+    if (text) nic_text = *text;
+    if (!parsed) {
+      if (!nic) return parsed.error();
+      nic_error = parsed.error();
+      log("nic", parsed.error().message() + "; keeping the last good NIC config");
+      return false;
+    }
+    nic = std::move(*parsed);
+    nic_error.reset();
+    log("nic", "NIC config " + options.nic_config + " taken");
+    return true;
+  }
+
+  // GPUs without a NUMA node in the model (the vendor library listed them, the host topology did
+  // not hold them) take the one sysfs gives; each device's source is logged.
+  void complete_locality(HostModel& m) {
+    for (auto& a : m.accelerators) {
+      const std::string bus = a.pci.address.to_string();
+      std::string source = "the host topology";
+      if (a.pci.numa_nodes.empty() && !options.root.empty()) {
+        auto n = read_int_file(std::filesystem::path(options.root) / "sys/bus/pci/devices" / bus /
+                               "numa_node");
+        // -1: the firmware gives none. A node the model does not know is not believed.
+        if (n && *n >= 0 && *n < 65536 &&
+            (m.numa_nodes.empty() || m.numa_node(static_cast<unsigned>(*n)))) {
+          a.pci.numa_nodes = {static_cast<unsigned>(*n)};
+          source = "sysfs numa_node";
+        }
+      }
+      std::string where = "unknown";
+      if (!a.pci.numa_nodes.empty()) {
+        where.clear();
+        for (unsigned n : a.pci.numa_nodes)
+          where += (where.empty() ? "" : ",") + std::to_string(n);
+        where = "NUMA node " + where + " from " + source;
+      }
+      log("locality " + bus, a.id + " " + bus + ": " + where);
+    }
+  }
+
+  Result<std::shared_ptr<Plan>> make_plan() {
     ResourceOptions ro;
     ro.sharing = sharing ? &*sharing : nullptr;
     ro.mig_strategy = MigStrategy::none;
@@ -299,11 +506,30 @@ struct DevicePlugin::Impl {
       if (!s) return s.error();
       ro.mig_strategy = *s;
     }
-    auto resources = plan_resources(model, ro);
-    if (!resources) return resources.error();
     auto plan = std::make_shared<Plan>();
     plan->model = model;
+    complete_locality(plan->model);
+    auto resources = plan_resources(plan->model, ro);
+    if (!resources) return resources.error();
     plan->resources = std::move(*resources);
+    plan->nic_nodes = read_nic_nodes(plan->model, options.root);
+    if (nic) {
+      auto nics = plan_nic_resources(plan->model, *nic, plan->nic_nodes);
+      if (!nics) return nics.error();
+      for (auto& r : *nics) {
+        if (plan->resource(r.name))
+          return bad_input(nic->source, r.name + " is also an accelerator resource");
+        plan->resources.push_back(std::move(r));
+      }
+    }
+    for (const auto& r : plan->resources) {
+      for (const auto& d : r.devices) {
+        if (d.lost && d.replica == 0) {
+          log("lost " + d.id, d.id + " is in the host topology but " + r.name +
+                                  "'s vendor library does not answer for it: advertised Unhealthy");
+        }
+      }
+    }
     plan->topology = AllocationTopology::from_model(plan->model);
     plan->nodes = read_device_nodes(plan->model, options.root);
     plan->allocate = options.allocate;
@@ -336,6 +562,7 @@ struct DevicePlugin::Impl {
       lo.mig_strategy = sharing->mig_strategy;
     }
     for (const auto& r : plan.resources) {
+      if (r.kind != ResourceKind::accelerator) continue;
       std::set<std::pair<size_t, size_t>> physical;
       for (const auto& d : r.devices)
         physical.insert({d.accelerator, d.mig.value_or(SIZE_MAX)});
@@ -363,7 +590,7 @@ struct DevicePlugin::Impl {
     s.file = file_id(socket);
     s.registered = false;
     s.next_registration = {};
-    s.backoff = std::chrono::seconds(1);
+    s.backoff = kFirstRetry;
     return Ok{};
   }
 
@@ -440,21 +667,28 @@ struct DevicePlugin::Impl {
   void tick() {
     std::lock_guard lock(mutex);
     auto changed = reload_sharing();
-    if (changed && *changed) {
+    auto nic_changed = reload_nic();
+    if ((changed && *changed) || (nic_changed && *nic_changed)) {
       Status st = replan();
       if (!st) log("plan", st.error().message() + "; keeping the resources served now");
     }
     FileId kubelet = file_id(path("kubelet.sock"));
     if (kubelet != kubelet_file) {
       // A new kubelet: it deleted our sockets at start; serve and register again.
-      if (kubelet.exists) log("kubelet", "kubelet.sock appeared in " + options.kubelet_dir);
-      for (auto& s : servers)
+      if (kubelet.exists) {
+        kubelet_seen = Clock::now();
+        event("kubelet", "kubelet.sock appeared in " + options.kubelet_dir);
+      }
+      for (auto& s : servers) {
         s.registered = false;
+        s.next_registration = {};
+        s.backoff = kFirstRetry;
+      }
       kubelet_file = kubelet;
     }
     for (auto& s : servers) {
       if (file_id(path(s.socket_name)) != s.file) {
-        log("socket " + s.resource, s.socket_name + " was removed; serving it again");
+        event("socket " + s.resource, s.socket_name + " was removed; serving it again");
         stop_server(s);
         Status st = start_server(s);
         if (!st) {
@@ -467,20 +701,27 @@ struct DevicePlugin::Impl {
       if (st) {
         s.registered = true;
         ++registrations;
-        log("register " + s.resource, "registered " + s.resource + " with kubelet");
+        auto after =
+            std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - kubelet_seen);
+        char ms[32];
+        std::snprintf(ms, sizeof ms, "%.1f", static_cast<double>(after.count()) / 1000.0);
+        event("register " + s.resource, "registered " + s.resource + " with kubelet (" +
+                                            std::string(ms) + " ms after kubelet.sock appeared)");
       } else {
         log("register " + s.resource, st.error().message());
         s.next_registration = Clock::now() + s.backoff;
-        s.backoff = std::min(s.backoff * 2, std::chrono::seconds(30));
+        s.backoff = std::min(s.backoff * 2, kLongestRetry);
       }
     }
   }
 
   void watch() {
-    while (true) {
+    while (!stopping) {
       tick();
-      std::unique_lock lock(stop_mutex);
-      if (stop_cv.wait_for(lock, options.poll_interval, [&] { return stopping; })) return;
+      pollfd fds[2] = {{wake_fd, POLLIN, 0}, {inotify_fd, POLLIN, 0}};
+      int n = ::poll(fds, inotify_fd >= 0 ? 2 : 1, sleep_ms());
+      if (stopping) return;
+      if (n > 0 && inotify_fd >= 0 && (fds[1].revents & POLLIN)) drain_inotify();
     }
   }
 };
@@ -496,8 +737,19 @@ Status DevicePlugin::start(HostModel model) {
   {
     std::lock_guard lock(impl_->mutex);
     impl_->model = std::move(model);
+    // The configs first: a bad one leaves the kubelet directory as it was.
     auto loaded = impl_->reload_sharing();
     if (!loaded) return loaded.error();
+    auto nic_loaded = impl_->reload_nic();
+    if (!nic_loaded) return nic_loaded.error();
+    Status locked = impl_->take_lock();
+    if (!locked) return locked;
+    impl_->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (impl_->wake_fd < 0) {
+      return Error{ErrorCode::io, "eventfd", std::strerror(errno), {}};
+    }
+    // Before the first look: a change after it is seen by the watcher's first poll.
+    impl_->watch_directories();
     Status st = impl_->replan();
     if (!st) return st;
   }
@@ -507,16 +759,22 @@ Status DevicePlugin::start(HostModel model) {
 }
 
 void DevicePlugin::stop() {
-  {
-    std::lock_guard lock(impl_->stop_mutex);
-    impl_->stopping = true;
+  impl_->stopping = true;
+  if (impl_->wake_fd >= 0) {
+    std::uint64_t one = 1;
+    if (::write(impl_->wake_fd, &one, sizeof one) < 0) {
+      // Full counter: the watcher is already woken.
+    }
   }
-  impl_->stop_cv.notify_all();
   if (impl_->watcher.joinable()) impl_->watcher.join();
   std::lock_guard lock(impl_->mutex);
   for (auto& s : impl_->servers)
     impl_->stop_server(s);
   impl_->servers.clear();
+  if (impl_->lock_fd >= 0) {
+    ::close(impl_->lock_fd);  // releases the flock: another agent may take the directory
+    impl_->lock_fd = -1;
+  }
 }
 
 void DevicePlugin::set_model(HostModel model) {
@@ -563,6 +821,11 @@ unsigned DevicePlugin::registrations() const {
 std::optional<Error> DevicePlugin::sharing_config_error() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->sharing_error;
+}
+
+std::optional<Error> DevicePlugin::nic_config_error() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->nic_error;
 }
 
 }  // namespace polyaccel

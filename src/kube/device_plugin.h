@@ -27,9 +27,12 @@ struct DevicePluginOptions {
   std::string sharing_config;    // NVIDIA's config file format; empty: nothing is shared
   std::string nfd_features_dir;  // empty: no node labels
   std::string root = "/";        // where /sys and /proc are read (device nodes)
+  // SR-IOV VF pools and shared HCAs (nic_resources.h); empty: no NIC resources.
+  std::string nic_config;
   AllocateOptions allocate;
-  // How often the kubelet directory and the sharing config are looked at.
-  std::chrono::milliseconds poll_interval{500};
+  // The kubelet directory and the config files' directories are watched with inotify, and looked
+  // at within milliseconds of a change; this is the longest wait between two looks without one.
+  std::chrono::milliseconds poll_interval{5000};
   // One line per event worth a person's attention; stderr when empty.
   std::function<void(const std::string&)> log;
 };
@@ -41,8 +44,9 @@ class DevicePlugin {
   DevicePlugin(const DevicePlugin&) = delete;
   DevicePlugin& operator=(const DevicePlugin&) = delete;
 
-  // Reads the sharing config, plans the resources, starts one server per resource, registers
-  // them and starts watching. A sharing config that cannot be used is an Error here (there is no
+  // Takes the directory's lock (another agent holding it is a bad_input Error naming it), reads
+  // the sharing config, plans the resources, starts one server per resource, registers them and
+  // starts watching. A sharing config that cannot be used is an Error here (there is no
   // earlier good one to keep); later it is logged and the last good one stays.
   Status start(HostModel model);
   void stop();
@@ -58,6 +62,8 @@ class DevicePlugin {
   unsigned registrations() const;
   // The error of the sharing config last read, if it was refused.
   std::optional<Error> sharing_config_error() const;
+  // The error of the NIC config last read, if it was refused (the last good one stays).
+  std::optional<Error> nic_config_error() const;
 
  private:
   struct Impl;

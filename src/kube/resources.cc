@@ -62,7 +62,24 @@ Result<std::vector<BaseDevice>> nvidia_devices(const HostModel& model, size_t i,
                                                MigStrategy strategy) {
   const Accelerator& a = model.accelerators[i];
   std::vector<BaseDevice> out;
-  if (!a.inventory || a.inventory->uuid.empty()) return out;  // not usable without NVML
+  if (!a.inventory || a.inventory->uuid.empty()) {
+    // Without NVML there is nothing to advertise; with it, NVML lost this one.
+    bool nvml = std::any_of(model.accelerator_backends.begin(), model.accelerator_backends.end(),
+                            [](const auto& b) { return b.name == "nvml" && b.present; });
+    if (!nvml) return out;
+    BaseDevice b;
+    b.resource = "nvidia.com/gpu";
+    b.device.id = a.pci.address.to_string();
+    b.device.visible_id = b.device.id;
+    b.device.accelerator = i;
+    b.device.numa_nodes = a.pci.numa_nodes;
+    b.device.lost = true;
+    b.shareable.resource = b.resource;
+    b.shareable.uuid = b.device.id;
+    b.shareable.product = a.name;
+    out.push_back(std::move(b));
+    return out;
+  }
   const auto& inv = *a.inventory;
   auto base = [&](const std::string& resource, const std::string& uuid) {
     BaseDevice b;

@@ -30,10 +30,26 @@ struct PluginDevice {
   unsigned replica = 0;       // which replica of a shared device, 0 when not shared
   std::string visible_id;     // what the container is told: GPU or MIG UUID, bus id, serial
   std::vector<unsigned> numa_nodes;  // empty when unknown (no TopologyInfo is sent then)
+  // A GPU the host's PCI topology holds that its vendor library did not answer for when the
+  // model was made (lost before the agent started): advertised Unhealthy under its PCI bus id,
+  // so that the node's capacity stays true; it returns under its UUID once the library lists it.
+  bool lost = false;
+  // NIC resources (nic_resources.h): the NIC (index into HostModel::nics), and the VF (index into
+  // its pci.sriov->vfs) for an SR-IOV pool; unset for accelerators.
+  std::optional<size_t> nic;
+  std::optional<size_t> vf;
+};
+
+// What a resource's devices are.
+enum class ResourceKind {
+  accelerator,  // GPUs, MIG devices, replicas, Gaudi HPUs
+  shared_hca,   // replicas of whole RDMA HCAs (PFs) that many pods share
+  sriov_vf,     // SR-IOV virtual functions, one pod each
 };
 
 struct PluginResource {
   std::string name;  // "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "amd.com/gpu", ...
+  ResourceKind kind = ResourceKind::accelerator;
   Vendor vendor = Vendor::other;
   SharingStrategy sharing = SharingStrategy::none;
   unsigned max_replicas = 1;  // the most replicas of one physical device
@@ -52,7 +68,8 @@ struct ResourceOptions {
   const SharingConfig* sharing = nullptr;  // none: no device is shared
 };
 
-// Every resource of the host, sorted by name. NVIDIA GPUs need their vendor library (a UUID);
+// Every resource of the host, sorted by name. NVIDIA GPUs need their vendor library (a UUID):
+// where NVML answered for others but not for a GPU of the topology, that one is `lost`;
 // AMD GPUs and Gaudi devices are advertised from the topology alone when it is absent. Errors:
 // the single strategy on a node it cannot describe, an MPS sharing config (not run here), a
 // device that two sharing entries select.

@@ -116,35 +116,17 @@ void visibility_env(const HostModel& model, const std::vector<const Accelerator*
   }
 }
 
-// NCCL_IB_HCA, UCX_NET_DEVICES and NCCL_SOCKET_IFNAME from the NICs closest to the GPUs, when
-// they are within the GPU's NUMA node; a NIC across sockets is no better than NCCL's own pick.
+// NCCL_IB_HCA, UCX_NET_DEVICES and NCCL_SOCKET_IFNAME from the NICs closest to the GPUs
+// (nearest_network).
 void network_env(const HostModel& model, const std::vector<const Accelerator*>& gpus,
                  LaunchPlan& plan) {
-  std::vector<std::string> hcas, ucx, ifnames;
-  auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
-    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
-  };
-  for (const Accelerator* a : gpus) {
-    bool near = false;
-    for (const auto& nic_id : a->closest_nics) {
-      const Nic* nic = model.nic(nic_id);
-      if (!nic || link_between(model, a->id, nic_id) > LinkLevel::node) continue;
-      near = true;
-      for (const auto& r : nic->rdma_devices) {
-        add_unique(hcas, r);
-        add_unique(ucx, r + ":1");
-      }
-      for (const auto& n : nic->netdevs)
-        add_unique(ifnames, n);
-    }
-    if (!near && !model.nics.empty()) {
-      plan.warnings.push_back(a->id + " has no NIC within its NUMA node: NIC choice left to NCCL");
-    }
+  NearestNetwork near = nearest_network(model, gpus);
+  if (!model.nics.empty()) {
+    for (const auto& id : near.far_gpus)
+      plan.warnings.push_back(id + " has no NIC within its NUMA node: NIC choice left to NCCL");
   }
-  // "=" makes NCCL match whole names: without it mlx5_1 also selects mlx5_10..mlx5_19.
-  if (!hcas.empty()) add_env(plan, "NCCL_IB_HCA", "=" + join(hcas, ","));
-  if (!ucx.empty()) add_env(plan, "UCX_NET_DEVICES", join(ucx, ","));
-  if (!ifnames.empty()) add_env(plan, "NCCL_SOCKET_IFNAME", "=" + join(ifnames, ","));
+  for (auto& [k, v] : network_variables(near.hcas, near.ifnames))
+    add_env(plan, k, v);
 }
 
 Status hugepage_env(const HostModel& model, const LaunchRequest& request, LaunchPlan& plan) {
@@ -263,6 +245,43 @@ std::vector<const Accelerator*> choose_gpus(const HostModel& model,
     return a->pci.address < b->pci.address;
   });
   return best_set;
+}
+
+NearestNetwork nearest_network(const HostModel& model,
+                               const std::vector<const Accelerator*>& gpus) {
+  NearestNetwork out;
+  auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
+    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+  };
+  for (const Accelerator* a : gpus) {
+    bool near = false;
+    for (const auto& nic_id : a->closest_nics) {
+      const Nic* nic = model.nic(nic_id);
+      if (!nic || link_between(model, a->id, nic_id) > LinkLevel::node) continue;
+      near = true;
+      if (nic->fabric != "efa" && nic->fabric != "slingshot") {
+        for (const auto& r : nic->rdma_devices)
+          add_unique(out.hcas, r);
+      }
+      for (const auto& n : nic->netdevs)
+        add_unique(out.ifnames, n);
+    }
+    if (!near) out.far_gpus.push_back(a->id);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> network_variables(
+    const std::vector<std::string>& hcas, const std::vector<std::string>& ifnames) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<std::string> ucx;
+  for (const auto& h : hcas)
+    ucx.push_back(h + ":1");
+  // "=" makes NCCL match whole names: without it mlx5_1 also selects mlx5_10..mlx5_19.
+  if (!hcas.empty()) out.emplace_back("NCCL_IB_HCA", "=" + join(hcas, ","));
+  if (!ucx.empty()) out.emplace_back("UCX_NET_DEVICES", join(ucx, ","));
+  if (!ifnames.empty()) out.emplace_back("NCCL_SOCKET_IFNAME", "=" + join(ifnames, ","));
+  return out;
 }
 
 Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& request) {

@@ -1,9 +1,12 @@
 // `polyaccel agent` with its device plugin, as a process: the 8xH100 test library on the XE8640
 // capture, MIG mixed, a kubelet played by the test; SIGTERM stops it cleanly and removes its
 // sockets. Bad device plugin options are one line and exit code 2.
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -101,6 +104,15 @@ TEST(AgentDevicePlugin, BadOptionsAreOneLineAndExitTwo) {
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     left.push_back(e.path().filename());
   EXPECT_THAT(left, ::testing::ElementsAre("bad.yaml"));
+  // Another agent holds the directory's lock: a second one is refused, exit code 2.
+  int fd = ::open((dir.path() / "polyaccel.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  r = run_command(base + "2>&1");
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("polyaccel.lock: is held by another polyaccel agent"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "polyaccel-nvidia.com_gpu.sock"));
 }
 
 }  // namespace

@@ -5,7 +5,11 @@
 // concurrent Allocate calls; a malformed sharing config that leaves the last good one in place.
 #include "kube/device_plugin.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <set>
 
@@ -364,6 +368,117 @@ TEST(DevicePlugin, ABadSharingConfigAtStartIsAnError) {
   EXPECT_THAT(st.error().message(), HasSubstr("unknown version 'v2'"));
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()) ||
               !std::filesystem::exists(dir.path() / "polyaccel-nvidia.com_gpu.sock"));
+}
+
+// Kubernetes' kubelet deletes every socket of its directory when it starts again. The plugin
+// sees that through inotify (the fallback look is a minute away here) and registers again at
+// once; the latency from the new kubelet's start to its Register call is printed, over 100
+// restarts (a figure, not an assertion on time). Each registration is logged, not only the first.
+TEST(DevicePlugin, ReRegistersWithinMillisecondsOfEachOfAHundredKubeletRestarts) {
+  HostModel m = hgx_8xh100();
+  TempDir dir;
+  std::mutex lines_mutex;
+  std::vector<std::string> lines;
+  auto o = options_for(dir);
+  o.poll_interval = 60s;
+  o.log = [&](const std::string& l) {
+    std::lock_guard lock(lines_mutex);
+    lines.push_back(l);
+  };
+  auto kubelet = std::make_unique<FakeKubelet>(dir.path().string());
+  DevicePlugin plugin(o);
+  ASSERT_TRUE(plugin.start(m));
+  ASSERT_TRUE(kubelet->endpoint("nvidia.com/gpu"));
+  std::vector<double> latency_ms;
+  const int kRestarts = 100;
+  for (int i = 0; i < kRestarts; ++i) {
+    kubelet->stop();
+    kubelet.reset();
+    std::filesystem::remove(dir.path() / "polyaccel-nvidia.com_gpu.sock");  // as kubelet does
+    kubelet = std::make_unique<FakeKubelet>(dir.path().string());
+    // Far below the fallback look: only inotify explains a registration inside this wait.
+    auto ep = kubelet->endpoint("nvidia.com/gpu", 20s);
+    ASSERT_TRUE(ep) << "restart " << i;
+    latency_ms.push_back(
+        std::chrono::duration<double, std::milli>(ep->received - kubelet->listening_since())
+            .count());
+    ASSERT_TRUE(kubelet->wait_update(ep, [](const auto& r) { return r.devices_size() == 8; }));
+  }
+  EXPECT_EQ(plugin.registrations(), static_cast<unsigned>(kRestarts + 1));
+  std::sort(latency_ms.begin(), latency_ms.end());
+  std::printf(
+      "re-registration after a kubelet restart, %d restarts: p50 %.2f ms, p90 %.2f ms, "
+      "max %.2f ms\n",
+      kRestarts, latency_ms[latency_ms.size() / 2], latency_ms[latency_ms.size() * 9 / 10],
+      latency_ms.back());
+  plugin.stop();
+  std::lock_guard lock(lines_mutex);
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [](const std::string& l) {
+                            return l.rfind("registered nvidia.com/gpu with kubelet", 0) == 0;
+                          }),
+            kRestarts + 1);
+}
+
+TEST(DevicePlugin, ASecondAgentOnTheSameDirectoryIsRefused) {
+  HostModel m = hgx_8xh100();
+  TempDir dir;
+  FakeKubelet kubelet(dir.path().string());
+  DevicePlugin first(options_for(dir));
+  ASSERT_TRUE(first.start(m));
+  ASSERT_TRUE(kubelet.endpoint("nvidia.com/gpu"));
+  DevicePlugin second(options_for(dir));
+  auto st = second.start(m);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().code, ErrorCode::bad_input);  // the agent exits 2 with it
+  EXPECT_THAT(st.error().message(), HasSubstr("polyaccel.lock"));
+  EXPECT_THAT(st.error().message(),
+              HasSubstr("held by another polyaccel agent (pid " + std::to_string(::getpid())));
+  // The second one touched nothing: the first still serves, registered once.
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "polyaccel-nvidia.com_gpu.sock"));
+  EXPECT_EQ(kubelet.registrations("nvidia.com/gpu"), 1u);
+  first.stop();
+  DevicePlugin third(options_for(dir));  // the directory is free again
+  EXPECT_TRUE(third.start(m));
+}
+
+// The four GPUs NVML reports that the XE8640 capture lacks take their NUMA node from sysfs
+// where it gives a node of the host (18:00.0 → 1); -1 (firmware gives none) and a node the host
+// does not have stay without TopologyInfo. The log says where each device's locality came from.
+TEST(DevicePlugin, GpusTheTopologyLacksTakeTheirNumaNodeFromSysfs) {
+  HgxServed s;
+  std::mutex lines_mutex;
+  std::vector<std::string> lines;
+  auto pci = s.dir.path() / "sys/bus/pci/devices";
+  std::filesystem::create_directories(pci / "0000:18:00.0");
+  std::filesystem::create_directories(pci / "0000:2a:00.0");
+  std::filesystem::create_directories(pci / "0000:9a:00.0");
+  write(s.dir, "sys/bus/pci/devices/0000:18:00.0/numa_node", "1\n");
+  write(s.dir, "sys/bus/pci/devices/0000:2a:00.0/numa_node", "-1\n");
+  write(s.dir, "sys/bus/pci/devices/0000:9a:00.0/numa_node", "4096\n");
+  ASSERT_TRUE(s.start(8, [&](DevicePluginOptions& o) {
+    o.root = s.dir.path().string();
+    o.log = [&](const std::string& l) {
+      std::lock_guard lock(lines_mutex);
+      lines.push_back(l);
+    };
+  }));
+  std::map<std::string, int> numa;
+  for (const auto& d : s.list->devices()) {
+    if (d.has_topology() && d.topology().nodes_size() == 1)
+      numa[d.id()] = d.topology().nodes(0).id();
+  }
+  EXPECT_EQ(numa.size(), 5u);
+  std::lock_guard lock(lines_mutex);
+  auto said = [&](const std::string& part) {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(part) != std::string::npos; });
+  };
+  EXPECT_TRUE(said("0000:18:00.0: NUMA node 1 from sysfs numa_node"));
+  EXPECT_TRUE(said("0000:4e:00.0: NUMA node 3 from the host topology"));
+  EXPECT_TRUE(said("0000:2a:00.0: unknown"));
+  EXPECT_TRUE(said("0000:9a:00.0: unknown"));
+  EXPECT_EQ(numa.at("GPU-5b2e7a1c-3f0d-8e94-61c2-0a7d4f9b1e21"), 1);  // 18:00.0
 }
 
 }  // namespace

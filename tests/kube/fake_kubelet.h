@@ -31,14 +31,20 @@ class FakeKubelet final : public v1beta1::Registration::Service {
     std::thread reader;
     std::vector<v1beta1::ListAndWatchResponse> updates;  // guarded by the kubelet's mutex
     bool stream_ended = false;
+    std::chrono::steady_clock::time_point received;  // when its Register call came in
   };
 
   explicit FakeKubelet(std::string dir) : dir_(std::move(dir)) {
     grpc::ServerBuilder b;
     b.AddListeningPort("unix:" + dir_ + "/kubelet.sock", grpc::InsecureServerCredentials());
     b.RegisterService(this);
+    // Before the socket exists: a plugin quick enough may register before BuildAndStart returns.
+    listening_since_ = std::chrono::steady_clock::now();
     server_ = b.BuildAndStart();
   }
+
+  // When this kubelet began to start its server on kubelet.sock.
+  std::chrono::steady_clock::time_point listening_since() const { return listening_since_; }
   ~FakeKubelet() override { stop(); }
 
   // As a kubelet that goes away: streams cancelled, server stopped, kubelet.sock removed.
@@ -66,9 +72,11 @@ class FakeKubelet final : public v1beta1::Registration::Service {
 
   grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req,
                         v1beta1::Empty*) override {
+    const auto received = std::chrono::steady_clock::now();
     if (req->version() != "v1beta1")
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unsupported version");
     auto ep = std::make_shared<Endpoint>();
+    ep->received = received;
     ep->request = *req;
     ep->channel = grpc::CreateChannel("unix:" + dir_ + "/" + req->endpoint(),
                                       grpc::InsecureChannelCredentials());
@@ -136,6 +144,7 @@ class FakeKubelet final : public v1beta1::Registration::Service {
  private:
   std::string dir_;
   std::unique_ptr<grpc::Server> server_;
+  std::chrono::steady_clock::time_point listening_since_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<std::string, std::vector<std::shared_ptr<Endpoint>>> endpoints_;
