@@ -446,9 +446,9 @@ TEST(DevicePlugin, ASecondAgentOnTheSameDirectoryIsRefused) {
 // where it gives a node of the host (18:00.0 → 1); -1 (firmware gives none) and a node the host
 // does not have stay without TopologyInfo. The log says where each device's locality came from.
 TEST(DevicePlugin, GpusTheTopologyLacksTakeTheirNumaNodeFromSysfs) {
-  HgxServed s;
-  std::mutex lines_mutex;
+  std::mutex lines_mutex;  // before the plugin: it logs until it is destroyed
   std::vector<std::string> lines;
+  HgxServed s;
   auto pci = s.dir.path() / "sys/bus/pci/devices";
   std::filesystem::create_directories(pci / "0000:18:00.0");
   std::filesystem::create_directories(pci / "0000:2a:00.0");

@@ -78,10 +78,10 @@ std::vector<std::string> paths(const v1beta1::ContainerAllocateResponse& c) {
 
 struct Served {
   TempDir dir;
+  std::mutex lines_mutex;  // before the plugin: it logs until it is destroyed
+  std::vector<std::string> lines;
   FakeKubelet kubelet{dir.path().string()};
   std::unique_ptr<DevicePlugin> plugin;
-  std::mutex lines_mutex;
-  std::vector<std::string> lines;
 
   DevicePluginOptions options() {
     DevicePluginOptions o;
