@@ -1,6 +1,7 @@
 #include "kube/runner.h"
 
 #include <map>
+#include <set>
 
 namespace polyaccel {
 
@@ -11,6 +12,23 @@ std::map<std::string, bool> health_of(const AcceleratorSnapshot& s) {
   for (const auto& d : s.devices)
     out[d.pci_bus_id] = d.health.healthy && d.listed;
   return out;
+}
+
+// The monitor's HostModel is made when it opens the backends; a GPU a backend lists only later
+// (lost at start, then back: the monitor's rescan) is in the snapshot's devices with its
+// inventory, but not in that model. Gives such GPUs their inventory; returns their bus ids.
+std::set<std::string> complete_inventories(HostModel& model, const AcceleratorSnapshot& s) {
+  std::set<std::string> filled;
+  for (auto& a : model.accelerators) {
+    if (a.inventory && !a.inventory->uuid.empty()) continue;
+    const std::string bus = a.pci.address.to_string();
+    const MonitoredDevice* d = s.device(bus);
+    if (!d || !d->listed || d->inventory.uuid.empty()) continue;
+    a.inventory = d->inventory;
+    if (a.name.empty()) a.name = d->name;
+    filled.insert(bus);
+  }
+  return filled;
 }
 
 }  // namespace
@@ -36,7 +54,9 @@ Status DevicePluginRunner::start(std::chrono::milliseconds ready_timeout) {
                  {}};
   }
   plugin_.set_health(health_of(*snap));
-  Status st = plugin_.start(*snap->host);
+  HostModel model = *snap->host;
+  filled_ = complete_inventories(model, *snap);
+  Status st = plugin_.start(std::move(model));
   if (!st) return st;
   follower_ = std::thread([this, snap] { follow(snap->generation, snap->host.get()); });
   return Ok{};
@@ -48,10 +68,14 @@ void DevicePluginRunner::follow(std::uint64_t generation, const HostModel* host)
     auto snap = monitor_.wait_newer(generation, std::chrono::milliseconds(200));
     if (snap->generation == generation || !snap->ready) continue;
     generation = snap->generation;
-    // A new HostModel is published only when the device set changed.
-    if (snap->host.get() != host) {
-      plugin_.set_model(*snap->host);
+    // A new HostModel is published only when the device set changed; a GPU listed again after
+    // it was lost at start changes the plan too.
+    HostModel model = *snap->host;
+    auto filled = complete_inventories(model, *snap);
+    if (snap->host.get() != host || filled != filled_) {
+      plugin_.set_model(std::move(model));
       host = snap->host.get();
+      filled_ = std::move(filled);
     }
     plugin_.set_health(health_of(*snap));
     keep = snap;

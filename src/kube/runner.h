@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "core/error.h"
@@ -36,6 +38,8 @@ class DevicePluginRunner {
   DevicePlugin plugin_;
   std::atomic<bool> stopping_{false};
   std::thread follower_;
+  // Bus ids of GPUs whose inventory came from the monitor's devices, not its model (runner.cc).
+  std::set<std::string> filled_;
 };
 
 }  // namespace polyaccel
