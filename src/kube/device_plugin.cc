@@ -710,7 +710,10 @@ struct DevicePlugin::Impl {
       } else {
         log("register " + s.resource, st.error().message());
         s.next_registration = Clock::now() + s.backoff;
-        s.backoff = std::min(s.backoff * 2, kLongestRetry);
+        // For a second after kubelet.sock appeared, kubelet is most likely still starting: keep
+        // trying every few milliseconds; then back off.
+        if (Clock::now() - kubelet_seen > std::chrono::seconds(1))
+          s.backoff = std::min(s.backoff * 2, kLongestRetry);
       }
     }
   }
