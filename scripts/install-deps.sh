@@ -8,7 +8,7 @@ packages=(
   libhwloc-dev hwloc libnuma-dev
   prometheus-cpp-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev libspdlog-dev
+  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libtomlplusplus-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   prometheus libvirt-clients libxml2-utils libxml2-dev
   bzip2 tar curl pci.ids

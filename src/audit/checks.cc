@@ -18,6 +18,11 @@ const std::vector<CheckFamily>& check_families() {
         "gpu.row-remap-pending"},
        check_gpu},
       {"memory", {"memory.swap"}, check_memory},
+      {"runtime",
+       {"runtime.cdi-disabled", "runtime.cdi-spec-missing", "runtime.cdi-spec-stale",
+        "runtime.toolkit-missing", "runtime.fabricmanager", "runtime.persistenced",
+        "runtime.driver-mismatch"},
+       check_runtime},
   };
   return families;
 }

@@ -28,5 +28,6 @@ Findings check_gpudirect(const AuditContext& c);     // gpudirect.cc
 Findings check_vfio(const AuditContext& c);          // vfio.cc
 Findings check_gpu(const AuditContext& c);           // gpu.cc
 Findings check_memory(const AuditContext& c);        // memory.cc
+Findings check_runtime(const AuditContext& c);       // runtime.cc
 
 }  // namespace polyaccel::audit

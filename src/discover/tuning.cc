@@ -404,6 +404,7 @@ TuningFacts read_tuning_facts(const std::string& root) {
   for (const auto& name : r.entries("sys/bus/pci/devices"))
     read_pci_function(r, f, name);
   read_swap(r, f);
+  f.runtime = read_container_runtime_facts(root);
   return f;
 }
 

@@ -14,6 +14,7 @@
 
 #include "core/cpuset.h"
 #include "core/pci_address.h"
+#include "discover/container_runtime.h"
 
 namespace polyaccel {
 
@@ -92,6 +93,9 @@ struct TuningFacts {
 
   std::optional<std::uint64_t> swap_total_bytes;
   std::vector<std::string> swap_devices;  // proc/swaps
+
+  // Container runtimes, CDI specs, toolkits, NVIDIA daemons (container_runtime.h).
+  ContainerRuntimeFacts runtime;
 
   std::vector<FactProblem> problems;
 
