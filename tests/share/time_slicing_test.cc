@@ -206,5 +206,23 @@ TEST(TimeSlicing, AnEmptyFileSharesNothing) {
   EXPECT_EQ(replication_for(c, gpu(0))->replicas, 1u);
 }
 
+// Counts past every range: refused with the key named, never wrapped (replicas 4294967296 was
+// 0 and hid every GPU; devices 99999999999999999999 threw out of the parser and killed the agent).
+TEST(TimeSlicing, HugeCountsAreRefusedByName) {
+  auto config = [](const std::string& replicas, const std::string& devices) {
+    return "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+           "      replicas: " +
+           replicas + "\n      devices: " + devices + "\n";
+  };
+  for (const char* replicas : {"4294967296", "4294967297", "99999999999999999999", "-1", "0", "1.5",
+                               "1e3", "[1]", "1025"}) {
+    EXPECT_THAT(parse_error(config(replicas, "all")), HasSubstr("replicas")) << replicas;
+  }
+  for (const char* devices : {"99999999999999999999", "4294967296", "0", "1025"}) {
+    EXPECT_THAT(parse_error(config("2", devices)), HasSubstr("devices")) << devices;
+  }
+  EXPECT_EQ(parse_ok(config("1024", "8")).resources.at(0).replicas, 1024u);
+}
+
 }  // namespace
 }  // namespace polyaccel
