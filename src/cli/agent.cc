@@ -45,8 +45,14 @@ void wait_for_signal(const sigset_t& signals) {
 // a sampler spin or a sleep overflow (core/number.h parse_duration).
 Result<std::chrono::milliseconds> parse_duration(const std::string& option,
                                                  const std::string& text) {
-  return polyaccel::parse_duration(text, option, std::chrono::milliseconds(100),
-                                   std::chrono::hours(24));
+  auto d = polyaccel::parse_duration(text, option, std::chrono::milliseconds(100),
+                                     std::chrono::hours(24));
+  if (!d) {
+    Error e = d.error();
+    e.input = option + " " + text;  // "--interval 0: '0' is out of range (100 ms..86400 s)"
+    return e;
+  }
+  return d;
 }
 
 int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ostream& out) {

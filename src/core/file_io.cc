@@ -28,7 +28,8 @@ Error file_error(ErrorCode code, const std::filesystem::path& path, std::string 
 }
 
 Error errno_error(const std::filesystem::path& path, std::string_view kind, int err) {
-  return file_error(err == ENOENT ? ErrorCode::not_found : ErrorCode::io, path,
+  if (err == ENOENT) return file_error(ErrorCode::not_found, path, "no such file");
+  return file_error(ErrorCode::io, path,
                     "cannot read " + std::string(kind) + ": " + std::strerror(err));
 }
 

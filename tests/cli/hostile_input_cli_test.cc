@@ -267,12 +267,12 @@ TEST_F(HostileInput, NonUtf8AndControlCharacters) {
   auto o = polyaccel(
       place("--vcpus 1 --memory 1GiB --commit --name \"$(printf 'bad\\377')\" --json"), scratch_);
   ASSERT_EQ(o.exit_code, 0) << o.err;
-  auto j = nlohmann::json::parse(o.out);  // valid JSON
+  EXPECT_TRUE(nlohmann::json::accept(o.out));  // valid JSON
   o = polyaccel("allocations --json --state '" + state_ + "'", scratch_);
   ASSERT_EQ(o.exit_code, 0) << o.err;
-  EXPECT_NO_THROW((void)nlohmann::json::parse(o.out));
+  EXPECT_TRUE(nlohmann::json::accept(o.out));
   // The state file itself stays readable JSON after the commit.
-  EXPECT_NO_THROW((void)nlohmann::json::parse(slurp(state_)));
+  EXPECT_TRUE(nlohmann::json::accept(slurp(state_)));
 
   // A newline or escape sequence in a value: one line on stderr, escaped.
   refused(place("--vcpus 1 --memory 1GiB --spec \"$(printf 'hw:cpu_policy=ded\\nicated')\""),
@@ -292,7 +292,7 @@ TEST_F(HostileInput, NonUtf8AndControlCharacters) {
   auto capture = file("hostname.xml", xml);
   o = polyaccel("topo --json --topology '" + capture + "'", scratch_);
   ASSERT_EQ(o.exit_code, 0) << o.err;
-  EXPECT_NO_THROW((void)nlohmann::json::parse(o.out));
+  EXPECT_TRUE(nlohmann::json::accept(o.out));
   o = polyaccel("topo --topology '" + capture + "'", scratch_);
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_EQ(o.out.find('\x01'), std::string::npos);  // human output escapes control characters

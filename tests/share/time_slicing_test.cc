@@ -173,9 +173,10 @@ TEST(TimeSlicing, BadFilesNameTheKey) {
               HasSubstr("no resources specified"));
   EXPECT_THAT(parse_error("sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"),
               HasSubstr("no replicas specified"));
-  EXPECT_THAT(parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
-                          "replicas: 0}\n"),
-              HasSubstr("sharing.timeSlicing.resources[0].replicas must be 1 or more"));
+  EXPECT_THAT(
+      parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
+                  "replicas: 0}\n"),
+      HasSubstr("sharing.timeSlicing.resources[0].replicas: '0' is out of range (1..1024)"));
   EXPECT_THAT(parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
                           "replica: 4}\n"),
               HasSubstr("unknown key sharing.timeSlicing.resources[0].replica"));
@@ -188,16 +189,18 @@ TEST(TimeSlicing, BadFilesNameTheKey) {
   EXPECT_THAT(parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
                           "replicas: 2, devices: [GPU-xyz]}\n"),
               HasSubstr("'GPU-xyz' is not a GPU index"));
-  EXPECT_THAT(parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
-                          "replicas: many}\n"),
-              HasSubstr("test.yaml: bad value"));
+  EXPECT_THAT(
+      parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
+                  "replicas: many}\n"),
+      HasSubstr(
+          "test.yaml: sharing.timeSlicing.resources[0].replicas: 'many' is not a whole number"));
   EXPECT_THAT(parse_error("sharing: [\n"), HasSubstr("is not valid YAML"));
   EXPECT_THAT(parse_error("flags:\n  migStrategy: both\n"), HasSubstr("flags.migStrategy"));
   EXPECT_THAT(parse_error("sharing:\n  timeslicing: {}\n"),
               HasSubstr("unknown key sharing.timeslicing"));
   auto missing = read_sharing_config("/nonexistent/sharing.yaml");
   ASSERT_FALSE(missing);
-  EXPECT_THAT(missing.error().message(), HasSubstr("/nonexistent/sharing.yaml: cannot be read"));
+  EXPECT_THAT(missing.error().message(), HasSubstr("/nonexistent/sharing.yaml: no such file"));
 }
 
 TEST(TimeSlicing, AnEmptyFileSharesNothing) {
