@@ -233,7 +233,7 @@ TEST_F(HostileInput, HugeAndWrappingNumbers) {
   }
 
   // The state file: numbers that a 32-bit read would wrap to a valid value.
-  const std::string prefix = R"({"schema": "polyaccel.allocations", "schema_version": )";
+  const std::string prefix = R"({"schema": "polyaccel-allocations", "schema_version": )";
   for (const char* version : {"4294967297", "-4294967295", "1.0", "99999999999999999999"}) {
     auto path = file("state-v.json", prefix + version + R"(, "placements": []})");
     refused("place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB --state '" + path + "'",
@@ -321,7 +321,7 @@ TEST_F(HostileInput, HwlocShapesThatCrashHwloc) {
 TEST_F(HostileInput, ParserErrorsAreOneLine) {
   refused("place --no-such-option", "--no-such-option");
   refused("topo --accel-backends sometimes", "--accel-backends");
-  refused("nosuchcommand", "nosuchcommand");
+  refused("nosuchcommand", "subcommand");
 }
 
 }  // namespace
