@@ -11,6 +11,7 @@
 
 #include "cli/agent_plugin.h"
 #include "cli/commands.h"
+#include "core/number.h"
 #include "discover/accel/backends.h"
 #include "discover/accel/monitor.h"
 #include "exporter/exporter.h"
@@ -40,28 +41,18 @@ void wait_for_signal(const sigset_t& signals) {
 
 }  // namespace
 
+// Sampling and audit periods: a bound on each side, so that nan, inf, 1e300 or 9e12s cannot make
+// a sampler spin or a sleep overflow (core/number.h parse_duration).
 Result<std::chrono::milliseconds> parse_duration(const std::string& option,
                                                  const std::string& text) {
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  std::string unit = end ? std::string(end) : "";
-  double ms = 0;
-  if (end == text.c_str() || v <= 0) {
-    ms = -1;
-  } else if (unit.empty() || unit == "s") {
-    ms = v * 1000;
-  } else if (unit == "ms") {
-    ms = v;
-  } else if (unit == "m") {
-    ms = v * 60000;
-  } else {
-    ms = -1;
+  auto d = polyaccel::parse_duration(text, option, std::chrono::milliseconds(100),
+                                     std::chrono::hours(24));
+  if (!d) {
+    Error e = d.error();
+    e.input = option + " " + text;  // "--interval 0: '0' is out of range (100 ms..86400 s)"
+    return e;
   }
-  if (ms < 1) {
-    return bad_input(option + " " + text, "is not a positive duration",
-                     "write seconds (10, 2.5s), milliseconds (500ms) or minutes (1m)");
-  }
-  return std::chrono::milliseconds(static_cast<long long>(ms));
+  return d;
 }
 
 int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ostream& out) {

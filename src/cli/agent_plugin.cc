@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "share/time_slicing.h"
+
 namespace polyaccel::cli {
 
 Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const AcceleratorMonitor& monitor,
@@ -14,8 +16,12 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
     if (!s) return s.error();
     o.mig_strategy = *s;
   }
-  if (!options.sharing_config.empty() && !std::filesystem::is_regular_file(options.sharing_config))
-    return bad_input("--sharing-config " + options.sharing_config, "is not a readable file");
+  if (!options.sharing_config.empty()) {
+    // Read and checked once here, so that a bad file fails the start in one line (the runner
+    // reloads it on every change and keeps the last good one).
+    auto config = read_sharing_config(options.sharing_config);
+    if (!config) return config.error();
+  }
   if (!options.nic_config.empty() && !std::filesystem::is_regular_file(options.nic_config))
     return bad_input("--nic-config " + options.nic_config, "is not a readable file");
   if (options.kubelet_dir.empty()) return std::unique_ptr<DevicePluginRunner>();

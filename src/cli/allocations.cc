@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/byte_size.h"
+#include "core/json.h"
 #include "core/strings.h"
 #include "place/allocation_store.h"
 
@@ -19,7 +20,7 @@ int run_allocations(const GlobalOptions& g, const std::string& state_path, std::
     j["placements"] = nlohmann::json::array();
     for (const auto& p : state->placements)
       j["placements"].push_back(place::to_json(p));
-    out << j.dump(2) << "\n";
+    out << json_text(j) << "\n";
     return kExitOk;
   }
   out << state->placements.size() << " allocations in " << state_path

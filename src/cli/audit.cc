@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "core/byte_size.h"
 #include "core/file_io.h"
+#include "core/json.h"
 #include "core/strings.h"
 #include "discover/accel/backends.h"
 
@@ -355,7 +356,7 @@ int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& a
         names.push_back(name);
       j["emitted"] = {{"dir", audit.emit_dir}, {"files", names}};
     }
-    out << j.dump(2) << "\n";
+    out << json_text(j) << "\n";
   } else {
     out << "Audit of " << (run->model.hostname.empty() ? "(unnamed)" : run->model.hostname) << " ("
         << run->model.source << "), role " << (context.hypervisor ? "hypervisor" : "compute");

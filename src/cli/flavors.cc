@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/byte_size.h"
+#include "core/json.h"
 #include "render/openstack.h"
 
 namespace polyaccel::cli {
@@ -30,17 +31,16 @@ int run_flavors(const GlobalOptions& g, const FlavorsOptions& o, std::ostream& o
   auto plan = render::plan_flavors(*model, *options);
   if (!plan) {
     if (g.json) {
-      out << nlohmann::json{{"schema_version", render::kFlavorsSchemaVersion},
-                            {"flavors", nlohmann::json::array()},
-                            {"notes", {plan.error().problem}}}
-                 .dump(2)
+      out << json_text(nlohmann::json{{"schema_version", render::kFlavorsSchemaVersion},
+                                      {"flavors", nlohmann::json::array()},
+                                      {"notes", {plan.error().problem}}})
           << "\n";
     } else {
       out << "no accelerator flavors: " << plan.error().message() << "\n";
     }
     return kExitFindings;
   }
-  out << (g.json ? render::to_json(*plan).dump(2) + "\n" : render::openstack_commands(*plan));
+  out << (g.json ? json_text(render::to_json(*plan)) + "\n" : render::openstack_commands(*plan));
   return kExitOk;
 }
 

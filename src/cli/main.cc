@@ -4,11 +4,17 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "core/strings.h"
 
 int main(int argc, char** argv) {
   using namespace polyaccel::cli;
   CLI::App app{"polyaccel: the accelerator performance layer (topology, audit, placement, agent)"};
   app.require_subcommand(1);
+  // One line, as every error of ours (DESIGN.md), with what the user typed escaped: CLI11's own
+  // formatter adds a second line, "Run with --help for more information."
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "polyaccel: " + polyaccel::printable(e.what()) + "\n";
+  });
   GlobalOptions g;
   auto add_globals = [&](CLI::App* cmd) {
     cmd->add_option("--topology", g.discover.topology_xml, "read the host from an hwloc XML file")

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "cli/mig.h"
+#include "core/json.h"
+#include "core/number.h"
 #include "core/strings.h"
 #include "share/mig_parted_config.h"
 #include "share/mig_profiles.h"
@@ -23,13 +25,11 @@ Result<MigRequest> parse_request(const std::vector<std::string>& args) {
     auto eq = a.find('=');
     std::string name = a.substr(0, eq);
     std::string count = eq == std::string::npos ? "" : a.substr(eq + 1);
-    bool digits =
-        !count.empty() && count.size() < 4 &&
-        std::all_of(count.begin(), count.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (name.empty() || !digits || std::stoul(count) == 0) {
-      return bad_input(a, "expected PROFILE=COUNT with a positive count", "e.g. 1g.18gb=6");
+    auto n = parse_integer<unsigned>(count, name, 1, 999);
+    if (name.empty() || !n) {
+      return bad_input(a, "expected PROFILE=COUNT with a count of 1..999", "e.g. 1g.18gb=6");
     }
-    request.emplace_back(name, static_cast<unsigned>(std::stoul(count)));
+    request.emplace_back(name, *n);
   }
   return request;
 }
@@ -89,7 +89,7 @@ int show(const GlobalOptions& global, std::ostream& out) {
     }
   }
   if (global.json) {
-    out << doc.dump(2) << "\n";
+    out << json_text(doc) << "\n";
     return kExitOk;
   }
   if (doc["gpus"].empty() && doc["amd"].empty()) {
@@ -170,11 +170,10 @@ int partition(const GlobalOptions& global, const MigOptions& options, std::ostre
   auto after = set_amd_partition(sysfs, gpu, options.compute, options.memory);
   if (!after) return fail(after.error());
   if (global.json) {
-    out << nlohmann::json{{"schema_version", kMigSchemaVersion},
-                          {"pci_bus_id", after->pci_bus_id},
-                          {"compute_partition", after->compute},
-                          {"memory_partition", after->memory}}
-               .dump(2)
+    out << json_text(nlohmann::json{{"schema_version", kMigSchemaVersion},
+                                    {"pci_bus_id", after->pci_bus_id},
+                                    {"compute_partition", after->compute},
+                                    {"memory_partition", after->memory}})
         << "\n";
   } else {
     out << "AMD " << after->pci_bus_id << " now " << after->compute << "/" << after->memory << "\n";
@@ -186,7 +185,7 @@ int partition(const GlobalOptions& global, const MigOptions& options, std::ostre
 
 int report_plan(const MigPlan& plan, bool json, std::ostream& out) {
   if (json) {
-    out << plan_json(plan).dump(2) << "\n";
+    out << json_text(plan_json(plan)) << "\n";
   } else {
     print_plan(plan, out);
   }
@@ -260,7 +259,13 @@ Result<MigPlan> plan_for(const MigOptions& options, const std::vector<MigGpuInpu
     if (chosen.empty()) {
       return bad_input(options.config, "applies to none of the GPUs (devices/device-filter)");
     }
-    return plan_mig_per_gpu(chosen, wanted, options.force);
+    auto planned = plan_mig_per_gpu(chosen, wanted, options.force);
+    if (!planned && planned.error().code == ErrorCode::bad_input) {
+      Error e = planned.error();  // an unknown profile, a count too large: say which file
+      e.input = options.file + ": " + (e.input.empty() ? options.config : e.input);
+      return e;
+    }
+    return planned;
   }
   auto request = parse_request(options.request);
   if (!request) return request.error();
@@ -353,11 +358,10 @@ CLI::App* add_mig_command(CLI::App& app, MigOptions& o,
            o.gpu_indices.clear();
            std::stringstream in(list);
            for (std::string item; std::getline(in, item, ',');) {
-             if (item.empty() || item.size() > 3 ||
-                 !std::all_of(item.begin(), item.end(), ::isdigit)) {
-               throw CLI::ValidationError("--gpu-index", list + ": expected N[,N...]");
-             }
-             o.gpu_indices.push_back(static_cast<unsigned>(std::stoul(item)));
+             auto index = parse_integer<unsigned>(item, "--gpu-index", 0, 999);
+             if (!index)
+               throw CLI::ValidationError("--gpu-index", printable(list) + ": expected N[,N...]");
+             o.gpu_indices.push_back(*index);
            }
          },
          "only these GPUs of this host")

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/mig.h"
+#include "core/json.h"
 
 namespace polyaccel::cli {
 
@@ -150,7 +151,7 @@ int run_mig_apply(const GlobalOptions& global, const MigOptions& options, std::o
     }
   }
   if (global.json) {
-    out << report_json(*plan, reports, error).dump(2) << "\n";
+    out << json_text(report_json(*plan, reports, error)) << "\n";
   } else {
     print_report(reports, error, out);
   }

@@ -5,6 +5,8 @@
 
 #include "cli/commands.h"
 #include "core/file_io.h"
+#include "core/json.h"
+#include "core/strings.h"
 #include "place/allocation_store.h"
 #include "render/nccl.h"
 #include "render/nccl_guest.h"
@@ -40,8 +42,8 @@ Result<NcclGuestView> guest_view(const HostModel& model, const NcclTopoCliOption
     return bad_input("--placement " + cli.placement, "is not committed in " + cli.state,
                      "commit it with polyaccel place --commit --name NAME");
   }
-  auto xml = read_text_file(cli.libvirt);
-  if (!xml) return bad_input(cli.libvirt, "cannot be read");
+  auto xml = read_input_file(cli.libvirt, kMaxDomainXmlBytes, "libvirt domain XML");
+  if (!xml) return xml.error();
   for (const auto& d : placement->devices) {
     auto a = PciAddress::parse(d.pci_bus_id);
     bool known = a && (model.accelerator(d.pci_bus_id) || model.nic(d.id));
@@ -76,11 +78,12 @@ int run_nccl_topo(const GlobalOptions& options, const NcclTopoCliOptions& cli, s
         {"schema_version", 1},
         {"output", cli.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(cli.output)},
         {"xml", xml}};
-    out << j.dump(2) << "\n";
+    out << json_text(j) << "\n";
   } else if (cli.output.empty()) {
     out << xml;
   } else {
-    out << "wrote " << cli.output << " (export NCCL_TOPO_FILE=" << cli.output << ")\n";
+    out << "wrote " << printable(cli.output) << " (export NCCL_TOPO_FILE=" << printable(cli.output)
+        << ")\n";
   }
   return kExitOk;
 }

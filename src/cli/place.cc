@@ -1,12 +1,14 @@
 // `polyaccel place`: fit a request (command-line options, a flavor file, extra specs) on this
 // host with the recorded allocations; print it for people, as JSON or as libvirt XML; with
 // --commit, reserve it by name in the allocation state.
+#include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "core/byte_size.h"
 #include "core/file_io.h"
+#include "core/json.h"
 #include "place/allocation_store.h"
 #include "place/fit.h"
 #include "place/flavor_file.h"
@@ -33,8 +35,12 @@ Result<place::HostPolicy> host_policy(const HostPolicyOptions& o) {
     if (!s) return s.error();
     p.cpu_shared_set = *s;
   }
-  if (o.cpu_allocation_ratio <= 0) return bad_input("--cpu-allocation-ratio", "must be positive");
-  if (o.ram_allocation_ratio <= 0) return bad_input("--ram-allocation-ratio", "must be positive");
+  // Finite and bounded: nan passes a "<= 0" test, and inf times the PUs is no host size.
+  auto ratio_ok = [](double r) { return std::isfinite(r) && r > 0 && r <= 1000; };
+  if (!ratio_ok(o.cpu_allocation_ratio))
+    return bad_input("--cpu-allocation-ratio", "must be a number above 0, at most 1000");
+  if (!ratio_ok(o.ram_allocation_ratio))
+    return bad_input("--ram-allocation-ratio", "must be a number above 0, at most 1000");
   p.cpu_allocation_ratio = o.cpu_allocation_ratio;
   p.ram_allocation_ratio = o.ram_allocation_ratio;
   if (!o.reserved_memory_per_node.empty()) {
@@ -46,20 +52,28 @@ Result<place::HostPolicy> host_policy(const HostPolicyOptions& o) {
   return p;
 }
 
-Result<place::Request> build_request(const PlaceOptions& o) {
+// The largest request this host could ever hold: every PU, overcommitted by the CPU allocation
+// ratio. Larger ones are refused before anything proportional to them is built (a request for
+// 4000000000 vCPUs would otherwise be laid out vCPU by vCPU).
+std::uint64_t largest_vcpu_request(const HostModel& model, const place::HostPolicy& policy) {
+  double ratio = std::max(1.0, policy.cpu_allocation_ratio);
+  return static_cast<std::uint64_t>(static_cast<double>(model.pus.count()) * ratio);
+}
+
+Result<place::Request> build_request(const PlaceOptions& o, std::uint64_t max_vcpus) {
   place::RequestInput input;
   std::vector<place::PciAlias> aliases;
   if (!o.flavor_file.empty()) {
-    auto text = read_text_file(o.flavor_file);
-    if (!text) return bad_input(o.flavor_file, "cannot be read");
+    auto text = read_input_file(o.flavor_file, kMaxConfigFileBytes, "flavor file");
+    if (!text) return text.error();
     auto flavor = place::parse_flavor_file(o.flavor_file, *text);
     if (!flavor) return flavor.error();
     input = flavor->request;
     aliases = flavor->aliases;
   }
   if (!o.pci_alias_file.empty()) {
-    auto text = read_text_file(o.pci_alias_file);
-    if (!text) return bad_input(o.pci_alias_file, "cannot be read");
+    auto text = read_input_file(o.pci_alias_file, kMaxConfigFileBytes, "PCI alias file");
+    if (!text) return text.error();
     auto parsed = place::parse_pci_alias_file(o.pci_alias_file, *text);
     if (!parsed) return parsed.error();
     aliases.insert(aliases.end(), parsed->begin(), parsed->end());
@@ -83,6 +97,12 @@ Result<place::Request> build_request(const PlaceOptions& o) {
   }
   if (input.vcpus == 0)
     return bad_input("--vcpus", "is missing", "give --vcpus N or --flavor FILE");
+  if (input.vcpus > max_vcpus) {
+    std::string what = o.vcpus ? "--vcpus " + std::to_string(input.vcpus)
+                               : o.flavor_file + ": vcpus " + std::to_string(input.vcpus);
+    return bad_input(what, "is more than this host can ever hold (" + std::to_string(max_vcpus) +
+                               " vCPUs: its PUs times the CPU allocation ratio)");
+  }
   if (input.memory_bytes == 0)
     return bad_input("--memory", "is missing", "give --memory SIZE or --flavor FILE");
   return place::parse_request(input, aliases);
@@ -126,14 +146,14 @@ void print_placement(const place::Placement& p, std::ostream& out) {
 int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) {
   auto policy = host_policy(o.host);
   if (!policy) return fail(policy.error());
-  auto request = build_request(o);
+  auto model = discover_host(g.discover);
+  if (!model) return fail(model.error());
+  auto request = build_request(o, largest_vcpu_request(*model, *policy));
   if (!request) return fail(request.error());
   if (o.commit && o.name.empty())
     return fail(bad_input("--commit", "needs --name NAME to record the placement by"));
   place::Strategy strategy = place::Strategy::polyaccel;
   if (o.strategy == "first-fit") strategy = place::Strategy::first_fit;
-  auto model = discover_host(g.discover);
-  if (!model) return fail(model.error());
   auto view = place::build_host_view(*model, *policy);
   if (!view) return fail(view.error());
 
@@ -194,7 +214,7 @@ int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) 
       j["devices"] = nlohmann::json::array();
     }
     if (!xml.empty()) j["libvirt_xml"] = xml;
-    out << j.dump(2) << "\n";
+    out << json_text(j) << "\n";
   } else if (!xml.empty()) {
     out << xml;
   } else if (result.fit) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/json.h"
 #include "place/allocation_store.h"
 
 namespace polyaccel::cli {
@@ -22,10 +23,9 @@ int run_release(const GlobalOptions& g, const std::string& state_path, const std
   });
   if (!s) return fail(s.error());
   if (g.json) {
-    out << nlohmann::json{{"schema_version", kPlaceSchemaVersion},
-                          {"released", name},
-                          {"remaining", remaining}}
-               .dump(2)
+    out << json_text(nlohmann::json{{"schema_version", kPlaceSchemaVersion},
+                                    {"released", name},
+                                    {"remaining", remaining}})
         << "\n";
   } else {
     out << "released " << name << " (" << remaining << " allocations left in " << state_path

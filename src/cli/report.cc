@@ -5,6 +5,7 @@
 #include "cli/audit_view.h"
 #include "cli/commands.h"
 #include "core/host_model_json.h"
+#include "core/json.h"
 #include "render/openstack.h"
 
 namespace polyaccel::cli {
@@ -26,7 +27,7 @@ int run_report(const GlobalOptions& options, std::ostream& out) {
     auto plan = render::plan_flavors(*model, render::FlavorOptions{});
     j["flavors"] = plan ? render::to_json(*plan) : nlohmann::json();
     j["audit"] = audit_json(*model, make_context(input), findings);
-    out << j.dump(2) << "\n";
+    out << json_text(j) << "\n";
     return kExitOk;
   }
   out << "== Topology ==\n";

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "core/byte_size.h"
+#include "core/json.h"
 #include "core/strings.h"
 #include "launch/exec.h"
 #include "launch/plan.h"
@@ -61,11 +62,14 @@ void print_plan(const LaunchPlan& plan, bool json, std::ostream& out) {
     std::vector<std::string> gpus;
     for (const auto& g : plan.gpus)
       gpus.push_back(g.to_string());
-    out << nlohmann::json{{"schema_version", 1},     {"gpus", gpus},
-                          {"gpu_ids", plan.gpu_ids}, {"cpus", plan.cpus.to_vector()},
-                          {"mems", plan.mems},       {"env", env},
-                          {"argv", plan.argv},       {"warnings", plan.warnings}}
-               .dump(2)
+    out << json_text(nlohmann::json{{"schema_version", 1},
+                                    {"gpus", gpus},
+                                    {"gpu_ids", plan.gpu_ids},
+                                    {"cpus", plan.cpus.to_vector()},
+                                    {"mems", plan.mems},
+                                    {"env", env},
+                                    {"argv", plan.argv},
+                                    {"warnings", plan.warnings}})
         << "\n";
     return;
   }
@@ -162,6 +166,8 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
   if (!cli.specs.empty() && cli.reserve.empty()) {
     return fail(bad_input("--spec", "is for the placement engine: add --reserve NAME"));
   }
+  if (cli.gpu_count && *cli.gpu_count == 0)
+    return fail(bad_input("--gpus 0", "must be 1 or more", "leave --gpus out to run without GPUs"));
   LaunchRequest request;
   request.argv = cli.argv;
   request.gpu_ids = cli.gpu_ids;
@@ -189,7 +195,7 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
     }
   }
   // --gpus N: the placement engine chooses, as it would for --reserve, recording nothing.
-  if (request.gpu_count && cli.reserve.empty() &&
+  if (request.gpu_count && cli.reserve.empty() && !model->accelerators.empty() &&
       *request.gpu_count <= model->accelerators.size()) {
     RunReservationRequest r;
     r.gpus = *request.gpu_count;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/json.h"
 #include "launch/sriov_control.h"
 
 namespace polyaccel::cli {
@@ -22,7 +23,7 @@ int run_sriov_set(const GlobalOptions& options, const std::string& pf, const std
         {"total_vfs", c.total_vfs},    {"previous_vfs", c.previous_vfs},
         {"num_vfs", c.requested_vfs},  {"writes", c.writes},
         {"changed", !c.writes.empty()}};
-    out << j.dump(2) << "\n";
+    out << json_text(j) << "\n";
     return kExitOk;
   }
   out << c.physical_function.to_string() << ": ";

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "core/byte_size.h"
 #include "core/host_model_json.h"
+#include "core/json.h"
 #include "core/strings.h"
 
 namespace polyaccel::cli {
@@ -90,7 +91,15 @@ void print_sriov(const PciDevice& d, std::ostream& out) {
 
 }  // namespace
 
-void print_topology(const HostModel& m, std::ostream& out) {
+void print_topology(const HostModel& m, std::ostream& printed) {
+  // Names come from captures and the hardware: control characters and stray bytes are escaped
+  // line by line, so that a capture cannot write to the terminal.
+  std::ostringstream out;
+  struct Flush {
+    std::ostringstream& text;
+    std::ostream& to;
+    ~Flush() { to << printable_lines(text.str()); }
+  } flush{out, printed};
   out << "Host " << (m.hostname.empty() ? "(unnamed)" : m.hostname) << ", "
       << (m.architecture.empty() ? "unknown architecture" : m.architecture) << ", page size "
       << format_byte_size(m.page_size) << " (" << m.source << ")\n";
@@ -190,7 +199,7 @@ int run_topo(const GlobalOptions& options, std::ostream& out) {
   auto model = discover_host(options.discover);
   if (!model) return fail(model.error());
   if (options.json) {
-    out << to_json(*model).dump(2) << "\n";
+    out << json_text(to_json(*model)) << "\n";
   } else {
     print_topology(*model, out);
   }

@@ -1,25 +1,95 @@
 #include "core/file_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <random>
+
+#include "core/byte_size.h"
 
 namespace polyaccel {
+namespace {
+
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+Error file_error(ErrorCode code, const std::filesystem::path& path, std::string problem) {
+  return Error{code, path.string(), std::move(problem), {}};
+}
+
+Error errno_error(const std::filesystem::path& path, std::string_view kind, int err) {
+  if (err == ENOENT) return file_error(ErrorCode::not_found, path, "no such file");
+  return file_error(ErrorCode::io, path,
+                    "cannot read " + std::string(kind) + ": " + std::strerror(err));
+}
+
+Error not_regular(const std::filesystem::path& path, std::string_view kind, mode_t mode) {
+  return bad_input(path.string(), std::string("is ") + file_type_name(mode) + ", not a regular " +
+                                      std::string(kind == "file" ? "" : kind) +
+                                      (kind == "file" ? "file" : " file"));
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+Result<std::string> read_input_file(const std::filesystem::path& path, std::uint64_t max_bytes,
+                                    std::string_view kind) {
+  struct stat before {};
+  if (::stat(path.c_str(), &before) != 0) return errno_error(path, kind, errno);
+  if (!S_ISREG(before.st_mode)) return not_regular(path, kind, before.st_mode);
+  std::string too_large = "is larger than the " + format_byte_size(max_bytes) + " limit for " +
+                          (kind == "file" ? "an input file" : "a " + std::string(kind));
+  if (static_cast<std::uint64_t>(before.st_size) > max_bytes)
+    return bad_input(path.string(), too_large);
+  // O_NONBLOCK: should a FIFO be swapped in after stat, open does not wait for a writer.
+  Fd file{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
+  if (file.fd < 0) return errno_error(path, kind, errno);
+  struct stat opened {};
+  if (::fstat(file.fd, &opened) != 0) return errno_error(path, kind, errno);
+  if (!S_ISREG(opened.st_mode)) return not_regular(path, kind, opened.st_mode);
+  std::string content;
+  // procfs and some sysfs files say size 0 and have content: read until EOF, bounded.
+  content.resize(static_cast<size_t>(
+      std::min<std::uint64_t>(max_bytes + 1, std::max<std::int64_t>(opened.st_size, 4096) + 1)));
+  size_t used = 0;
+  for (;;) {
+    if (used == content.size()) {
+      if (used > max_bytes) return bad_input(path.string(), too_large);
+      content.resize(static_cast<size_t>(std::min<std::uint64_t>(max_bytes + 1, used * 2)));
+    }
+    ssize_t n = ::read(file.fd, content.data() + used, content.size() - used);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_error(path, kind, errno);
+    }
+    if (n == 0) break;
+    used += static_cast<size_t>(n);
+    if (used > max_bytes) return bad_input(path.string(), too_large);
+  }
+  content.resize(used);
+  return content;
+}
 
 std::optional<std::string> read_text_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return ss.str();
+  auto text = read_input_file(path, kMaxSystemFileBytes);
+  if (!text) return std::nullopt;
+  return std::move(*text);
 }
 
 std::optional<std::string> read_first_line(const std::filesystem::path& path) {
@@ -42,37 +112,99 @@ std::optional<std::int64_t> read_int_file(const std::filesystem::path& path) {
   return v;
 }
 
-Status write_file_atomically(const std::filesystem::path& path, const std::string& content) {
-  auto fail = [&](const std::string& what) {
-    return Error{ErrorCode::io, path.string(), what + ": " + std::strerror(errno), {}};
-  };
-  std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
-  std::string tmpl = (dir / ("." + path.filename().string() + ".XXXXXX")).string();
-  int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) return fail("cannot create a temporary file");
+namespace {
+
+Status write_all(int fd, const std::string& content) {
   size_t off = 0;
   while (off < content.size()) {
     ssize_t n = ::write(fd, content.data() + off, content.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      Error e = fail("cannot write");
-      ::close(fd);
-      ::unlink(tmpl.c_str());
-      return e;
+      return Error{};
     }
     off += static_cast<size_t>(n);
   }
+  return Ok{};
+}
+
+// The file a write to `path` means: links followed to their end, even to a target that does
+// not exist yet. ELOOP after 40 links, as the kernel counts.
+Result<std::filesystem::path> resolve_links(const std::filesystem::path& path) {
+  std::filesystem::path p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+    std::error_code ec;
+    std::filesystem::path target = std::filesystem::read_symlink(p, ec);
+    if (ec) return Error{ErrorCode::io, path.string(), "cannot read the link: " + ec.message(), {}};
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return Error{ErrorCode::io, path.string(), std::strerror(ELOOP), {}};
+}
+
+// A temporary file next to `target`, created with 0666 so that the umask applies as it does to
+// any new file (mkstemp would make it 0600 whatever the umask).
+int create_temporary(const std::filesystem::path& target, std::string& name) {
+  static thread_local std::minstd_rand random(std::random_device{}());
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string suffix;
+    for (int i = 0; i < 6; ++i)  // six, as mkstemp: allocation_store.cc finds stale ones by it
+      suffix += kChars[random() % (sizeof kChars - 1)];
+    name = (dir / ("." + target.filename().string() + "." + suffix)).string();
+    int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+}  // namespace
+
+Status write_file_atomically(const std::filesystem::path& requested, const std::string& content) {
+  auto fail = [&](const std::string& what) {
+    return Error{ErrorCode::io, requested.string(), what + ": " + std::strerror(errno), {}};
+  };
+  auto resolved = resolve_links(requested);
+  if (!resolved) return resolved.error();
+  const std::filesystem::path& path = *resolved;
+  struct stat existing {};
+  bool exists = ::stat(path.c_str(), &existing) == 0;
+  if (exists && !S_ISREG(existing.st_mode)) {
+    if (!S_ISCHR(existing.st_mode) && !S_ISFIFO(existing.st_mode))
+      return bad_input(requested.string(), std::string("is ") + file_type_name(existing.st_mode) +
+                                               ", not a file to write");
+    // /dev/null, /dev/stdout, a pipe: written through; renaming over it would destroy the node.
+    // O_NONBLOCK: a FIFO nobody reads fails at once (ENXIO) instead of hanging.
+    Fd out{::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
+    if (out.fd < 0) return fail("cannot open");
+    ::fcntl(out.fd, F_SETFL, ::fcntl(out.fd, F_GETFL) & ~O_NONBLOCK);
+    if (!write_all(out.fd, content)) return fail("cannot write");
+    return Ok{};
+  }
+  std::string tmp;
+  int fd = create_temporary(path, tmp);
+  if (fd < 0) return fail("cannot create a temporary file");
+  // Replacing a file keeps its permissions (a state file other readers may read).
+  if (exists) ::fchmod(fd, existing.st_mode & 07777);
+  if (!write_all(fd, content)) {
+    Error e = fail("cannot write");
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return e;
+  }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     Error e = fail("cannot flush");
-    ::unlink(tmpl.c_str());
+    ::unlink(tmp.c_str());
     return e;
   }
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
     Error e = fail("cannot rename into place");
-    ::unlink(tmpl.c_str());
+    ::unlink(tmp.c_str());
     return e;
   }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);

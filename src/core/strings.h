@@ -8,6 +8,17 @@
 
 namespace polyaccel {
 
+// Bytes we did not choose, made safe to print on one line: valid UTF-8 stays, control characters
+// become \n, \t, \r or \xNN, and a byte that is not part of valid UTF-8 becomes \xNN. Error
+// messages and human output go through it; JSON output goes through json_text (host_model_json.h).
+std::string printable(std::string_view text);
+// printable() of each line, the newlines kept: human output of several lines.
+std::string printable_lines(std::string_view text);
+// printable(text) in single quotes, cut to its first 120 bytes: an input quoted in an error.
+std::string quote_input(std::string_view text);
+// Whether `text` is valid UTF-8 (what JSON strings must be).
+bool valid_utf8(std::string_view text);
+
 inline std::string join(const std::vector<std::string>& parts, const std::string& separator) {
   std::string out;
   for (const auto& p : parts) {

@@ -10,8 +10,11 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "core/file_io.h"
+#include "core/number.h"
+#include "core/strings.h"
 #include "discover/hwloc_source.h"
 
 namespace polyaccel::detail {
@@ -68,10 +71,11 @@ std::string info(hwloc_obj_t obj, const char* name) {
 std::optional<unsigned> info_number(hwloc_obj_t obj, const char* name) {
   std::string text = info(obj, name);
   if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  unsigned long v = std::strtoul(text.c_str(), &end, 0);
-  if (*end != '\0') return std::nullopt;
-  return static_cast<unsigned>(v);
+  bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+  auto v = hex ? parse_hex(text, name, std::numeric_limits<unsigned>::max())
+               : parse_unsigned(text, name, 0, std::numeric_limits<unsigned>::max());
+  if (!v) return std::nullopt;  // a capture's odd info value is not a number we use
+  return static_cast<unsigned>(*v);
 }
 
 Error xml_error(const std::string& path, const std::string& problem,
@@ -79,16 +83,50 @@ Error xml_error(const std::string& path, const std::string& problem,
   return bad_input(path, problem, remedy);
 }
 
-// The checks hwloc does not make, so that a bad file gets one clear line, not a crash.
-Status check_xml_file(const std::string& path) {
-  std::error_code ec;
-  auto st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) return xml_error(path, "no such file");
-  if (fs::is_directory(st)) return xml_error(path, "is a directory, not an hwloc XML file");
-  if (::access(path.c_str(), R_OK) != 0)
-    return xml_error(path, "cannot be read (permission denied)");
-  auto text = read_text_file(path);
-  if (!text) return xml_error(path, "cannot be read");
+// An `<object ...>` tag's attribute, or nullopt.
+std::optional<std::string> xml_attribute(std::string_view tag, std::string_view name) {
+  std::string key = " " + std::string(name) + "=\"";
+  size_t at = tag.find(key);
+  if (at == std::string_view::npos) return std::nullopt;
+  size_t begin = at + key.size();
+  size_t end = tag.find('"', begin);
+  if (end == std::string_view::npos) return std::nullopt;
+  return std::string(tag.substr(begin, end - begin));
+}
+
+// Shapes that crash libhwloc itself (2.9 dereferences a missing complete_cpuset in
+// hwloc_topology_load, and lstopo with it): an object with a cpuset but no complete_cpuset, a PU
+// without a cpuset. Every export hwloc writes has both.
+Status check_objects(const std::string& path, const std::string& text) {
+  size_t line = 1, counted = 0;
+  for (size_t at = text.find("<object"); at != std::string::npos;
+       at = text.find("<object", at + 1)) {
+    size_t end = text.find('>', at);
+    if (end == std::string::npos) break;  // truncated: the </topology> check says so
+    std::string_view tag(text.data() + at, end - at);
+    auto type = xml_attribute(tag, "type");
+    bool pu = type && *type == "PU";
+    bool cpuset = xml_attribute(tag, "cpuset").has_value();
+    bool complete = xml_attribute(tag, "complete_cpuset").has_value();
+    if ((pu && !cpuset) || (cpuset && !complete)) {
+      line += static_cast<size_t>(std::count(text.begin() + static_cast<long>(counted),
+                                             text.begin() + static_cast<long>(at), '\n'));
+      return xml_error(path,
+                       "line " + std::to_string(line) + ": object " +
+                           printable(type.value_or("?")) +
+                           (cpuset ? " has a cpuset but no complete_cpuset" : " has no cpuset") +
+                           " (hwloc cannot load it)",
+                       "export the topology again with lstopo-no-graphics --of xml");
+    }
+  }
+  return Ok{};
+}
+
+// The checks hwloc does not make, so that a bad file gets one clear line, not a crash. Returns
+// the text, which hwloc then reads from memory: the file is opened once, by read_input_file.
+Result<std::string> check_xml_file(const std::string& path) {
+  auto text = read_input_file(path, kMaxTopologyXmlBytes, "hwloc XML");
+  if (!text) return text.error();
   if (text->find_first_not_of(" \t\r\n") == std::string::npos) return xml_error(path, "is empty");
   size_t top = text->find("<topology");
   if (top == std::string::npos) {
@@ -104,7 +142,8 @@ Status check_xml_file(const std::string& path) {
   if (text->find("</topology>") == std::string::npos) {
     return xml_error(path, "is truncated (no closing </topology>)");
   }
-  return Ok{};
+  if (auto st = check_objects(path, *text); !st) return st.error();
+  return text;
 }
 
 Status check_fsroot(const std::string& dir) {
@@ -514,8 +553,14 @@ struct Builder {
 
 Result<HostModel> load_from_hwloc(const DiscoverOptions& options) {
   ScopedEnv env;
+  // hwloc's own warnings (out-of-order objects, bad distances) are multi-line banners on
+  // stderr; what matters to us comes back as a load failure, which we report in one line.
+  env.set("HWLOC_HIDE_ERRORS", "2");
+  std::string xml_text;
   if (!options.topology_xml.empty()) {
-    if (auto st = check_xml_file(options.topology_xml); !st) return st.error();
+    auto text = check_xml_file(options.topology_xml);
+    if (!text) return text.error();
+    xml_text = std::move(*text);
   } else if (!options.fsroot.empty()) {
     if (auto st = check_fsroot(options.fsroot); !st) return st.error();
     env.set("HWLOC_FSROOT", options.fsroot);
@@ -534,7 +579,9 @@ Result<HostModel> load_from_hwloc(const DiscoverOptions& options) {
   hwloc_topology_set_io_types_filter(topo.t, HWLOC_TYPE_FILTER_KEEP_ALL);
   hwloc_topology_set_flags(topo.t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
   if (!options.topology_xml.empty()) {
-    if (hwloc_topology_set_xml(topo.t, options.topology_xml.c_str()) != 0) {
+    // Size with the terminating NUL, as hwloc's XML buffer reader wants it.
+    if (hwloc_topology_set_xmlbuffer(topo.t, xml_text.c_str(),
+                                     static_cast<int>(xml_text.size() + 1)) != 0) {
       return bad_input(options.topology_xml, "hwloc cannot use it as an XML topology");
     }
   }

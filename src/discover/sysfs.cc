@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/file_io.h"
+#include "core/number.h"
 #include "discover/hwloc_source.h"
 #include "discover/sriov.h"
 
@@ -22,12 +23,13 @@ void read_hugepages(NumaNode& node, const fs::path& root) {
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();  // hugepages-2048kB
     if (name.rfind("hugepages-", 0) != 0 || name.size() < 13) continue;
-    std::uint64_t kib = std::strtoull(name.c_str() + 10, nullptr, 10);
-    if (kib == 0) continue;
+    std::string digits = name.substr(10, name.size() - 12);  // between "hugepages-" and "kB"
+    auto kib = parse_integer<std::uint64_t>(digits, name, 1, std::uint64_t{1} << 44);
+    if (!kib || name.compare(name.size() - 2, 2, "kB") != 0) continue;
     auto total = read_int_file(entry.path() / "nr_hugepages");
     auto free = read_int_file(entry.path() / "free_hugepages");
     if (!total) continue;
-    Hugepages h{kib * 1024, static_cast<std::uint64_t>(*total), std::nullopt};
+    Hugepages h{*kib * 1024, static_cast<std::uint64_t>(*total), std::nullopt};
     if (free) h.free = static_cast<std::uint64_t>(*free);
     found.push_back(h);
   }
@@ -70,9 +72,14 @@ void read_gpu_memory_node(Accelerator& a, HostModel& model, const fs::path& root
   if (!text) return;
   size_t pos = text->find("Node:");
   if (pos == std::string::npos) return;
-  char* end = nullptr;
-  long node = std::strtol(text->c_str() + pos + 5, &end, 10);
-  if (end == text->c_str() + pos + 5 || node < 0) return;
+  size_t begin = text->find_first_not_of(" \t", pos + 5);
+  size_t stop = begin == std::string::npos ? begin : text->find_first_not_of("0123456789", begin);
+  if (begin == std::string::npos) return;
+  auto parsed = parse_integer<unsigned>(
+      std::string_view(*text).substr(begin, stop == std::string::npos ? stop : stop - begin),
+      "numa_status Node", 0, 65535);
+  if (!parsed) return;
+  long node = *parsed;
   a.memory_numa_nodes.push_back(static_cast<unsigned>(node));
   for (auto& n : model.numa_nodes) {
     if (n.os_index == static_cast<unsigned>(node) && n.cpus.empty()) n.kind = NumaKind::gpu_memory;

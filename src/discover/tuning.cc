@@ -1,5 +1,7 @@
 #include "discover/tuning.h"
 
+#include <cerrno>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -64,8 +66,9 @@ std::optional<long> parse_long(const std::string& text, int base = 10) {
   std::string t = trim(text);
   if (t.empty()) return std::nullopt;
   char* end = nullptr;
+  errno = 0;
   long v = std::strtol(t.c_str(), &end, base);
-  if (*end != '\0') return std::nullopt;
+  if (*end != '\0' || errno == ERANGE) return std::nullopt;  // out of range: no reading
   return v;
 }
 

@@ -158,7 +158,8 @@ Result<std::unique_ptr<HttpExporter>> HttpExporter::start(std::shared_ptr<Scrape
   try {
     ex->exposer_ = std::make_unique<prometheus::Exposer>(
         std::vector<std::string>{"listening_ports", o.listen, "num_threads",
-                                 std::to_string(o.threads), "request_timeout_ms", "10000",
+                                 std::to_string(o.threads), "request_timeout_ms",
+                                 std::to_string(o.request_timeout.count()),
                                  // headers and body go in two writes: without this, Nagle and
                                  // delayed ACKs add 40 ms to every keep-alive scrape
                                  "tcp_nodelay", "1", "enable_keep_alive", "yes"},

@@ -36,7 +36,11 @@ struct ExporterOptions {
   std::set<NameSet> names = {NameSet::polyaccel, NameSet::dcgm, NameSet::amd, NameSet::habana};
   std::string hostname;
   std::string version;  // polyaccel_build_info
-  std::size_t threads = 2;
+  // civetweb gives each connection a worker thread until its request is read, and waits up to
+  // request_timeout for it: enough workers that slow or half-open clients cannot take all of them
+  // from a scrape, and a short wait so that those they take come back soon.
+  std::size_t threads = 32;
+  std::chrono::milliseconds request_timeout{3000};
   // /healthz fails when accelerators are known but no snapshot came for this long.
   std::chrono::milliseconds stall_after{60000};
 };

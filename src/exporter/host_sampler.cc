@@ -1,5 +1,7 @@
 #include "exporter/host_sampler.h"
 
+#include <cerrno>
+
 #include <cstdlib>
 #include <sstream>
 
@@ -21,8 +23,10 @@ std::optional<std::uint64_t> meminfo_bytes(const std::string& text, const std::s
   if (pos == std::string::npos) return std::nullopt;
   const char* start = text.c_str() + pos + key.size() + 2;
   char* end = nullptr;
+  errno = 0;
   unsigned long long kib = std::strtoull(start, &end, 10);
-  if (end == start) return std::nullopt;
+  // strtoull saturates at 2^64: a value that large, or one that overflows in bytes, is no reading.
+  if (end == start || errno == ERANGE || kib > (~0ULL >> 10)) return std::nullopt;
   return static_cast<std::uint64_t>(kib) * 1024;
 }
 

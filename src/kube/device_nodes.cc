@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/file_io.h"
+#include "core/number.h"
 
 namespace polyaccel {
 
@@ -15,10 +16,9 @@ namespace fs = std::filesystem;
 std::optional<unsigned> number_after(const std::string& name, const std::string& prefix) {
   if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) return std::nullopt;
   std::string digits = name.substr(prefix.size());
-  if (digits.size() > 9) return std::nullopt;  // no device minor is that large; stoul would throw
-  if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
-    return std::nullopt;
-  return static_cast<unsigned>(std::stoul(digits));
+  auto n = parse_integer<unsigned>(digits, name);  // "nvidia99999999999" is no device of ours
+  if (!n) return std::nullopt;
+  return *n;
 }
 
 // "Device Minor: 3" in NVIDIA's per-GPU procfs file.

@@ -424,9 +424,9 @@ struct DevicePlugin::Impl {
   // Reads the sharing config when its content changed. True when a new good config was taken.
   Result<bool> reload_sharing() {
     if (options.sharing_config.empty()) return false;
-    auto text = read_text_file(options.sharing_config);
+    auto text = read_input_file(options.sharing_config, kMaxConfigFileBytes, "sharing config");
     if (!text) {
-      Error e = bad_input(options.sharing_config, "cannot be read");
+      Error e = text.error();
       if (!sharing) return e;
       sharing_error = e;
       log("sharing", e.message() + "; keeping the last good sharing config");

@@ -4,7 +4,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
+#include <cerrno>
+
 #include "core/file_io.h"
+#include "core/json.h"
 #include "place/allocation_store.h"
 #include "place/fit.h"
 #include "place/host_view.h"
@@ -32,16 +37,19 @@ using Owners = std::map<std::string, ProcessIdentity>;
 
 Result<Owners> load_owners(const fs::path& path) {
   Owners owners;
-  auto text = read_text_file(path);
-  if (!text) return owners;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return owners;  // no run yet
+  auto text = read_input_file(path, kMaxStateFileBytes, "run owner file");
+  if (!text) return text.error();
   try {
     json j = json::parse(*text);
     if (j.at("schema") != kOwnersSchema || j.at("schema_version") != 1)
       throw std::runtime_error("");
     for (const auto& [name, o] : j.at("runs").items()) {
-      owners[name] =
-          ProcessIdentity{o.at("pid").get<int>(), o.at("start_time").get<std::uint64_t>(),
-                          o.at("boot_id").get<std::string>()};
+      auto pid = json_integer<int>(o.at("pid"), "pid", 1);
+      auto start_time = json_integer<std::uint64_t>(o.at("start_time"), "start_time");
+      if (!pid || !start_time) throw std::runtime_error("");
+      owners[name] = ProcessIdentity{*pid, *start_time, o.at("boot_id").get<std::string>()};
     }
   } catch (const std::exception&) {
     return bad_input(path.string(), "is not a run owner file this version wrote",
@@ -55,7 +63,7 @@ Status save_owners(const fs::path& path, const Owners& owners) {
   for (const auto& [name, o] : owners)
     runs[name] = {{"pid", o.pid}, {"start_time", o.start_time}, {"boot_id", o.boot_id}};
   json j = {{"schema", kOwnersSchema}, {"schema_version", 1}, {"runs", runs}};
-  return write_file_atomically(path, j.dump(2) + "\n");
+  return write_file_atomically(path, json_text(j) + "\n");
 }
 
 void erase_placement(place::AllocationState& state, const std::string& name) {

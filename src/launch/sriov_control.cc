@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "core/file_io.h"
+#include "core/number.h"
 #include "core/strings.h"
 #include "discover/sriov.h"
 
@@ -69,8 +71,9 @@ Result<SriovChange> set_sriov_vf_count(const fs::path& root, const std::string& 
                                        const std::string& count) {
   auto address = resolve_pci_function(root, pf);
   if (!address) return address.error();
-  auto requested = parse_count(count);
-  if (!requested) return bad_input("COUNT '" + count + "'", "not a non-negative whole number");
+  auto requested = parse_integer<unsigned>(count, "COUNT", 0, 65535);  // PCIe: 16-bit TotalVFs
+  if (!requested)
+    return bad_input("COUNT " + quote_input(count), "not a non-negative whole number (0..65535)");
   auto sriov = read_sriov(root, *address);
   if (!sriov) {
     return bad_input(pf, address->to_string() + " is not an SR-IOV physical function",
@@ -81,7 +84,21 @@ Result<SriovChange> set_sriov_vf_count(const fs::path& root, const std::string& 
                                            std::to_string(sriov->total_vfs) + " VFs");
   }
   const fs::path attribute = pci_device_dir(root, *address) / "sriov_numvfs";
-  int fd = ::open(attribute.c_str(), O_WRONLY | O_CLOEXEC);
+  // sysfs reaches devices through links (bus/pci/devices/X -> ../../../devices/...), all inside
+  // the tree: whatever the links, the attribute we write must stay under the root, so that a
+  // captured or hostile tree cannot make us write elsewhere.
+  std::error_code ec;
+  fs::path real_root = fs::canonical(root.empty() ? fs::path("/") : root, ec);
+  fs::path real = ec ? fs::path() : fs::canonical(attribute, ec);
+  if (ec) return write_error(attribute, *requested, ec.value());
+  auto [root_end, real_it] =
+      std::mismatch(real_root.begin(), real_root.end(), real.begin(), real.end());
+  if (root_end != real_root.end() && !(real_root == "/")) {
+    return bad_input(attribute.string(),
+                     "resolves to " + real.string() + ", outside " + real_root.string());
+  }
+  (void)real_it;
+  int fd = ::open(real.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return write_error(attribute, *requested, errno);
   ::flock(fd, LOCK_EX);
   SriovChange change{*address, sriov->total_vfs, 0, *requested, {}};

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <set>
 
 #include "core/file_io.h"
+#include "core/json.h"
 
 namespace polyaccel::place {
 
@@ -31,9 +33,11 @@ Result<AllocationState> parse_state(const std::string& path, const std::string& 
                      remedy);
   if (!j.contains("schema_version") || !j["schema_version"].is_number_integer())
     return bad_input(path, "has no schema_version", remedy);
-  if (j["schema_version"].get<int>() != kAllocationSchemaVersion)
+  // Compared as the number written: read as int, 4294967297 would pass for 1.
+  auto version = json_signed(j["schema_version"], "schema_version", INT64_MIN, INT64_MAX);
+  if (!version || *version != kAllocationSchemaVersion)
     return bad_input(path,
-                     "has schema_version " + j["schema_version"].dump() +
+                     "has schema_version " + json_text(j["schema_version"], -1) +
                          ", this polyaccel reads " + std::to_string(kAllocationSchemaVersion),
                      remedy);
   AllocationState s;
@@ -59,7 +63,7 @@ std::string serialize_state(const AllocationState& state) {
   j["placements"] = nlohmann::json::array();
   for (const auto& p : state.placements)
     j["placements"].push_back(to_json(p));
-  return j.dump(2) + "\n";
+  return json_text(j) + "\n";
 }
 
 namespace {
@@ -111,10 +115,10 @@ void remove_stale_temporaries(const std::filesystem::path& path) {
 }
 
 Result<AllocationState> read_state(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return AllocationState{};
-  auto text = read_text_file(path);
-  if (!text) return Error{ErrorCode::io, path.string(), "cannot be read", {}};
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return AllocationState{};  // first use
+  auto text = read_input_file(path, kMaxStateFileBytes, "allocation state");
+  if (!text) return text.error();
   return parse_state(path.string(), *text);
 }
 

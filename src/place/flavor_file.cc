@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/byte_size.h"
+#include "core/json.h"
+#include "core/number.h"
+#include "core/strings.h"
 
 namespace polyaccel::place {
 
@@ -45,18 +48,29 @@ Result<std::vector<std::pair<std::string, std::string>>> parse_properties_string
 
 namespace {
 
+// RAM in MiB that still fits in bytes, and vCPUs as Nova stores them (a 32-bit column).
+constexpr std::uint64_t kMaxRamMiB = (std::uint64_t{1} << 44) - 1;
+constexpr unsigned kMaxVcpus = std::numeric_limits<std::int32_t>::max();
+
+// "FILE: vcpus '4294967297' is out of range (1..2147483647)": the file, then the field.
+Error field_error(const std::string& path, const Error& e) {
+  return bad_input(path, e.input + " " + e.problem);
+}
+
 Result<FlavorFile> from_json(const std::string& path, const nlohmann::json& j) {
   FlavorFile f;
   if (!j.is_object()) return bad_input(path, "a flavor must be a JSON object");
   if (j.contains("name") && j["name"].is_string()) f.name = j["name"].get<std::string>();
   auto vcpus = j.find("vcpus");
-  if (vcpus == j.end() || !vcpus->is_number_unsigned() || vcpus->get<unsigned>() == 0)
-    return bad_input(path, "\"vcpus\" must be a positive integer");
-  f.request.vcpus = vcpus->get<unsigned>();
+  if (vcpus == j.end()) return bad_input(path, "\"vcpus\" is missing");
+  auto n = json_integer<unsigned>(*vcpus, "vcpus", 1, kMaxVcpus);
+  if (!n) return field_error(path, n.error());
+  f.request.vcpus = *n;
   auto ram = j.find("ram");
-  if (ram == j.end() || !ram->is_number_unsigned())
-    return bad_input(path, "\"ram\" must be the flavor's memory in MiB");
-  f.request.memory_bytes = ram->get<std::uint64_t>() << 20;
+  if (ram == j.end()) return bad_input(path, "\"ram\" (the flavor's memory in MiB) is missing");
+  auto mib = json_integer<std::uint64_t>(*ram, "ram", 1, kMaxRamMiB);
+  if (!mib) return field_error(path, mib.error());
+  f.request.memory_bytes = *mib << 20;
   // openstack flavor show names them "properties"; the compute API names them "extra_specs".
   for (const char* key : {"properties", "extra_specs", "os-flavor-access:extra_specs"}) {
     auto p = j.find(key);
@@ -81,23 +95,22 @@ Result<FlavorFile> from_yaml(const std::string& path, const YAML::Node& y) {
   FlavorFile f;
   if (!y.IsMap()) return bad_input(path, "a flavor must be a YAML mapping");
   if (y["name"]) f.name = y["name"].as<std::string>();
-  try {
-    if (!y["vcpus"]) return bad_input(path, "vcpus is missing");
-    f.request.vcpus = y["vcpus"].as<unsigned>();
-  } catch (const YAML::Exception&) {
-    return bad_input(path, "vcpus must be a positive integer");
-  }
+  if (!y["vcpus"]) return bad_input(path, "vcpus is missing");
+  auto n = parse_integer<unsigned>(y["vcpus"].IsScalar() ? y["vcpus"].Scalar() : "", "vcpus", 1,
+                                   kMaxVcpus);
+  if (!n) return field_error(path, n.error());
+  f.request.vcpus = *n;
   if (y["memory"]) {
     auto bytes = parse_byte_size(y["memory"].as<std::string>());
     if (!bytes)
-      return bad_input(path, "memory '" + y["memory"].as<std::string>() + "' is not a size");
+      return bad_input(path,
+                       "memory " + quote_input(y["memory"].as<std::string>()) + " is not a size");
     f.request.memory_bytes = *bytes;
   } else if (y["ram"]) {
-    try {
-      f.request.memory_bytes = y["ram"].as<std::uint64_t>() << 20;
-    } catch (const YAML::Exception&) {
-      return bad_input(path, "ram must be MiB as an integer");
-    }
+    auto mib = parse_integer<std::uint64_t>(y["ram"].IsScalar() ? y["ram"].Scalar() : "", "ram", 1,
+                                            kMaxRamMiB);
+    if (!mib) return field_error(path, mib.error());
+    f.request.memory_bytes = *mib << 20;
   } else {
     return bad_input(path, "memory (e.g. 64GiB) or ram (MiB) is missing");
   }

@@ -1,5 +1,9 @@
 #include "place/placement.h"
 
+#include "core/json.h"
+#include "core/number.h"
+#include "core/strings.h"
+
 namespace polyaccel::place {
 
 namespace {
@@ -58,6 +62,31 @@ struct Reader {
   T get(const nlohmann::json& j, const char* key) {
     if (error) return T{};
     auto it = j.find(key);
+    // Numbers range-checked: nlohmann's get<unsigned>() would read 4294967297 as 1.
+    if constexpr (std::is_integral_v<T>) {
+      if (it == j.end()) {
+        error = bad_input(where, std::string("field '") + key + "' is missing");
+        return T{};
+      }
+      auto v = json_integer<T>(*it, key);
+      if (!v) error = bad_input(where, "field " + v.error().message());
+      return v ? *v : T{};
+    } else if constexpr (std::is_same_v<T, std::vector<unsigned>>) {
+      std::vector<unsigned> out;
+      if (it == j.end() || !it->is_array()) {
+        error = bad_input(where, std::string("field '") + key + "' is missing or not an array");
+        return out;
+      }
+      for (const auto& item : *it) {
+        auto v = json_integer<unsigned>(item, key);
+        if (!v) {
+          error = bad_input(where, "field " + v.error().message());
+          return {};
+        }
+        out.push_back(*v);
+      }
+      return out;
+    }
     try {
       if (it == j.end()) throw std::runtime_error("missing");
       return it->get<T>();
@@ -103,18 +132,19 @@ Result<Placement> placement_from_json(const nlohmann::json& j) {
     const nlohmann::json pinning = r.get<nlohmann::json>(cj, "cpu_pinning");
     if (!pinning.is_object()) return bad_input(r.where, "field 'cpu_pinning' must be an object");
     for (const auto& [vcpu, pu] : pinning.items()) {
-      try {
-        c.pinning.emplace_back(static_cast<unsigned>(std::stoul(vcpu)), pu.get<unsigned>());
-      } catch (const std::exception&) {
-        return bad_input(r.where, "cpu_pinning entry '" + vcpu + "' is not vCPU -> PU");
-      }
+      auto v = parse_integer<unsigned>(vcpu, "cpu_pinning vCPU");
+      auto to = json_integer<unsigned>(pu, "cpu_pinning PU");
+      if (!v || !to)
+        return bad_input(r.where, "cpu_pinning entry " + quote_input(vcpu) + " is not vCPU -> PU");
+      c.pinning.emplace_back(*v, *to);
     }
     c.shared_vcpus = r.get<std::vector<unsigned>>(cj, "shared_vcpus");
     c.shared_pus = r.cpus(cj, "shared_pus");
     c.memory_bytes = r.get<std::uint64_t>(cj, "memory_bytes");
     auto page = cj.find("page_size_bytes");
-    c.page_size_bytes =
-        page != cj.end() && page->is_number_unsigned() ? page->get<std::uint64_t>() : 0;
+    c.page_size_bytes = 0;
+    if (page != cj.end() && !page->is_null())
+      c.page_size_bytes = r.get<std::uint64_t>(cj, "page_size_bytes");
     p.cells.push_back(std::move(c));
   }
   p.emulator_pus = r.cpus(j, "emulator_pus");
@@ -122,8 +152,8 @@ Result<Placement> placement_from_json(const nlohmann::json& j) {
   for (const auto& dj : devices) {
     DevicePlacement d;
     d.pci_bus_id = r.get<std::string>(dj, "pci_bus_id");
-    if (dj.contains("numa_node") && dj["numa_node"].is_number_unsigned())
-      d.numa_node = dj["numa_node"].get<unsigned>();
+    if (dj.contains("numa_node") && !dj["numa_node"].is_null())
+      d.numa_node = r.get<unsigned>(dj, "numa_node");
     d.kind = r.get<std::string>(dj, "kind");
     d.id = r.get<std::string>(dj, "id");
     d.alias = r.get<std::string>(dj, "alias");

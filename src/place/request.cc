@@ -1,5 +1,7 @@
 #include "place/request.h"
 
+#include "core/strings.h"
+
 #include <algorithm>
 #include <charconv>
 #include <map>
@@ -103,13 +105,28 @@ std::optional<long long> parse_int(const std::string& text) {
   return v;
 }
 
-Result<long long> int_spec(const std::string& key, const std::string& value, long long min) {
+// Bounds for the counts a flavor may ask for: well past any host (a host with more NUMA nodes or
+// PCI devices than this does not exist), small enough that nothing we compute from them can wrap.
+constexpr long long kMaxGuestCells = 1024;
+constexpr long long kMaxCellIndex = kMaxGuestCells - 1;
+constexpr long long kMaxCellMemoryMiB = 1LL << 40;  // 1 EiB
+constexpr long long kMaxDeviceCount = 1024;
+constexpr long long kMaxResourceCount = 1LL << 20;
+constexpr unsigned kMaxRequestVcpus = 1U << 16;
+
+Result<long long> int_spec(const std::string& key, const std::string& value, long long min,
+                           long long max) {
+  if (value.empty() || value.size() > 24 ||
+      value.find_first_not_of("-0123456789") != std::string::npos)
+    return spec_error(
+        key, "Validation failed; " + quote_input(value) + " is not a valid integer value.");
   auto v = parse_int(value);
-  if (!v)
-    return spec_error(key, "Validation failed; '" + value + "' is not a valid integer value.");
-  if (*v < min)
-    return spec_error(key, "Validation failed; '" + value + "' is less than the min value of '" +
-                               std::to_string(min) + "'.");
+  if (v && *v < min)
+    return spec_error(key, "Validation failed; " + quote_input(value) +
+                               " is less than the min value of '" + std::to_string(min) + "'.");
+  if (!v || *v > max)
+    return spec_error(key, "Validation failed; " + quote_input(value) +
+                               " is greater than the max value of '" + std::to_string(max) + "'.");
   return *v;
 }
 
@@ -166,7 +183,14 @@ Result<std::pair<PageSizeRequest, std::uint64_t>> parse_page_size(const std::str
                                "' is not of the format '(large|small|any|\\d+([kKMGT]i?)?"
                                "(b|bit|B)?)'.");
   std::uint64_t bytes = 0;
+  // Nova's page sizes go up to 1 GiB; 2^40 KiB here and 2^20 units below cannot wrap.
+  if (value.size() > 18)
+    return spec_error(
+        key, "Invalid memory page size " + quote_input(value) + " (Nova: MemoryPageSizeInvalid)");
   if (auto kib = parse_int(value)) {
+    if (*kib > (1LL << 40))
+      return spec_error(
+          key, "Invalid memory page size " + quote_input(value) + " (Nova: MemoryPageSizeInvalid)");
     if (*kib == 0) return R{PageSizeRequest::none, 0};  // Nova: 0 counts as not set
     bytes = static_cast<std::uint64_t>(*kib) * 1024;
   } else {
@@ -178,7 +202,12 @@ Result<std::pair<PageSizeRequest, std::uint64_t>> parse_page_size(const std::str
       return spec_error(key,
                         "Invalid memory page size '" + value + "' (Nova: MemoryPageSizeInvalid)",
                         "write 2MiB, 1GiB, 2048 (KiB), small, large or any");
-    bytes = static_cast<std::uint64_t>(*parse_int(m[1].str()));
+    auto units = parse_int(m[1].str());
+    if (!units || *units > (1LL << 20))
+      return spec_error(
+          key, "Invalid memory page size " + quote_input(value) + " (Nova: MemoryPageSizeInvalid)",
+          "write 2MiB, 1GiB, 2048 (KiB), small, large or any");
+    bytes = static_cast<std::uint64_t>(*units);
     bytes <<= 10 * (std::string("KMGT").find(m[2].str()[0]) + 1);
     if (m[3].str() != "B") bytes /= 8;
   }
@@ -241,10 +270,13 @@ Status validate_keys(const Specs& specs) {
         return spec_error(key, "Validation failed; '" + value + "' is not of the format '" +
                                    kCpuSpecPattern + "'.");
     } else if (key == "hw:numa_nodes") {
-      if (auto v = int_spec(key, value, 1); !v) return v.error();
+      if (auto v = int_spec(key, value, 1, kMaxGuestCells); !v) return v.error();
     } else if (std::regex_match(key, m, numa_cell_key)) {
+      if (auto cell = parse_int(m[2].str()); !cell || *cell > kMaxCellIndex)
+        return spec_error(key, "cell " + quote_input(m[2].str()) + " is out of range (0.." +
+                                   std::to_string(kMaxCellIndex) + ")");
       if (m[1] == "mem") {
-        if (auto v = int_spec(key, value, 0); !v) return v.error();
+        if (auto v = int_spec(key, value, 0, kMaxCellMemoryMiB); !v) return v.error();
       } else if (!std::regex_match(value, cpu_spec)) {
         return spec_error(key, "Validation failed; '" + value + "' is not of the format '" +
                                    kCpuSpecPattern + "'.");
@@ -263,12 +295,12 @@ Status validate_keys(const Specs& specs) {
       if (value != "pix" && value != "pxb" && value != "phb" && value != "node")
         return enum_error(key, value, "pix, pxb, phb, node");
     } else if (key == "polyaccel:rdma_nics") {
-      if (auto v = int_spec(key, value, 0); !v) return v.error();
+      if (auto v = int_spec(key, value, 0, kMaxDeviceCount); !v) return v.error();
     } else if (ns == "polyaccel") {
       return spec_error(key, "unknown polyaccel extra spec",
                         "polyaccel:nic_affinity and polyaccel:rdma_nics are the ones we know");
     } else if (key == "resources:PCPU" || key == "resources:VCPU") {
-      if (auto v = int_spec(key, value, 0); !v) return v.error();
+      if (auto v = int_spec(key, value, 0, kMaxResourceCount); !v) return v.error();
     } else if (ns == "trait" || ns.rfind("trait", 0) == 0) {
       if (value != "required" && value != "forbidden")
         return enum_error(key, value, "required, forbidden");
@@ -373,7 +405,7 @@ Status build_cells(const Specs& specs, Request& r) {
   for (const auto& [key, value] : specs.values) {
     std::smatch m;
     if (!std::regex_match(key, m, numa_cell_key)) continue;
-    unsigned id = static_cast<unsigned>(std::stoul(m[2].str()));
+    unsigned id = static_cast<unsigned>(*parse_int(m[2].str()));  // validate_keys bounds it
     if (!nodes_text)
       return spec_error(key, "needs hw:numa_nodes", "set hw:numa_nodes to the number of cells");
     if (id >= n)
@@ -473,9 +505,10 @@ Status build_devices(const Specs& specs, const std::vector<PciAlias>& aliases, R
                                    "'[^:]+:\\d+(?:\\s*,\\s*[^:]+:\\d+)*'.");
       std::string name = item.substr(0, colon);
       auto count = parse_int(item.substr(colon + 1));
-      if (!count || *count < 1)
+      if (!count || *count < 1 || *count > kMaxDeviceCount)
         return spec_error(key, "count '" + item.substr(colon + 1) + "' of alias '" + name +
-                                   "' is not a positive integer");
+                                   "' is not a whole number in 1.." +
+                                   std::to_string(kMaxDeviceCount));
       auto it = std::find_if(aliases.begin(), aliases.end(),
                              [&](const PciAlias& a) { return a.name == name; });
       if (it == aliases.end())
@@ -508,6 +541,11 @@ Status build_devices(const Specs& specs, const std::vector<PciAlias>& aliases, R
 
 Result<Request> parse_request(const RequestInput& input, const std::vector<PciAlias>& aliases) {
   if (input.vcpus == 0) return bad_input("vcpus", "a request needs at least one vCPU");
+  // The layout below is built vCPU by vCPU: a bound well past any host keeps a hostile request
+  // from costing gigabytes (the CLI refuses anything larger than the host before this).
+  if (input.vcpus > kMaxRequestVcpus)
+    return bad_input("vcpus", std::to_string(input.vcpus) + " is more than the largest request (" +
+                                  std::to_string(kMaxRequestVcpus) + ")");
   if (input.memory_bytes == 0 || input.memory_bytes % kMiB != 0)
     return bad_input("memory", "must be a positive whole number of MiB, as Nova's flavor RAM");
   Specs specs;

@@ -4,6 +4,7 @@
 #include <libxml/tree.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -60,27 +61,52 @@ struct Controller {
   std::optional<Address> address;  // where it is plugged: bus is the parent controller's index
 };
 
-// Firmware numbering, depth first (see the header).
-void number_buses(const std::vector<Controller>& controllers, unsigned parent, unsigned& next,
+// Firmware numbering, depth first (see the header): a controller gets the next bus number, then
+// everything below it is numbered before its next sibling; an expander bus starts its own count
+// at busNr + 1. Iterative with the children listed once, so that a long chain of bridges (a
+// hostile file may hold 60,000) costs linear time and no stack.
+void number_buses(const std::vector<Controller>& controllers,
                   std::map<unsigned, unsigned>& bus_of) {
-  std::vector<const Controller*> below;
+  std::map<unsigned, std::vector<const Controller*>> below;
   for (const auto& c : controllers) {
-    if (c.address && c.address->bus == parent && c.index != parent) below.push_back(&c);
+    if (c.address && c.address->bus != c.index) below[c.address->bus].push_back(&c);
   }
-  std::sort(below.begin(), below.end(), [](const Controller* a, const Controller* b) {
-    return std::pair(a->address->slot, a->address->function) <
-           std::pair(b->address->slot, b->address->function);
-  });
-  for (const Controller* c : below) {
+  for (auto& [parent, children] : below) {
+    std::stable_sort(children.begin(), children.end(),
+                     [](const Controller* a, const Controller* b) {
+                       return std::pair(a->address->slot, a->address->function) <
+                              std::pair(b->address->slot, b->address->function);
+                     });
+  }
+  static const std::vector<const Controller*> kNone;
+  auto children_of = [&](unsigned index) -> const std::vector<const Controller*>& {
+    auto it = below.find(index);
+    return it == below.end() ? kNone : it->second;
+  };
+  std::deque<unsigned> counters{1};  // the root's count; one more per expander bus
+  struct Frame {
+    const std::vector<const Controller*>* children;
+    size_t next_child;
+    unsigned* counter;
+  };
+  std::vector<Frame> stack{{&children_of(0), 0, &counters.front()}};
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next_child == f.children->size()) {
+      stack.pop_back();
+      continue;
+    }
+    const Controller* c = (*f.children)[f.next_child++];
     if (bus_of.count(c->index)) continue;  // a loop in a broken file
+    unsigned* counter = f.counter;
     if (c->bus_nr) {
       bus_of[c->index] = *c->bus_nr;
-      unsigned own = *c->bus_nr + 1;
-      number_buses(controllers, c->index, own, bus_of);
+      counters.push_back(*c->bus_nr + 1);
+      counter = &counters.back();
     } else {
-      bus_of[c->index] = next++;
-      number_buses(controllers, c->index, next, bus_of);
+      bus_of[c->index] = (*counter)++;
     }
+    stack.push_back({&children_of(c->index), 0, counter});
   }
 }
 
@@ -122,8 +148,7 @@ Result<NcclGuestView> nccl_guest_view(const place::Placement& placement,
     }
   }
   std::map<unsigned, unsigned> bus_of{{0, 0}};
-  unsigned next = 1;
-  number_buses(controllers, 0, next, bus_of);
+  number_buses(controllers, bus_of);
 
   NcclGuestView view;
   for (const auto& [host, guest] : hostdevs) {
@@ -133,6 +158,13 @@ Result<NcclGuestView> nccl_guest_view(const place::Placement& placement,
     if (bus == bus_of.end()) {
       return bad_input(xml_name, "hostdev " + h.to_string() + " sits on controller " +
                                      std::to_string(guest.bus) + ", which is not in the file");
+    }
+    // A PCI address has 8 bits of bus, 5 of slot and 3 of function: beyond that is no address.
+    if (bus->second > 255 || guest.slot > 31 || guest.function > 7 || host.bus > 255 ||
+        host.slot > 31 || host.function > 7) {
+      return bad_input(xml_name, "hostdev " + h.to_string() +
+                                     ": the guest address is beyond PCI's bus 255, slot 31, "
+                                     "function 7");
     }
     view.addresses[h] = PciAddress{guest.domain, static_cast<std::uint8_t>(bus->second),
                                    static_cast<std::uint8_t>(guest.slot),

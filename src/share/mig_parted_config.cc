@@ -6,11 +6,17 @@
 #include <set>
 
 #include "core/file_io.h"
+#include "core/number.h"
 #include "core/strings.h"
 
 namespace polyaccel {
 
 namespace {
+
+// Past any node (MIG has at most 7 instances on a GPU): nothing larger is meant, and nothing
+// derived from these can wrap.
+constexpr unsigned kMaxGpuIndex = 1023;
+constexpr int kMaxMigCount = 1024;
 
 std::string where(const std::string& source, const YAML::Node& node) {
   const YAML::Mark m = node.Mark();
@@ -24,7 +30,9 @@ Result<std::uint32_t> parse_pci_id(const std::string& text, const std::string& a
     return bad_input(at, "device-filter " + text + " is not a PCI id 0x<device><vendor>",
                      "e.g. 0x20B010DE");
   }
-  return static_cast<std::uint32_t>(std::stoul(s, nullptr, 16));
+  auto id = parse_hex(s, "device-filter", 0xFFFFFFFF);  // eight hex digits: always fits
+  if (!id) return bad_input(at, id.error().message());
+  return static_cast<std::uint32_t>(*id);
 }
 
 Result<MigPartedEntry> parse_entry(const YAML::Node& node, const std::string& source) {
@@ -46,8 +54,12 @@ Result<MigPartedEntry> parse_entry(const YAML::Node& node, const std::string& so
   if (devices.IsScalar() && devices.as<std::string>() == "all") {
     e.all_devices = true;
   } else if (devices.IsSequence()) {
-    for (const auto& d : devices)
-      e.devices.push_back(d.as<unsigned>());
+    for (const auto& d : devices) {
+      auto index =
+          parse_integer<unsigned>(d.IsScalar() ? d.Scalar() : "", "GPU index", 0, kMaxGpuIndex);
+      if (!index) return bad_input(where(source, d), "devices: " + index.error().message());
+      e.devices.push_back(*index);
+    }
   } else {
     return bad_input(where(source, devices), "devices must be 'all' or a list of GPU indices");
   }
@@ -64,9 +76,10 @@ Result<MigPartedEntry> parse_entry(const YAML::Node& node, const std::string& so
                        "mig-devices must map "
                        "profile to count");
     for (const auto& kv : mig_devices) {
-      int count = kv.second.as<int>();
-      if (count < 0) return bad_input(where(source, kv.second), "a negative count");
-      if (count > 0) e.mig_devices.emplace_back(kv.first.as<std::string>(), count);
+      auto count = parse_integer<int>(kv.second.IsScalar() ? kv.second.Scalar() : "",
+                                      kv.first.as<std::string>(), 0, kMaxMigCount);
+      if (!count) return bad_input(where(source, kv.second), count.error().message());
+      if (*count > 0) e.mig_devices.emplace_back(kv.first.as<std::string>(), *count);
     }
   }
   if (!e.mig_enabled && !e.mig_devices.empty()) {
@@ -145,8 +158,8 @@ Result<MigPartedConfig> parse_mig_parted_config(const std::string& text,
 }
 
 Result<MigPartedConfig> read_mig_parted_config(const std::filesystem::path& path) {
-  auto text = read_text_file(path);
-  if (!text) return bad_input(path.string(), "cannot be read");
+  auto text = read_input_file(path, kMaxConfigFileBytes, "mig-parted config");
+  if (!text) return text.error();
   return parse_mig_parted_config(*text, path.string());
 }
 

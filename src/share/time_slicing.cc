@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/file_io.h"
+#include "core/number.h"
 
 namespace polyaccel {
 
@@ -71,6 +72,11 @@ bool is_resource_name(const std::string& s) {
                      [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; });
 }
 
+// Bounds past any node: replicas are advertised to kubelet one device ID each, so 4294967296
+// replicas must be refused, not wrap to 0 and hide every GPU.
+constexpr unsigned kMaxReplicas = 1024;
+constexpr unsigned kMaxDeviceCount = 1024;
+
 Status parse_devices(const YAML::Node& v, const std::string& where, ReplicaDevices& out) {
   if (v.IsScalar()) {
     std::string s = v.Scalar();
@@ -79,10 +85,10 @@ Status parse_devices(const YAML::Node& v, const std::string& where, ReplicaDevic
       return Ok{};
     }
     if (all_digits(s)) {
-      unsigned long n = std::stoul(s);
-      if (n == 0) return bad_input(where, "a count of devices must be > 0");
+      auto n = parse_integer<unsigned>(s, "count", 1, kMaxDeviceCount);
+      if (!n) return bad_input(where, "a count of devices: " + n.error().problem);
       out.all = false;
-      out.count = static_cast<unsigned>(n);
+      out.count = *n;
       return Ok{};
     }
     return bad_input(where, "'" + s + "' is neither 'all', a count nor a list of devices");
@@ -147,9 +153,10 @@ Status parse_block(const YAML::Node& block, const std::string& prefix, const std
       } else if (key == "rename") {
         res.rename = v.as<std::string>();
       } else if (key == "replicas") {
-        long n = v.as<long>();
-        if (n <= 0) return bad_input(input, where + ".replicas must be 1 or more");
-        res.replicas = static_cast<unsigned>(n);
+        auto n = parse_integer<unsigned>(v.IsScalar() ? v.Scalar() : "", where + ".replicas", 1,
+                                         kMaxReplicas);
+        if (!n) return bad_input(input, n.error().message());
+        res.replicas = *n;
         have_replicas = true;
       } else if (key == "devices") {
         Status s = parse_devices(v, input + ": " + where + ".devices", res.devices);
@@ -238,8 +245,8 @@ Result<SharingConfig> parse_sharing_config(const std::string& text, const std::s
 }
 
 Result<SharingConfig> read_sharing_config(const std::string& path) {
-  auto text = read_text_file(path);
-  if (!text) return bad_input(path, "cannot be read");
+  auto text = read_input_file(path, kMaxConfigFileBytes, "sharing config");
+  if (!text) return text.error();
   return parse_sharing_config(*text, path);
 }
 

@@ -3,7 +3,14 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "support/test_support.h"
 
@@ -46,6 +53,154 @@ TEST(FileIo, AtomicWriteIntoMissingDirectoryFailsWithPath) {
   ASSERT_FALSE(st);
   EXPECT_EQ(st.error().input, target.string());
   EXPECT_FALSE(std::filesystem::exists(target));
+}
+
+// Every kind of file that is no regular file, and one too large: refused at once with the path
+// and what is wrong, never read (a FIFO would block, /dev/zero never ends).
+TEST(ReadInputFile, RefusesAllButRegularFilesOfSaneSize) {
+  TempDir dir;
+  const auto fifo = dir.path() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto loop = dir.path() / "loop";
+  std::filesystem::create_symlink(loop, loop);
+  const auto huge = dir.path() / "huge";
+  { std::ofstream(huge) << "x"; }
+  std::filesystem::resize_file(huge, std::uint64_t{64} << 20);  // sparse: costs no disk
+  const auto socket_path = dir.path() / "sock";
+  int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path.c_str());
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const auto link_to_fifo = dir.path() / "link";
+  std::filesystem::create_symlink(fifo, link_to_fifo);
+
+  struct Case {
+    std::filesystem::path path;
+    std::string problem;
+  };
+  const std::vector<Case> cases = {
+      {fifo, "is a FIFO, not a regular flavor file"},
+      {link_to_fifo, "is a FIFO"},
+      {"/dev/zero", "is a character device"},
+      {"/dev/urandom", "is a character device"},
+      {dir.path(), "is a directory"},
+      {loop, "Too many levels of symbolic links"},
+      {socket_path, "is a socket"},
+      {huge, "is larger than the 1 MiB limit for a flavor file"},
+      {dir.path() / "absent", "no such file"},
+  };
+  for (const auto& c : cases) {
+    auto start = std::chrono::steady_clock::now();
+    auto r = read_input_file(c.path, kMaxConfigFileBytes, "flavor file");
+    ASSERT_FALSE(r) << c.path;
+    EXPECT_EQ(r.error().input, c.path.string());
+    EXPECT_NE(r.error().message().find(c.problem), std::string::npos) << r.error().message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << c.path;
+  }
+  ::close(sock);
+  EXPECT_EQ(read_input_file(dir.path() / "absent", 10).error().code, ErrorCode::not_found);
+}
+
+TEST(ReadInputFile, ReadsUpToTheLimitAndNotPast) {
+  TempDir dir;
+  const auto file = dir.path() / "f";
+  { std::ofstream(file) << std::string(1000, 'a'); }
+  EXPECT_EQ(read_input_file(file, 1000)->size(), 1000u);
+  EXPECT_FALSE(read_input_file(file, 999));
+  // procfs says size 0 and has content: read until EOF, bounded.
+  auto status = read_input_file("/proc/self/status", kMaxSystemFileBytes);
+  ASSERT_TRUE(status) << status.error().message();
+  EXPECT_NE(status->find("Name:"), std::string::npos);
+  EXPECT_FALSE(read_text_file("/dev/zero"));  // the sysfs reader is bounded too
+}
+
+class Umask {
+ public:
+  explicit Umask(mode_t m) : old_(::umask(m)) {}
+  ~Umask() { ::umask(old_); }
+
+ private:
+  mode_t old_;
+};
+
+mode_t mode_of(const std::filesystem::path& p) {
+  struct stat st {};
+  ::stat(p.c_str(), &st);
+  return st.st_mode & 07777;
+}
+
+TEST(WriteFileAtomically, NewFilesFollowTheUmaskAndOldOnesKeepTheirMode) {
+  TempDir dir;
+  {
+    Umask u(022);
+    ASSERT_TRUE(write_file_atomically(dir.path() / "a", "x"));
+    EXPECT_EQ(mode_of(dir.path() / "a"), 0644u);
+  }
+  {
+    Umask u(077);
+    ASSERT_TRUE(write_file_atomically(dir.path() / "b", "x"));
+    EXPECT_EQ(mode_of(dir.path() / "b"), 0600u);
+    // Replacing keeps what the file had, whatever the umask now.
+    ::chmod((dir.path() / "a").c_str(), 0640);
+    ASSERT_TRUE(write_file_atomically(dir.path() / "a", "y"));
+    EXPECT_EQ(mode_of(dir.path() / "a"), 0640u);
+    EXPECT_EQ(read_text_file(dir.path() / "a"), "y");
+  }
+}
+
+TEST(WriteFileAtomically, FollowsLinksAndNeverReplacesSpecialFiles) {
+  TempDir dir;
+  const auto target = dir.path() / "target.xml";
+  const auto link = dir.path() / "link.xml";
+  { std::ofstream(target) << "old"; }
+  std::filesystem::create_symlink("target.xml", link);
+  ASSERT_TRUE(write_file_atomically(link, "new"));
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(read_text_file(target), "new");
+  // A link to a file that does not exist yet: the file is made where the link points.
+  const auto dangling = dir.path() / "dangling";
+  std::filesystem::create_symlink("made.xml", dangling);
+  ASSERT_TRUE(write_file_atomically(dangling, "made"));
+  EXPECT_EQ(read_text_file(dir.path() / "made.xml"), "made");
+  // A character device is written through, not replaced by a regular file.
+  ASSERT_TRUE(write_file_atomically("/dev/null", "discarded"));
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  // A FIFO with a reader is written through; without one it fails at once instead of hanging.
+  const auto fifo = dir.path() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FALSE(write_file_atomically(fifo, "nobody reads"));
+  std::string got;
+  std::thread reader([&] {
+    int fd = ::open(fifo.c_str(), O_RDONLY);
+    char buf[64];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0)
+      got.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+  });
+  Status written = Error{};
+  for (int i = 0; i < 200 && !written; ++i) {  // until the reader has opened its end
+    written = write_file_atomically(fifo, "through the pipe");
+    if (!written) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  reader.join();
+  EXPECT_TRUE(written);
+  EXPECT_EQ(got, "through the pipe");
+  struct stat fst {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &fst), 0);
+  EXPECT_TRUE(S_ISFIFO(fst.st_mode));
+  // A directory is refused, and stays.
+  std::filesystem::create_directory(dir.path() / "d");
+  auto st_dir = write_file_atomically(dir.path() / "d", "x");
+  ASSERT_FALSE(st_dir);
+  EXPECT_NE(st_dir.error().message().find("is a directory"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::is_directory(dir.path() / "d"));
+  // A loop of links is an error, not a hang.
+  std::filesystem::create_symlink("loop", dir.path() / "loop");
+  EXPECT_FALSE(write_file_atomically(dir.path() / "loop", "x"));
 }
 
 }  // namespace

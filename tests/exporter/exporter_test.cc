@@ -8,8 +8,12 @@
 #include <fstream>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "discover/accel/backends.h"
 #include "exporter/families.h"
@@ -238,6 +242,37 @@ TEST_F(Exporter, HttpServesMetricsGzipAndHealthz) {
   auto busy = HttpExporter::start(std::make_shared<Scraper>(make_all_collectors(), o, Sources{}));
   ASSERT_FALSE(busy);
   EXPECT_THAT(busy.error().message(), HasSubstr("--listen 127.0.0.1:"));
+}
+
+// Half-sent requests (slow or hostile clients) each hold a civetweb worker until the request
+// timeout. With two workers and 10 s, two of them stalled /metrics and /healthz for 10 s; a
+// scrape must not wait behind them. curl's 2 s is far below the 3 s request timeout: it can only
+// answer in time from a worker the slow clients did not take.
+TEST_F(Exporter, SlowClientsDoNotStallAScrape) {
+  start_monitor();
+  wait_sampled();
+  auto http = HttpExporter::start(scraper());
+  ASSERT_TRUE(http) << http.error().message();
+  const int port = (*http)->port();
+  std::vector<int> clients;
+  for (int i = 0; i < 20; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const std::string half = "GET /metrics HTTP/1.1\r\nHost: slow\r\n";  // never finished
+    ASSERT_EQ(::send(fd, half.data(), half.size(), 0), static_cast<ssize_t>(half.size()));
+    clients.push_back(fd);
+  }
+  std::this_thread::sleep_for(200ms);  // let the server hand them to workers
+  std::string base = "http://127.0.0.1:" + std::to_string(port);
+  EXPECT_EQ(curl("--max-time 2 " + base + "/healthz"), "ok\n");
+  EXPECT_THAT(curl("--max-time 2 " + base + "/metrics"), HasSubstr("# TYPE DCGM_FI_DEV_GPU_UTIL"));
+  for (int fd : clients)
+    ::close(fd);
 }
 
 // Calls polyaccel_inject_set_step in the copy of the test library the backend loaded.

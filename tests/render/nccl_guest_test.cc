@@ -193,5 +193,39 @@ TEST(NcclGuest, WrongOrBrokenXmlIsRefused) {
   EXPECT_NE(unaddressed.error().message().find("no guest address"), std::string::npos);
 }
 
+// 60,000 pci-bridges, each plugged into the one before: the numbering was recursive (the stack
+// overflowed) and quadratic. Now the guest address below the last bridge comes back, at once.
+TEST(NcclGuestView, LongBridgeChainIsNumberedWithoutRecursion) {
+  constexpr unsigned kBridges = 60000;
+  std::string xml =
+      "<domain type='kvm'><devices>\n<controller type='pci' index='0' model='pcie-root'/>\n";
+  for (unsigned i = 1; i <= kBridges; ++i) {
+    xml += "<controller type='pci' index='" + std::to_string(i) +
+           "' model='pci-bridge'><address type='pci' domain='0x0000' bus='" +
+           std::to_string(i - 1) + "' slot='0x01' function='0x0'/></controller>\n";
+  }
+  // On bus 1 (the first bridge): a guest address that fits PCI's 8-bit bus.
+  xml +=
+      "<hostdev mode='subsystem' type='pci'><source><address domain='0x0000' bus='0x4e' "
+      "slot='0x00' function='0x0'/></source><address type='pci' domain='0x0000' bus='1' "
+      "slot='0x00' function='0x0'/></hostdev>\n";
+  // And one below the last bridge, whose bus number is past 255: refused, not wrapped.
+  std::string deep = xml;
+  deep +=
+      "<hostdev mode='subsystem' type='pci'><source><address domain='0x0000' bus='0xcb' "
+      "slot='0x00' function='0x0'/></source><address type='pci' domain='0x0000' bus='" +
+      std::to_string(kBridges) + "' slot='0x00' function='0x0'/></hostdev>\n";
+  xml += "</devices></domain>\n";
+  deep += "</devices></domain>\n";
+  auto view = render::nccl_guest_view(cpu_only({"0000:4e:00.0"}), "chain.xml", xml);
+  ASSERT_TRUE(view) << view.error().message();
+  EXPECT_EQ(view->addresses.at(*PciAddress::parse("0000:4e:00.0")).to_string(), "0000:01:00.0");
+  auto refused =
+      render::nccl_guest_view(cpu_only({"0000:4e:00.0", "0000:cb:00.0"}), "chain.xml", deep);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("beyond PCI's bus 255"), std::string::npos)
+      << refused.error().message();
+}
+
 }  // namespace
 }  // namespace polyaccel

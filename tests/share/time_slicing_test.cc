@@ -173,9 +173,10 @@ TEST(TimeSlicing, BadFilesNameTheKey) {
               HasSubstr("no resources specified"));
   EXPECT_THAT(parse_error("sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"),
               HasSubstr("no replicas specified"));
-  EXPECT_THAT(parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
-                          "replicas: 0}\n"),
-              HasSubstr("sharing.timeSlicing.resources[0].replicas must be 1 or more"));
+  EXPECT_THAT(
+      parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
+                  "replicas: 0}\n"),
+      HasSubstr("sharing.timeSlicing.resources[0].replicas: '0' is out of range (1..1024)"));
   EXPECT_THAT(parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
                           "replica: 4}\n"),
               HasSubstr("unknown key sharing.timeSlicing.resources[0].replica"));
@@ -188,22 +189,42 @@ TEST(TimeSlicing, BadFilesNameTheKey) {
   EXPECT_THAT(parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
                           "replicas: 2, devices: [GPU-xyz]}\n"),
               HasSubstr("'GPU-xyz' is not a GPU index"));
-  EXPECT_THAT(parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
-                          "replicas: many}\n"),
-              HasSubstr("test.yaml: bad value"));
+  EXPECT_THAT(
+      parse_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, "
+                  "replicas: many}\n"),
+      HasSubstr(
+          "test.yaml: sharing.timeSlicing.resources[0].replicas: 'many' is not a whole number"));
   EXPECT_THAT(parse_error("sharing: [\n"), HasSubstr("is not valid YAML"));
   EXPECT_THAT(parse_error("flags:\n  migStrategy: both\n"), HasSubstr("flags.migStrategy"));
   EXPECT_THAT(parse_error("sharing:\n  timeslicing: {}\n"),
               HasSubstr("unknown key sharing.timeslicing"));
   auto missing = read_sharing_config("/nonexistent/sharing.yaml");
   ASSERT_FALSE(missing);
-  EXPECT_THAT(missing.error().message(), HasSubstr("/nonexistent/sharing.yaml: cannot be read"));
+  EXPECT_THAT(missing.error().message(), HasSubstr("/nonexistent/sharing.yaml: no such file"));
 }
 
 TEST(TimeSlicing, AnEmptyFileSharesNothing) {
   auto c = parse_ok("");
   EXPECT_EQ(c.strategy, SharingStrategy::none);
   EXPECT_EQ(replication_for(c, gpu(0))->replicas, 1u);
+}
+
+// Counts past every range: refused with the key named, never wrapped (replicas 4294967296 was
+// 0 and hid every GPU; devices 99999999999999999999 threw out of the parser and killed the agent).
+TEST(TimeSlicing, HugeCountsAreRefusedByName) {
+  auto config = [](const std::string& replicas, const std::string& devices) {
+    return "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+           "      replicas: " +
+           replicas + "\n      devices: " + devices + "\n";
+  };
+  for (const char* replicas : {"4294967296", "4294967297", "99999999999999999999", "-1", "0", "1.5",
+                               "1e3", "[1]", "1025"}) {
+    EXPECT_THAT(parse_error(config(replicas, "all")), HasSubstr("replicas")) << replicas;
+  }
+  for (const char* devices : {"99999999999999999999", "4294967296", "0", "1025"}) {
+    EXPECT_THAT(parse_error(config("2", devices)), HasSubstr("devices")) << devices;
+  }
+  EXPECT_EQ(parse_ok(config("1024", "8")).resources.at(0).replicas, 1024u);
 }
 
 }  // namespace

@@ -2,18 +2,15 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/file_io.h"
+#include "core/number.h"
+
 namespace polyaccel {
 
 Result<HealthPolicy> HealthPolicy::from_yaml_file(const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return bad_input(path, "cannot be read");
-  } catch (const YAML::Exception& e) {
-    return bad_input(path, "is not valid YAML: " + e.msg);
-  }
-  return from_yaml_text(YAML::Dump(root), path);
+  auto text = read_input_file(path, kMaxConfigFileBytes, "health config");
+  if (!text) return text.error();
+  return from_yaml_text(*text, path);
 }
 
 Result<HealthPolicy> HealthPolicy::from_yaml_text(const std::string& text,
@@ -38,8 +35,12 @@ Result<HealthPolicy> HealthPolicy::from_yaml_text(const std::string& text,
         if (!v.IsSequence())
           return bad_input(input, "health.fatal_xids must be a list of XID numbers");
         p.fatal_xids.clear();
-        for (const auto& x : v)
-          p.fatal_xids.insert(x.as<std::uint64_t>());
+        for (const auto& x : v) {
+          auto xid = parse_integer<std::uint64_t>(x.IsScalar() ? x.Scalar() : "",
+                                                  "health.fatal_xids", 0, 0xFFFFFFFF);
+          if (!xid) return bad_input(input, xid.error().message());
+          p.fatal_xids.insert(*xid);
+        }
       } else if (key == "uncorrectable_ecc") {
         p.uncorrectable_ecc = v.as<bool>();
       } else if (key == "critical_events") {
@@ -47,9 +48,11 @@ Result<HealthPolicy> HealthPolicy::from_yaml_text(const std::string& text,
       } else if (key == "unreachable") {
         p.unreachable = v.as<bool>();
       } else if (key == "recovery_seconds") {
-        long s = v.as<long>();
-        if (s < 0) return bad_input(input, "health.recovery_seconds must be 0 or more");
-        p.recovery = std::chrono::seconds(s);
+        // At most a week: chrono arithmetic on anything near the 64-bit limit overflows.
+        auto s = parse_integer<std::int64_t>(v.IsScalar() ? v.Scalar() : "",
+                                             "health.recovery_seconds", 0, 7 * 86400);
+        if (!s) return bad_input(input, s.error().message());
+        p.recovery = std::chrono::seconds(*s);
       } else {
         return bad_input(
             input, "unknown key health." + key,

@@ -1,0 +1,328 @@
+// Every bad input refused cleanly, through the real binary: exit code 2, one line on stderr that
+// names the input, nothing written (the directory is compared before and after). A table per
+// class: special and huge files for every file option, huge and wrapping numbers for every
+// parser, non-UTF-8 and control characters in arguments and captures, unbounded requests.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "support/test_support.h"
+
+namespace polyaccel {
+namespace {
+
+using testing::polyaccel_binary;
+using testing::run_command;
+using testing::TempDir;
+using testing::topology_fixture;
+
+std::string xe8640() {
+  return topology_fixture("2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml").string();
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Name, type, size, mode and content of everything under `dir`: what "nothing written" means.
+std::map<std::string, std::string> snapshot(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(
+           dir, std::filesystem::directory_options::none)) {
+    struct stat st {};
+    ::lstat(e.path().c_str(), &st);
+    std::string what = std::to_string(st.st_mode) + " " + std::to_string(st.st_size);
+    if (S_ISREG(st.st_mode) && st.st_size < (1 << 20)) what += " " + slurp(e.path());
+    out[e.path().string()] = what;
+  }
+  return out;
+}
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  std::chrono::milliseconds took{0};
+};
+
+// Runs polyaccel ARGS with stdout and stderr apart; `timeout` turns a hang into a failure.
+Outcome polyaccel(const std::string& args, const std::filesystem::path& scratch) {
+  auto out = scratch / ".out", err = scratch / ".err";
+  auto start = std::chrono::steady_clock::now();
+  auto r = run_command("timeout 60 " + polyaccel_binary() + " " + args + " >'" + out.string() +
+                       "' 2>'" + err.string() + "'");
+  Outcome o{r.exit_code, slurp(out), slurp(err),
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  start)};
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return o;
+}
+
+size_t lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+// The promise for bad input, checked on one command.
+void expect_refused(const std::string& args, const std::string& names,
+                    const std::filesystem::path& dir, const std::filesystem::path& scratch) {
+  auto before = snapshot(dir);
+  auto o = polyaccel(args, scratch);
+  EXPECT_EQ(o.exit_code, 2) << args << "\n" << o.err;
+  EXPECT_EQ(lines(o.err), 1u) << args << "\n" << o.err;
+  EXPECT_NE(o.err.find(names), std::string::npos) << args << "\n" << o.err;
+  EXPECT_EQ(o.err.rfind("polyaccel", 0), 0u) << args << "\n" << o.err;
+  EXPECT_EQ(snapshot(dir), before) << args;
+}
+
+class HostileInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = tmp_.path() / "work";
+    scratch_ = tmp_.path() / "scratch";
+    std::filesystem::create_directories(dir_);
+    std::filesystem::create_directories(scratch_);
+    state_ = (dir_ / "state.json").string();
+  }
+  void refused(const std::string& args, const std::string& names) {
+    expect_refused(args, names, dir_, scratch_);
+  }
+  std::string file(const std::string& name, const std::string& content) {
+    auto p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p.string();
+  }
+  std::string place(const std::string& args) {
+    return "place --topology '" + xe8640() + "' --state '" + state_ + "' " + args;
+  }
+  TempDir tmp_;
+  std::filesystem::path dir_, scratch_;
+  std::string state_;
+};
+
+// FIFO, character devices, directory, socket, link loop and a file past its limit, for every
+// option that names a file. Each was a hang, a read of all memory or an uncaught exception.
+TEST_F(HostileInput, SpecialAndHugeFilesForEveryFileOption) {
+  const auto fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto loop = dir_ / "loop";
+  std::filesystem::create_symlink(loop, loop);
+  const auto huge = dir_ / "huge";
+  { std::ofstream(huge) << "x"; }
+  std::filesystem::resize_file(huge, std::uint64_t{80} << 20);  // sparse, past every limit
+  const auto subdir = dir_ / "subdir";
+  std::filesystem::create_directory(subdir);
+  const auto sock = dir_ / "sock";
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+
+  // A committed placement, for nccl-topo --libvirt.
+  auto committed = polyaccel(place("--vcpus 2 --memory 1GiB --commit --name vm"), scratch_);
+  ASSERT_EQ(committed.exit_code, 0) << committed.err;
+
+  const std::map<std::string, std::string> bad_files = {
+      {fifo.string(), "is a FIFO"},
+      {"/dev/zero", "is a character device"},
+      {"/dev/urandom", "is a character device"},
+      {subdir.string(), "is a directory"},
+      {sock.string(), "is a socket"},
+      {loop.string(), "Too many levels of symbolic links"},
+      {huge.string(), "limit"},
+  };
+  const std::string agent =
+      "agent --listen 127.0.0.1:0 --pod-resources-socket '' --kubelet-dir '' "
+      "--nfd-features-dir '' --state '' --accel-backends off ";
+  const std::vector<std::string> commands = {
+      "topo --topology '{}'",
+      place("--vcpus 1 --memory 1GiB --flavor '{}'"),
+      place("--vcpus 1 --memory 1GiB --pci-alias-file '{}'"),
+      "place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB --state '{}'",
+      "nccl-topo --topology '" + xe8640() + "' --state '" + state_ +
+          "' --placement vm --libvirt '{}'",
+      "mig plan --model H100-SXM5-80GB --gpus 1 -f '{}' -c all-1g.10gb",
+      agent + "--topology '" + xe8640() + "' --once --health-config '{}'",
+      agent + "--topology '" + xe8640() + "' --sharing-config '{}'",
+  };
+  for (const auto& command : commands) {
+    for (const auto& [path, problem] : bad_files) {
+      std::string args = command;
+      args.replace(args.find("{}"), 2, path);
+      auto o = polyaccel(args, scratch_);
+      SCOPED_TRACE(args);
+      if (command.rfind("mig plan", 0) == 0 && o.exit_code == 2 &&
+          o.err.find("-f FILE") != std::string::npos)
+        continue;  // this polyaccel plans -f files only for the host's GPUs
+      expect_refused(args, problem, dir_, scratch_);
+      EXPECT_LT(o.took, std::chrono::seconds(20));
+    }
+  }
+  ::close(fd);
+}
+
+// Numbers past every type's range, for every parser: extra specs, flavor JSON and YAML, the
+// state file, CLI options, durations. Each one wrapped, aborted or hung before.
+TEST_F(HostileInput, HugeAndWrappingNumbers) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--vcpus 4 --memory 4GiB --spec hw:numa_nodes=4294967296", "hw:numa_nodes"},
+      {"--vcpus 4 --memory 4GiB --spec hw:numa_nodes=4294967297", "hw:numa_nodes"},
+      {"--vcpus 4 --memory 4GiB --spec hw:numa_nodes=18446744073709551617", "hw:numa_nodes"},
+      {"--vcpus 4 --memory 4GiB --spec hw:numa_nodes=2 --spec "
+       "hw:numa_cpus.99999999999999999999=0-3",
+       "hw:numa_cpus.99999999999999999999"},
+      {"--vcpus 4 --memory 4GiB --spec hw:numa_nodes=1 --spec hw:numa_cpus.4294967296=0-3",
+       "hw:numa_cpus.4294967296"},
+      {"--vcpus 4 --memory 4GiB --spec hw:numa_nodes=1 --spec hw:numa_cpus.0=0-3 --spec "
+       "hw:numa_mem.0=99999999999999999999",
+       "hw:numa_mem.0"},
+      {"--vcpus 4 --memory 4GiB --spec hw:mem_page_size=99999999999999999999", "hw:mem_page_size"},
+      {"--vcpus 4 --memory 4GiB --spec hw:mem_page_size=9999999999999999GB", "hw:mem_page_size"},
+      {"--vcpus 4 --memory 4GiB --spec polyaccel:rdma_nics=4294967297", "polyaccel:rdma_nics"},
+      {"--vcpus 4 --memory 4GiB --spec resources:PCPU=99999999999999999999", "resources:PCPU"},
+      {"--vcpus 4 --memory 4GiB --pci-alias h100=10de:2330 --spec "
+       "pci_passthrough:alias=h100:4294967297",
+       "pci_passthrough:alias"},
+      {"--vcpus 4000000000 --memory 4GiB --spec hw:cpu_policy=dedicated", "--vcpus 4000000000"},
+      {"--vcpus 100000000 --memory 4GiB", "--vcpus 100000000"},
+      {"--vcpus 1e8 --memory 4GiB", "--vcpus"},
+      {"--vcpus 4294967296 --memory 4GiB", "--vcpus"},
+      {"--vcpus -1 --memory 4GiB", "--vcpus"},
+      {"--vcpus 4 --memory 99999999999999999999GiB", "--memory"},
+      {"--vcpus 4 --memory 4GiB --cpu-allocation-ratio nan", "--cpu-allocation-ratio"},
+      {"--vcpus 4 --memory 4GiB --cpu-allocation-ratio inf", "--cpu-allocation-ratio"},
+      {"--vcpus 4 --memory 4GiB --ram-allocation-ratio 1e300", "--ram-allocation-ratio"},
+  };
+  for (const auto& [args, names] : cases) {
+    auto start = std::chrono::steady_clock::now();
+    refused(place(args), names);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << args;
+  }
+
+  // Flavor files: JSON and YAML, each count too large, negative, fractional or zero.
+  const std::vector<std::pair<std::string, std::string>> flavors = {
+      {R"({"vcpus": 4294967297, "ram": 1024})", "vcpus"},
+      {R"({"vcpus": 0, "ram": 1024})", "vcpus"},
+      {R"({"vcpus": -1, "ram": 1024})", "vcpus"},
+      {R"({"vcpus": 1.5, "ram": 1024})", "vcpus"},
+      {R"({"vcpus": 2, "ram": 99999999999999999999})", "ram"},
+      {R"({"vcpus": 2, "ram": 17592186044416})", "ram"},
+      {"vcpus: 4294967297\nram: 1024\n", "vcpus"},
+      {"vcpus: 0\nram: 1024\n", "vcpus"},
+      {"vcpus: 2\nram: 18446744073709551616\n", "ram"},
+  };
+  int n = 0;
+  for (const auto& [content, field] : flavors) {
+    auto path =
+        file("flavor" + std::to_string(n++) + (content[0] == '{' ? ".json" : ".yaml"), content);
+    // Named by the file and the field, not by an option the user did not give.
+    refused(place("--flavor '" + path + "'"), path + ": " + field);
+  }
+
+  // The state file: numbers that a 32-bit read would wrap to a valid value.
+  const std::string prefix = R"({"schema": "polyaccel-allocations", "schema_version": )";
+  for (const char* version : {"4294967297", "-4294967295", "1.0", "99999999999999999999"}) {
+    auto path = file("state-v.json", prefix + version + R"(, "placements": []})");
+    refused("place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB --state '" + path + "'",
+            "schema_version");
+  }
+  // Durations of the agent: each made its samplers spin.
+  for (const char* interval : {"nan", "inf", "1e300", "9e12s", "-1", "0", "1e-9s", "10parsecs"}) {
+    for (const char* option : {"--interval", "--audit-interval"}) {
+      if (std::string(option) == "--audit-interval" && std::string(interval) == "0") continue;
+      refused(std::string("agent --once --accel-backends off --topology '") + xe8640() + "' " +
+                  option + " " + interval,
+              option);
+    }
+  }
+}
+
+// What goes with the segfault of issue 18: --gpus 0 on a host without GPUs.
+TEST_F(HostileInput, RunWithZeroGpus) {
+  refused("run --gpus 0 -- true", "--gpus");
+  refused(
+      "run --topology '" +
+          topology_fixture("2socket-2numa-36core-cpuonly-omnipath_xeon-e5-2695v4.xml").string() +
+          "' --dry-run --gpus 0 -- true",
+      "--gpus");
+}
+
+// Bytes we did not choose: non-UTF-8 and control characters in arguments and in a capture.
+TEST_F(HostileInput, NonUtf8AndControlCharacters) {
+  // /bin/sh is dash: printf makes the bytes ($'...' is bash's).
+  // A name from the command line, printed as JSON: replaced, never an abort (type_error 316).
+  auto o = polyaccel(
+      place("--vcpus 1 --memory 1GiB --commit --name \"$(printf 'bad\\377')\" --json"), scratch_);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_TRUE(nlohmann::json::accept(o.out));  // valid JSON
+  o = polyaccel("allocations --json --state '" + state_ + "'", scratch_);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_TRUE(nlohmann::json::accept(o.out));
+  // The state file itself stays readable JSON after the commit.
+  EXPECT_TRUE(nlohmann::json::accept(slurp(state_)));
+
+  // A newline or escape sequence in a value: one line on stderr, escaped.
+  refused(place("--vcpus 1 --memory 1GiB --spec \"$(printf 'hw:cpu_policy=ded\\nicated')\""),
+          "ded\\nicated");
+  refused(place("--vcpus 1 --memory 1GiB --spec \"$(printf 'hw:cpu_policy=\\033[31mred')\""),
+          "\\x1b[31mred");
+  refused("topo --topology \"$(printf '/nonexistent/new\\nline\\377.xml')\"",
+          "new\\nline\\xff.xml");
+  refused(place("--vcpus \"$(printf '1\\n2')\" --memory 1GiB"), "--vcpus");
+
+  // An hwloc capture with 0xff in its HostName: topo --json prints valid JSON.
+  std::string xml = slurp(xe8640());
+  auto at = xml.find("<object type=\"Machine\"");
+  ASSERT_NE(at, std::string::npos);
+  auto end = xml.find('>', at);
+  xml.insert(end + 1, "\n<info name=\"HostName\" value=\"node\xff\xfe\x01\"/>");
+  auto capture = file("hostname.xml", xml);
+  o = polyaccel("topo --json --topology '" + capture + "'", scratch_);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_TRUE(nlohmann::json::accept(o.out));
+  o = polyaccel("topo --topology '" + capture + "'", scratch_);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.out.find('\x01'), std::string::npos);  // human output escapes control characters
+  EXPECT_EQ(o.out.find('\xff'), std::string::npos);
+}
+
+// hwloc XML shapes that crash libhwloc 2.9 itself: refused before hwloc reads them.
+TEST_F(HostileInput, HwlocShapesThatCrashHwloc) {
+  std::string xml = slurp(xe8640());
+  auto pu = xml.find("<object type=\"PU\"");
+  ASSERT_NE(pu, std::string::npos);
+  auto attr = xml.find(" complete_cpuset=\"", pu);
+  auto attr_end = xml.find('"', attr + 18);
+  std::string no_complete = xml;
+  no_complete.erase(attr, attr_end + 1 - attr);
+  auto path = file("no-complete-cpuset.xml", no_complete);
+  refused("topo --topology '" + path + "'", "complete_cpuset");
+  std::string no_cpuset = xml;
+  auto cpuset = no_cpuset.find(" cpuset=\"", pu);
+  no_cpuset.erase(cpuset, no_cpuset.find('"', cpuset + 9) + 1 - cpuset);
+  path = file("no-cpuset.xml", no_cpuset);
+  refused("topo --topology '" + path + "'", "no cpuset");
+}
+
+// CLI11's own errors are one line too (no "Run with --help for more information.").
+TEST_F(HostileInput, ParserErrorsAreOneLine) {
+  refused("place --no-such-option", "--no-such-option");
+  refused("topo --accel-backends sometimes", "--accel-backends");
+  refused("nosuchcommand", "subcommand");
+}
+
+}  // namespace
+}  // namespace polyaccel

@@ -1,0 +1,73 @@
+// Escaping what we print: bytes we did not choose stay on one line and never break JSON.
+#include "core/strings.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/json.h"
+
+namespace polyaccel {
+namespace {
+
+TEST(Printable, KeepsUtf8AndEscapesTheRest) {
+  EXPECT_EQ(printable("gpu0 ok"), "gpu0 ok");
+  EXPECT_EQ(printable("Zürich 東京"), "Zürich 東京");
+  EXPECT_EQ(printable("a\nb\tc\rd"), "a\\nb\\tc\\rd");
+  EXPECT_EQ(printable(std::string("\x00\x1b[31m\x7f", 7)), "\\x00\\x1b[31m\\x7f");
+  EXPECT_EQ(printable("bad\xff"), "bad\\xff");
+  // Overlong, surrogate, truncated and beyond-U+10FFFF sequences are not UTF-8.
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");
+  EXPECT_EQ(printable("\xe6\x9d"), "\\xe6\\x9d");
+  EXPECT_EQ(printable("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");
+}
+
+TEST(Printable, ValidUtf8) {
+  EXPECT_TRUE(valid_utf8("plain"));
+  EXPECT_TRUE(valid_utf8("東京"));
+  EXPECT_FALSE(valid_utf8("bad\xff"));
+  EXPECT_FALSE(valid_utf8("\xc0\xaf"));
+}
+
+TEST(Printable, QuoteInputCutsLongValues) {
+  EXPECT_EQ(quote_input("x\ny"), "'x\\ny'");
+  std::string big(100000, 'a');
+  std::string q = quote_input(big);
+  EXPECT_LT(q.size(), 200u);
+  EXPECT_NE(q.find("100000 bytes"), std::string::npos);
+}
+
+TEST(ErrorMessage, IsOneLineWhateverTheInputHeld) {
+  Error e = bad_input("--name bad\nname\xff", "is not\r\na name", "try\tagain");
+  std::string m = e.message();
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  EXPECT_EQ(m.find('\r'), std::string::npos) << m;
+  EXPECT_NE(m.find("bad\\nname\\xff"), std::string::npos) << m;
+  EXPECT_TRUE(valid_utf8(m));
+}
+
+TEST(JsonText, NonUtf8DoesNotAbortTheDump) {
+  nlohmann::json j = {{"hostname", "node\xff\xfe"}, {"name", "bad\xff"}};
+  std::string text;
+  ASSERT_NO_THROW(text = json_text(j));
+  auto back = nlohmann::json::parse(text);  // what we print is valid JSON again
+  EXPECT_EQ(back["name"], "bad\xef\xbf\xbd");
+}
+
+TEST(JsonInteger, RefusesWhatGetWouldWrap) {
+  auto parse = [](const char* text) { return nlohmann::json::parse(text); };
+  EXPECT_EQ(*json_integer<unsigned>(parse("4294967295"), "vcpus"), 4294967295u);
+  for (const char* text : {"4294967296", "4294967297", "18446744073709551615", "-1", "1.5",
+                           "99999999999999999999", "1e300", "\"4\"", "null", "true", "[1]"}) {
+    auto v = json_integer<unsigned>(parse(text), "vcpus");
+    ASSERT_FALSE(v) << text;
+    EXPECT_EQ(v.error().input, "vcpus");
+  }
+  EXPECT_FALSE(json_integer<int>(parse("4294967297"), "schema_version"));
+  EXPECT_EQ(*json_integer<int>(parse("-3"), "n"), -3);
+  EXPECT_FALSE(json_integer<unsigned>(parse("0"), "vcpus", 1u, 10u));
+  EXPECT_EQ(*json_integer<unsigned>(nlohmann::json(5), "n"), 5u);  // built in code: signed
+}
+
+}  // namespace
+}  // namespace polyaccel
