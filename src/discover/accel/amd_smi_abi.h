@@ -53,6 +53,7 @@ inline constexpr Status kInputOutOfBounds = 17;
 inline constexpr Status kInitError = 18;
 inline constexpr Status kRefcountOverflow = 19;
 inline constexpr Status kDirectoryNotFound = 20;
+inline constexpr Status kIpcError = 21;  // newer than the 26.1.0 headers compared: amd-smi's IPC
 inline constexpr Status kBusy = 30;
 inline constexpr Status kNotFound = 31;
 inline constexpr Status kNotInit = 32;
@@ -100,6 +101,7 @@ inline const char* status_name(Status status) {
       {kInitError, "AMDSMI_STATUS_INIT_ERROR"},
       {kRefcountOverflow, "AMDSMI_STATUS_REFCOUNT_OVERFLOW"},
       {kDirectoryNotFound, "AMDSMI_STATUS_DIRECTORY_NOT_FOUND"},
+      {kIpcError, "AMDSMI_STATUS_IPC_ERROR"},
       {kBusy, "AMDSMI_STATUS_BUSY"},
       {kNotFound, "AMDSMI_STATUS_NOT_FOUND"},
       {kNotInit, "AMDSMI_STATUS_NOT_INIT"},
@@ -178,7 +180,7 @@ struct Version {
 };
 static_assert(sizeof(Version) == 24);
 
-// amdsmi_asic_info_t
+// amdsmi_asic_info_t: 896 bytes in 26.1.0 (448, with 64-byte strings, before 26).
 struct AsicInfo {
   char market_name[kMaxString];
   std::uint32_t vendor_id;
@@ -191,12 +193,11 @@ struct AsicInfo {
   std::uint32_t num_of_compute_units;
   std::uint64_t target_graphics_version;  // all ones when not supported
   std::uint32_t subsystem_id;
-  std::uint64_t flags;
-  std::uint32_t reserved[19];
+  std::uint32_t reserved[21];
 };
 static_assert(offsetof(AsicInfo, asic_serial) == 532);
 static_assert(offsetof(AsicInfo, target_graphics_version) == 800);
-static_assert(sizeof(AsicInfo) == 904);
+static_assert(sizeof(AsicInfo) == 896);
 
 // amdsmi_board_info_t
 struct BoardInfo {

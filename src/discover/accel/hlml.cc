@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -38,6 +39,21 @@ std::string describe(int rc) {
 std::string normalise_bus_id(std::string_view text) {
   auto address = PciAddress::parse(text);
   return address ? address->to_string() : std::string();
+}
+
+// The PCI address in a PCI info buffer the library filled with `layout`: bus_id sits at offset 4
+// in both layouts, but may fill its array without a NUL, so its length is the layout's.
+std::string bus_id_of(const hlml_pci_info_t& pci, Layout layout) {
+  static_assert(offsetof(gohlml_v1_16::hlml_pci_info_t, bus_id) ==
+                offsetof(current::hlml_pci_info_t, bus_id));
+  const unsigned length =
+      layout == Layout::current ? current::kPciAddrLen : gohlml_v1_16::kPciAddrLen;
+  return normalise_bus_id(std::string_view(pci.bus_id, strnlen(pci.bus_id, length)));
+}
+
+const char* layout_name(Layout layout) {
+  return layout == Layout::current ? "current (hlml_pci_info_t 84 bytes, utilization 8)"
+                                   : "gohlml v1.16 (hlml_pci_info_t 52 bytes, utilization 4)";
 }
 
 // The functions we use, each null where the library lacks it.
@@ -201,9 +217,14 @@ class HlmlBackend final : public AcceleratorBackend {
   AcceleratorInventory read_inventory_locked(const Known& device, Tally& tally);
   void close();
 
+  std::optional<Layout> probe_layout_locked(hlml_device_t handle) const;
+
   SharedLibrary lib_;  // first: unloaded last
   Api api_;
   LibraryReport report_;
+  // The struct layout the library writes (see hlml_abi.h), known once a device answered
+  // hlml_device_get_pci_info; until then only the fields both layouts share are read.
+  std::optional<Layout> layout_;
   bool open_ = false;
   bool owns_init_ = false;  // our hlml_init succeeded, so we owe an hlml_shutdown
   std::string driver_version_;
@@ -253,6 +274,7 @@ Status HlmlBackend::open() {
   }
   // Registers every device for events now; a failure here shows again in devices().
   (void)refresh_locked();
+  if (layout_) report_.note = std::string("HLML struct layout: ") + layout_name(*layout_);
   return Ok{};
 }
 
@@ -263,6 +285,7 @@ void HlmlBackend::close() {
   if (owns_init_ && api_.shutdown) api_.shutdown();
   owns_init_ = false;
   open_ = false;
+  layout_.reset();
   known_.clear();
 }
 
@@ -283,6 +306,26 @@ void HlmlBackend::register_events_locked(Known& device) {
   device.events_registered = rc == HLML_SUCCESS;
 }
 
+// Which layout the library writes, told by what it writes: asked twice, into a buffer of zeros
+// and one of 0xff bytes, a library of the current layout writes the bytes past the older
+// layout's 52 (the same value both times), one of the older layout leaves them as they were.
+std::optional<Layout> HlmlBackend::probe_layout_locked(hlml_device_t handle) const {
+  hlml_pci_info_t zeros;
+  hlml_pci_info_t ones;
+  std::memset(&zeros, 0x00, sizeof zeros);
+  std::memset(&ones, 0xff, sizeof ones);
+  if (api_.get_pci_info(handle, &zeros) != HLML_SUCCESS ||
+      api_.get_pci_info(handle, &ones) != HLML_SUCCESS) {
+    return std::nullopt;
+  }
+  const auto* z = reinterpret_cast<const unsigned char*>(&zeros);
+  const auto* o = reinterpret_cast<const unsigned char*>(&ones);
+  for (size_t i = sizeof(gohlml_v1_16::hlml_pci_info_t); i < sizeof(hlml_pci_info_t); ++i) {
+    if (z[i] == o[i]) return Layout::current;
+  }
+  return Layout::gohlml_v1_16;
+}
+
 Status HlmlBackend::refresh_locked() {
   if (!api_.get_count || !api_.get_handle_by_index || !api_.get_pci_info) return Ok{};
   unsigned count = 0;
@@ -294,10 +337,11 @@ Status HlmlBackend::refresh_locked() {
   for (unsigned i = 0; i < count; ++i) {
     hlml_device_t handle = nullptr;
     if (api_.get_handle_by_index(i, &handle) != HLML_SUCCESS || !handle) continue;
+    if (!layout_) layout_ = probe_layout_locked(handle);
     hlml_pci_info_t pci{};
     std::string id;
     if (api_.get_pci_info(handle, &pci) == HLML_SUCCESS) {
-      id = normalise_bus_id(std::string_view(pci.bus_id, strnlen(pci.bus_id, kPciAddrLen)));
+      id = bus_id_of(pci, layout_.value_or(Layout::gohlml_v1_16));
     }
     Known* device = nullptr;
     if (id.empty()) {
@@ -407,8 +451,12 @@ AcceleratorSample HlmlBackend::sample(const std::string& pci_bus_id) {
   Tally tally;
 
   if (api_.get_utilization) {
+    // aip comes first in both layouts; memory only in the current one.
     hlml_utilization_t u{};
-    if (tally.ok(api_.get_utilization(h, &u))) s.gpu_utilization_percent = u.aip;
+    if (tally.ok(api_.get_utilization(h, &u))) {
+      s.gpu_utilization_percent = u.aip;
+      if (layout_ == Layout::current) s.memory_utilization_percent = u.memory;
+    }
   }
   if (api_.get_memory_info) {
     hlml_memory_t m{};
@@ -528,8 +576,7 @@ std::vector<AcceleratorEvent> HlmlBackend::poll_events(std::chrono::milliseconds
       } else if (api_.get_pci_info) {
         hlml_pci_info_t pci{};
         if (api_.get_pci_info(data.device, &pci) == HLML_SUCCESS) {
-          event.pci_bus_id =
-              normalise_bus_id(std::string_view(pci.bus_id, strnlen(pci.bus_id, kPciAddrLen)));
+          event.pci_bus_id = bus_id_of(pci, layout_.value_or(Layout::gohlml_v1_16));
         }
       }
     }

@@ -1,7 +1,10 @@
 // Our own declarations of the part of Intel Gaudi's HLML C ABI (hlml.h, libhlml.so) that the
 // hlml backend uses. No vendor header is needed to build: names, values and layouts follow
-// hlml.h as vendored by HabanaAI/gohlml. The test build of libhlml.so (tests/inject/hlml)
-// defines its functions with these types, so the two cannot drift apart silently.
+// hlml.h as vendored by HabanaAI/gohlml (v1.14 to v1.16 and HEAD) and, where current Gaudi
+// software differs, the hlml.h that Intel's pyhlml types are generated from. The test build of
+// libhlml.so (tests/inject/hlml) defines its functions with these types, so the two cannot
+// drift apart silently; tests/discover/accel/vendor_abi_test.cc compares them with the facts in
+// ../shared/reference/vendor-abi/hlml.json.
 #pragma once
 
 #include <cstddef>
@@ -9,9 +12,75 @@
 
 namespace polyaccel::hlml {
 
-inline constexpr unsigned kPciDomainLen = 5;
+inline constexpr unsigned kPciLinkInfoLen = 10;  // PCI_LINK_INFO_LEN, the same in both layouts
+
+// Two layouts of the PCI and utilization structs. Current Gaudi software made PCI_DOMAIN_LEN 9
+// (so PCI_ADDR_LEN 19, which moves every field after bus_id), added the maximum link speed and
+// width to the PCI caps, pci_rev and pci_subsys_id to the PCI info, and memory to the
+// utilization. HLML has no call that names its layout (and the release that changed it is not
+// known), so the backend always passes a buffer of the larger layout and reads the fields by the
+// layout the library is seen to write (hlml.cc, probe_layout_locked).
+enum class Layout {
+  gohlml_v1_16,  // hlml.h of HabanaAI/gohlml v1.16.0: pci_info 52 bytes, utilization 4
+  current,       // current Gaudi software (pyhlml's generated types): 84 and 8
+};
+
+namespace gohlml_v1_16 {
+inline constexpr unsigned kPciDomainLen = 5;                 // PCI_DOMAIN_LEN
 inline constexpr unsigned kPciAddrLen = kPciDomainLen + 10;  // PCI_ADDR_LEN
-inline constexpr unsigned kPciLinkInfoLen = 10;              // PCI_LINK_INFO_LEN
+
+struct hlml_pci_cap_t {
+  char link_speed[kPciLinkInfoLen];
+  char link_width[kPciLinkInfoLen];
+};
+
+struct hlml_pci_info_t {
+  unsigned int bus;
+  char bus_id[kPciAddrLen];  // "0000:19:00.0", NUL-terminated
+  unsigned int device;
+  unsigned int domain;
+  unsigned int pci_device_id;  // device id << 16 | vendor id (0x1da3)
+  hlml_pci_cap_t caps;
+};
+
+struct hlml_utilization_t {
+  unsigned int aip;  // percent of time the AI processor was busy
+};
+}  // namespace gohlml_v1_16
+
+namespace current {
+inline constexpr unsigned kPciDomainLen = 9;                 // PCI_DOMAIN_LEN
+inline constexpr unsigned kPciAddrLen = kPciDomainLen + 10;  // PCI_ADDR_LEN
+
+struct hlml_pci_cap_t {
+  char link_speed[kPciLinkInfoLen];
+  char link_width[kPciLinkInfoLen];
+  char link_max_speed[kPciLinkInfoLen];
+  char link_max_width[kPciLinkInfoLen];
+};
+
+struct hlml_pci_info_t {
+  unsigned int bus;
+  char bus_id[kPciAddrLen];
+  unsigned int device;
+  unsigned int domain;
+  unsigned int pci_device_id;
+  hlml_pci_cap_t caps;
+  unsigned int pci_rev;
+  unsigned int pci_subsys_id;
+};
+
+struct hlml_utilization_t {
+  unsigned int aip;
+  unsigned int memory;  // percent of time the memory was busy
+};
+}  // namespace current
+
+// The buffers we hand the library: the larger layout, so that neither can write past them.
+using hlml_pci_info_t = current::hlml_pci_info_t;
+using hlml_utilization_t = current::hlml_utilization_t;
+static_assert(sizeof(hlml_pci_info_t) >= sizeof(gohlml_v1_16::hlml_pci_info_t));
+static_assert(sizeof(hlml_utilization_t) >= sizeof(gohlml_v1_16::hlml_utilization_t));
 
 // C enums: int-sized on every ABI HLML ships for.
 enum hlml_return_t : int {
@@ -64,29 +133,11 @@ inline const char* return_name(int rc) {
   }
 }
 
-struct hlml_pci_cap_t {
-  char link_speed[kPciLinkInfoLen];
-  char link_width[kPciLinkInfoLen];
-};
-
-struct hlml_pci_info_t {
-  unsigned int bus;
-  char bus_id[kPciAddrLen];  // "0000:19:00.0", NUL-terminated
-  unsigned int device;
-  unsigned int domain;
-  unsigned int pci_device_id;  // device id << 16 | vendor id (0x1da3)
-  hlml_pci_cap_t caps;
-};
-
 enum hlml_clock_type_t : int {
   HLML_CLOCK_SOC = 0,
   HLML_CLOCK_IC = 1,
   HLML_CLOCK_MME = 2,
   HLML_CLOCK_TPC = 3,
-};
-
-struct hlml_utilization_t {
-  unsigned int aip;  // percent of time the AI processor was busy
 };
 
 struct hlml_memory_t {
@@ -99,7 +150,7 @@ enum hlml_temperature_sensors_t : int {
   HLML_TEMPERATURE_ON_AIP = 0,
   HLML_TEMPERATURE_ON_BOARD = 1,
   HLML_TEMPERATURE_OTHER = 2,
-  HLML_TEMPERATURE_HBM = 3,  // newer libraries (Intel's pyhlml declares it); older ones refuse it
+  HLML_TEMPERATURE_HBM = 3,  // current layout only (gohlml's hlml.h lacks it); older ones refuse it
 };
 
 enum hlml_enable_state_t : int {
@@ -151,11 +202,17 @@ inline constexpr unsigned long long HLML_CLOCKS_THROTTLE_REASON_POWER = 1ULL << 
 inline constexpr unsigned long long HLML_CLOCKS_THROTTLE_REASON_THERMAL = 1ULL << 1;
 
 // The layouts of hlml.h on LP64 (x86-64, aarch64).
-static_assert(sizeof(hlml_pci_info_t) == 52);
-static_assert(offsetof(hlml_pci_info_t, bus_id) == 4);
-static_assert(offsetof(hlml_pci_info_t, device) == 20);
-static_assert(offsetof(hlml_pci_info_t, pci_device_id) == 28);
-static_assert(offsetof(hlml_pci_info_t, caps) == 32);
+static_assert(sizeof(gohlml_v1_16::hlml_pci_info_t) == 52);
+static_assert(offsetof(gohlml_v1_16::hlml_pci_info_t, bus_id) == 4);
+static_assert(offsetof(gohlml_v1_16::hlml_pci_info_t, device) == 20);
+static_assert(offsetof(gohlml_v1_16::hlml_pci_info_t, pci_device_id) == 28);
+static_assert(offsetof(gohlml_v1_16::hlml_pci_info_t, caps) == 32);
+static_assert(sizeof(current::hlml_pci_info_t) == 84);
+static_assert(offsetof(current::hlml_pci_info_t, device) == 24);
+static_assert(offsetof(current::hlml_pci_info_t, caps) == 36);
+static_assert(offsetof(current::hlml_pci_info_t, pci_rev) == 76);
+static_assert(sizeof(gohlml_v1_16::hlml_utilization_t) == 4);
+static_assert(sizeof(current::hlml_utilization_t) == 8);
 static_assert(sizeof(hlml_memory_t) == 24);
 static_assert(sizeof(hlml_row_address_t) == 6);
 static_assert(sizeof(hlml_event_data_t) == 16);

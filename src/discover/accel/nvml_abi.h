@@ -98,8 +98,10 @@ inline constexpr unsigned NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80;
 inline constexpr unsigned NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96;
 inline constexpr unsigned NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
 inline constexpr unsigned NVML_DEVICE_SERIAL_BUFFER_SIZE = 30;
-// Links per GPU in current headers (18 since Hopper).
-inline constexpr unsigned NVML_NVLINK_MAX_LINKS = 18;
+// Links per GPU: 18 in every nvml.h from Hopper's up to CUDA 13.2.1's, 36 from CUDA 13.3's.
+// We ask for every link up to the larger number; a driver built from an older header answers
+// NVML_ERROR_INVALID_ARGUMENT (or NOT_SUPPORTED) for a link it does not know, which is "no link".
+inline constexpr unsigned NVML_NVLINK_MAX_LINKS = 36;
 
 // nvmlPciInfo_t as nvmlDeviceGetPciInfo_v3 and nvmlDeviceGetNvLinkRemotePciInfo_v2 fill it.
 struct nvmlPciInfo_t {
@@ -237,11 +239,13 @@ using nvmlComputeInstance_t = nvmlComputeInstance_st*;
 inline constexpr nvmlReturn_t NVML_ERROR_IN_USE = 19;
 inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_RESOURCES = 23;
 
-// nvmlGpuInstanceProfile enums (nvmlDeviceGetGpuInstanceProfileInfo's `profile`): 0..16 in
-// current headers (1/2/3/4/7/8/6 slices, REV1 = +me, REV2 = 1 slice with 2 memory slices, then
-// Blackwell's GFX/NO_ME/ALL_ME variants).
+// nvmlGpuInstanceProfile enums (nvmlDeviceGetGpuInstanceProfileInfo's `profile`): 0..16 up to
+// CUDA 13.1's nvml.h (1/2/3/4/7/8/6 slices, REV1 = +me, REV2 = 1 slice with 2 memory slices, then
+// Blackwell's GFX/NO_ME/ALL_ME variants), 0..17 from CUDA 13.2.1's, which added 0x11
+// (NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX). We ask for every enum below the larger count; a driver
+// that does not know one answers NVML_ERROR_INVALID_ARGUMENT or NOT_SUPPORTED: no such profile.
 inline constexpr unsigned NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 = 7;
-inline constexpr unsigned NVML_GPU_INSTANCE_PROFILE_COUNT = 17;
+inline constexpr unsigned NVML_GPU_INSTANCE_PROFILE_COUNT = 0x12;
 // nvmlComputeInstanceProfile enums by compute slices, and the shared engine profile.
 inline constexpr unsigned NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE = 0;
 inline constexpr unsigned NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE = 1;

@@ -121,6 +121,7 @@ std::string profile_name(unsigned kind, const nvmlGpuInstanceProfileInfo_t& info
     case 10:
     case 11:
     case 12:
+    case 0x11:  // NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX (CUDA 13.2.1 and later)
       return name + "+gfx";
     case 13:
     case 14:

@@ -268,6 +268,7 @@ class RocmSmiBackend final : public AcceleratorBackend {
   bool initialized_ = false;
   bool events_on_ = false;
   std::uint32_t major_version_ = 0;  // 0 when rsmi_version_get is missing
+  std::uint32_t minor_version_ = 0;
   std::string driver_version_;
   // Fixed by open(): the bus id of every library index ("" when unknown), one Gpu per function,
   // the indices whose event notification we started.
@@ -335,7 +336,10 @@ Status RocmSmiBackend::open_once() {
   initialized_ = true;
 
   rsmi::Version version{};
-  if (api_.version && api_.version(&version) == rsmi::kSuccess) major_version_ = version.major;
+  if (api_.version && api_.version(&version) == rsmi::kSuccess) {
+    major_version_ = version.major;
+    minor_version_ = version.minor;
+  }
   if (api_.version_str) {
     char buf[256] = {};
     if (api_.version_str(rsmi::kSwComponentDriver, buf, sizeof buf - 1) == rsmi::kSuccess) {
@@ -601,10 +605,13 @@ void RocmSmiBackend::read_throttle(std::uint32_t dv, Tally& t, AcceleratorSample
 // The stride of the library's event array: the one its version implies, unless only the other
 // one gives sensible entries (see rsmi::EventData).
 std::size_t RocmSmiBackend::event_stride(const unsigned char* raw, std::uint32_t n) const {
+  const bool long_messages = major_version_ > rsmi::kEventLongMessageMajor ||
+                             (major_version_ == rsmi::kEventLongMessageMajor &&
+                              minor_version_ >= rsmi::kEventLongMessageMinor);
   const std::size_t preferred =
-      major_version_ >= 6 ? sizeof(rsmi::EventDataLong) : sizeof(rsmi::EventDataShort);
+      long_messages ? sizeof(rsmi::EventDataLong) : sizeof(rsmi::EventDataShort);
   const std::size_t other =
-      major_version_ >= 6 ? sizeof(rsmi::EventDataShort) : sizeof(rsmi::EventDataLong);
+      long_messages ? sizeof(rsmi::EventDataShort) : sizeof(rsmi::EventDataLong);
   auto sensible = [&](std::size_t stride) {
     for (std::uint32_t k = 0; k < n; ++k) {
       EventEntry e = event_entry(raw + k * stride);

@@ -136,15 +136,18 @@ struct FrequenciesV6 {
 static_assert(sizeof(FrequenciesV5) == 264);
 static_assert(sizeof(FrequenciesV6) == 280);
 
-// rsmi_error_count_t. 6.x appended deferred_err; a 5.x library writes the first two only.
+// rsmi_error_count_t: 16 bytes in every librocm_smi64 from 5.2.3 to 7.8 (the develop branch of
+// August 2025); it has no deferred count (amdsmi_error_count_t has one, not this).
 struct ErrorCount {
-  std::uint64_t correctable;
-  std::uint64_t uncorrectable;
-  std::uint64_t deferred;
+  std::uint64_t correctable;    // correctable_err
+  std::uint64_t uncorrectable;  // uncorrectable_err
 };
+static_assert(sizeof(ErrorCount) == 16);
 
-// rsmi_evt_notification_data_t. MAX_EVENT_NOTIFICATION_MSG_SIZE was 64 and is 96 in newer
-// libraries (it follows the KFD message size); the entries of an array have that stride.
+// rsmi_evt_notification_data_t. MAX_EVENT_NOTIFICATION_MSG_SIZE is 64 in every tagged
+// rocm_smi_lib release (to ROCm 6.2.2, library 7.3) and 96 in rocm-systems' develop branch
+// (library 7.8.0); the entries of an array have that stride. The backend takes the stride from
+// the library's version (kEventLongMessageVersion) and checks it against the entries.
 template <std::size_t MessageSize>
 struct EventData {
   std::uint32_t dv_ind;
@@ -153,6 +156,10 @@ struct EventData {
 };
 using EventDataShort = EventData<64>;
 using EventDataLong = EventData<96>;
+// The first library version known to write 96-byte messages (versions between 7.3 and 7.8 were
+// not seen: there the entries decide).
+inline constexpr std::uint32_t kEventLongMessageMajor = 7;
+inline constexpr std::uint32_t kEventLongMessageMinor = 8;
 static_assert(sizeof(EventDataShort) == 72);
 static_assert(sizeof(EventDataLong) == 104);
 

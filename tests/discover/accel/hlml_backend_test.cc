@@ -540,6 +540,100 @@ TEST_F(HlmlBackendFailureTest, HbmSensorOfANewerLibrary) {
   EXPECT_FALSE(other.memory_temperature_c.has_value());
 }
 
+// Both struct layouts HLML has shipped (hlml_abi.h): the older gohlml one (hlml_pci_info_t 52
+// bytes, hlml_utilization_t 4) and the current one (84 and 8, with the memory utilization).
+// The backend tells them apart by what the library writes and reads each by its own offsets.
+std::string layout_scenario(const std::string& layout) {
+  return R"({"driver_version": "1.21.0", "layout": ")" + layout + R"(", "devices": [
+      {"pci_bus_id": "0000:19:00.0", "pci_device_id": "1060", "pci_rev": "1",
+       "pci_subsys_id": "10601da3", "name": "HL-325L"},
+      {"pci_bus_id": "0000:B3:00.0", "pci_device_id": "1060", "name": "HL-325L"}],
+    "steps": [{"devices": {
+      "0000:19:00.0": {"utilization": 87, "memory_utilization": 42},
+      "0000:B3:00.0": {"utilization": 13, "memory_utilization": 7}}}]})";
+}
+
+TEST_F(HlmlBackendFailureTest, BothStructLayoutsAreReadRight) {
+  for (const std::string layout : {"gohlml-v1.16", "current"}) {
+    SCOPED_TRACE(layout);
+    const auto scenario = tmp_.path() / (layout + ".json");
+    std::ofstream(scenario) << layout_scenario(layout);
+    use_library(HLML_INJECT_LIB, scenario.string());
+    auto backend = make_hlml_backend();
+    Status st = backend->open();
+    ASSERT_TRUE(st.ok()) << st.error().message();
+    EXPECT_THAT(backend->library().note,
+                HasSubstr(layout == "current" ? "current (hlml_pci_info_t 84 bytes"
+                                              : "gohlml v1.16 (hlml_pci_info_t 52 bytes"));
+    auto devices = backend->devices();
+    ASSERT_TRUE(devices.ok()) << devices.error().message();
+    ASSERT_EQ(devices->size(), 2u);
+    EXPECT_EQ((*devices)[0].pci_bus_id, "0000:19:00.0");
+    EXPECT_EQ((*devices)[1].pci_bus_id, "0000:b3:00.0");
+    EXPECT_EQ((*devices)[0].inventory.product_name, "HL-325L");
+
+    AcceleratorSample s = backend->sample("0000:19:00.0");
+    EXPECT_TRUE(s.reachable);
+    EXPECT_EQ(s.gpu_utilization_percent, 87.0);
+    AcceleratorSample other = backend->sample("0000:b3:00.0");
+    EXPECT_EQ(other.gpu_utilization_percent, 13.0);
+    if (layout == "current") {
+      EXPECT_EQ(s.memory_utilization_percent, 42.0);
+      EXPECT_EQ(other.memory_utilization_percent, 7.0);
+    } else {
+      // The older layout has no memory utilization: nothing is read past its 4 bytes.
+      EXPECT_FALSE(s.memory_utilization_percent.has_value());
+      EXPECT_FALSE(other.memory_utilization_percent.has_value());
+    }
+  }
+}
+
+// The test library writes exactly the bytes of the layout it plays, no more (so the backend's
+// buffers, sized for the larger layout, are never overrun by either), and all of them.
+TEST_F(HlmlBackendFailureTest, TestLibraryWritesExactlyItsLayout) {
+  struct Layout {
+    std::string name;
+    size_t pci_info_size;
+    size_t utilization_size;
+  };
+  for (const Layout& layout : {Layout{"gohlml-v1.16", 52, 4}, Layout{"current", 84, 8}}) {
+    SCOPED_TRACE(layout.name);
+    const auto scenario = tmp_.path() / (layout.name + "-raw.json");
+    std::ofstream(scenario) << layout_scenario(layout.name);
+    use_library(HLML_INJECT_LIB, scenario.string());
+    void* lib = ::dlopen(HLML_INJECT_LIB, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(lib, nullptr) << ::dlerror();
+    auto init = reinterpret_cast<int (*)()>(::dlsym(lib, "hlml_init"));
+    auto shutdown = reinterpret_cast<int (*)()>(::dlsym(lib, "hlml_shutdown"));
+    auto handle_by_index = reinterpret_cast<int (*)(unsigned, void**)>(
+        ::dlsym(lib, "hlml_device_get_handle_by_index"));
+    auto pci_info =
+        reinterpret_cast<int (*)(void*, void*)>(::dlsym(lib, "hlml_device_get_pci_info"));
+    auto utilization =
+        reinterpret_cast<int (*)(void*, void*)>(::dlsym(lib, "hlml_device_get_utilization_rates"));
+    ASSERT_TRUE(init && shutdown && handle_by_index && pci_info && utilization);
+    ASSERT_EQ(init(), 0);
+    void* device = nullptr;
+    ASSERT_EQ(handle_by_index(0, &device), 0);
+
+    // The footprint of one call: which bytes of a 256-byte buffer it wrote.
+    auto footprint = [&](int (*fn)(void*, void*)) {
+      std::vector<unsigned char> zeros(256, 0x00), ones(256, 0xff);
+      EXPECT_EQ(fn(device, zeros.data()), 0);
+      EXPECT_EQ(fn(device, ones.data()), 0);
+      size_t last_written = 0;
+      for (size_t i = 0; i < zeros.size(); ++i) {
+        if (zeros[i] == ones[i]) last_written = i + 1;
+      }
+      return last_written;
+    };
+    EXPECT_EQ(footprint(pci_info), layout.pci_info_size);
+    EXPECT_EQ(footprint(utilization), layout.utilization_size);
+    EXPECT_EQ(shutdown(), 0);
+    ::dlclose(lib);
+  }
+}
+
 TEST_F(HlmlBackendFailureTest, DefaultLibraryNameOnAHostWithoutGaudi) {
   ::unsetenv("POLYACCEL_HLML_LIB");
   if (void* real = ::dlopen("libhlml.so", RTLD_NOW | RTLD_LOCAL)) {

@@ -456,6 +456,40 @@ TEST_F(NvmlBackend, DirectNvlinksAreCountedPerPeer) {
   }
 }
 
+// NVML_NVLINK_MAX_LINKS is 36 from CUDA 13.3's nvml.h: two B200-like GPUs joined by 36 direct
+// links are NV36 peers, links 18 to 35 included.
+TEST_F(NvmlBackend, LinksPastTheEighteenthAreCounted) {
+  open(NVML_INJECT_LIB, std::string(NVML_SCENARIO_DIR) + "/b200-nvlink36-mig.json");
+  auto devs = devices();
+  ASSERT_EQ(devs.size(), 2u);
+  ASSERT_EQ(by_bus(devs, "0000:18:00.0").peer_links.size(), 1u);
+  EXPECT_EQ(by_bus(devs, "0000:18:00.0").peer_links[0].link, (Link{LinkLevel::nvlink, 36}));
+  EXPECT_EQ(by_bus(devs, "0000:18:00.0").peer_links[0].peer.to_string(), "0000:2a:00.0");
+  ASSERT_EQ(by_bus(devs, "0000:2a:00.0").peer_links.size(), 1u);
+  EXPECT_EQ(by_bus(devs, "0000:2a:00.0").peer_links[0].link, (Link{LinkLevel::nvlink, 36}));
+}
+
+// A driver built from an older nvml.h knows 18 links and answers NVML_ERROR_INVALID_ARGUMENT for
+// link 18 and up: that is "no such link", not a failure, and the 18 it has are counted.
+TEST_F(NvmlBackend, AnOlderDriversUnknownLinksAreNoLinks) {
+  polyaccel::testing::TempDir dir;
+  auto scenario = dir.path() / "h100-pair.json";
+  std::ofstream(scenario) << R"({"nvlink_max_links": 18, "devices": [
+      {"pci_bus_id": "0000:18:00.0", "uuid": "GPU-a", "name": "NVIDIA H100 80GB HBM3",
+       "nvlinks": [{"remote": "0000:2a:00.0", "count": 18}]},
+      {"pci_bus_id": "0000:2a:00.0", "uuid": "GPU-b", "name": "NVIDIA H100 80GB HBM3",
+       "nvlinks": [{"remote": "0000:18:00.0", "count": 18}]}],
+    "steps": [{"all": {"gpu_util": 5}}]})";
+  open(NVML_INJECT_LIB, scenario.string());
+  auto devs = devices();
+  ASSERT_EQ(devs.size(), 2u);
+  for (const auto& d : devs) {
+    ASSERT_EQ(d.peer_links.size(), 1u) << d.pci_bus_id;
+    EXPECT_EQ(d.peer_links[0].link, (Link{LinkLevel::nvlink, 18}));
+    EXPECT_TRUE(backend_->sample(d.pci_bus_id).reachable);
+  }
+}
+
 TEST_F(NvmlBackend, MergeFillsTheXe8640FixtureAndAddsTheOtherGpus) {
   DiscoverOptions o;
   o.topology_xml = polyaccel::testing::topology_fixture(

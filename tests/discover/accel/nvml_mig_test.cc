@@ -164,5 +164,56 @@ TEST_F(NvmlMig, AGpuInstanceWhoseComputeInstanceFailsIsDestroyedAgain) {
   EXPECT_EQ(left[0].start, 0u);
 }
 
+// NVML_GPU_INSTANCE_PROFILE_COUNT is 18 from CUDA 13.2.1's nvml.h: the profile enum 0x11
+// (NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX) is listed and can be created. A driver of an older
+// header answers NVML_ERROR_INVALID_ARGUMENT for it, which leaves it out and nothing else.
+MigControl& reopen(std::unique_ptr<MigControl>& control, const std::string& scenario) {
+  control.reset();
+  ::setenv("NVML_INJECT_SCENARIO", scenario.c_str(), 1);
+  auto c = open_nvml_mig_control();
+  EXPECT_TRUE(c) << c.error().message();
+  control = std::move(*c);
+  return *control;
+}
+
+std::vector<std::string> profile_names(const MigGpu& g) {
+  std::vector<std::string> names;
+  if (g.library_geometry) {
+    for (const auto& p : g.library_geometry->profiles)
+      names.push_back(p.name);
+  }
+  return names;
+}
+
+TEST_F(NvmlMig, TheThreeSliceGfxProfileOfNewerDriversIsListedAndCreated) {
+  const std::string b200 = std::string(NVML_SCENARIO_DIR) + "/b200-nvlink36-mig.json";
+  MigControl& control = reopen(control_, b200);
+  MigGpu g0 = gpu(0);
+  EXPECT_EQ(profile_names(g0),
+            (std::vector<std::string>{"1g.23gb", "3g.90gb", "7g.180gb", "3g.90gb+gfx"}));
+  const MigProfile* gfx =
+      g0.library_geometry ? g0.library_geometry->profile("3g.90gb+gfx") : nullptr;
+  ASSERT_NE(gfx, nullptr);
+  EXPECT_EQ(gfx->profile_id, 51u);
+  EXPECT_EQ(gfx->profile_kind, 0x11u);
+  auto made = control.create(0, 51, 4);
+  ASSERT_TRUE(made) << made.error().message();
+  EXPECT_EQ(made->start, 4u);
+  EXPECT_EQ(made->size, 4u);
+  ASSERT_EQ(gpu(0).instances.size(), 1u);
+  EXPECT_EQ(gpu(0).instances[0].profile, "3g.90gb+gfx");
+
+  // The same GPU on a driver that knows 17 profile enums: 0x11 is not there, the rest is.
+  polyaccel::testing::TempDir tmp;
+  auto scenario = nlohmann::json::parse(std::ifstream(b200));
+  scenario["gpu_instance_profile_count"] = 17;
+  const std::string older = (tmp.path() / "older-driver.json").string();
+  std::ofstream(older) << scenario.dump();
+  MigControl& old_control = reopen(control_, older);
+  EXPECT_EQ(profile_names(gpu(0)), (std::vector<std::string>{"1g.23gb", "3g.90gb", "7g.180gb"}));
+  EXPECT_FALSE(old_control.create(0, 51, 4));
+  EXPECT_TRUE(old_control.create(0, 9, 4));
+}
+
 }  // namespace
 }  // namespace polyaccel

@@ -221,8 +221,9 @@ TEST(RocmBackend, DeviceThatSupportsNothingIsReachable) {
   EXPECT_FALSE(s.ecc_corrected_volatile);
 }
 
-// rocm_smi_lib 5.x and 6.x and later lay out rsmi_frequencies_t, rsmi_error_count_t and the
-// event array differently; the backend reads both, several events at a time.
+// rocm_smi_lib 5.x and 6.x and later lay out rsmi_frequencies_t differently, and 7.8 writes
+// 96-byte event messages where every earlier release writes 64 (rsmi_error_count_t is 16 bytes
+// in all); the backend reads each, several events at a time.
 class RocmLibraryVersionTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RocmLibraryVersionTest, ReadsTheLayoutsOfThisVersion) {
@@ -291,16 +292,19 @@ TEST_P(RocmLibraryVersionTest, ReadsTheLayoutsOfThisVersion) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RocmBackend, RocmLibraryVersionTest,
-                         ::testing::Values("5.2.3", "6.0.0", "7.3.0"));
+                         ::testing::Values("5.2.3", "6.0.0", "7.3.0", "7.8.0"));
 
-// Which message size a library uses is not certain from its version alone: the stride of the
-// event array is told from the entries when the version's one makes no sense.
-TEST(RocmBackend, EventStrideToldFromTheEntries) {
+// Which message size a library uses is not certain from its version alone (versions 7.4 to 7.7
+// were not seen): the stride of the event array is told from the entries when the version's one
+// makes no sense, both ways.
+class RocmEventStrideTest : public ::testing::TestWithParam<std::pair<std::string, unsigned>> {};
+
+TEST_P(RocmEventStrideTest, EventStrideToldFromTheEntries) {
   testing::TempDir dir;
   nlohmann::json event = {{"device", "0000:05:00.0"}, {"type", "gpu_pre_reset"}};
   auto scenario = write_scenario(
-      dir, {{"library_version", "7.3.0"},
-            {"event_message_size", 64},
+      dir, {{"library_version", GetParam().first},
+            {"event_message_size", GetParam().second},
             {"devices", {{{"pci_bus_id", "0000:05:00.0"}}, {{"pci_bus_id", "0000:26:00.0"}}}},
             {"steps",
              {{{"events",
@@ -318,6 +322,11 @@ TEST(RocmBackend, EventStrideToldFromTheEntries) {
   EXPECT_THAT(events[1].text, HasSubstr("done"));
   EXPECT_EQ(events[2].code, 3u);
 }
+
+// A 7.8 library that writes 64-byte messages, a 7.3 one that writes 96-byte ones.
+INSTANTIATE_TEST_SUITE_P(RocmBackend, RocmEventStrideTest,
+                         ::testing::Values(std::pair<std::string, unsigned>{"7.8.0", 64},
+                                           std::pair<std::string, unsigned>{"7.3.0", 96}));
 
 // In a compute partition mode the library shows one index per partition, each on a function of
 // the GPU's PCI device that does not exist on the bus (rocm_smi_lib#208): one GPU, function 0.

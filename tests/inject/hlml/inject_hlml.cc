@@ -6,10 +6,15 @@
 //
 // Scenario: JSON at the path in HLML_INJECT_SCENARIO, read by the first hlml_init.
 //   driver_version   string
+//   layout           optional: the struct layout the library writes, "gohlml-v1.16" (the
+//                    default: hlml_pci_info_t 52 bytes, hlml_utilization_t 4) or "current"
+//                    (current Gaudi software: 84 and 8, with pci_rev, pci_subsys_id and the
+//                    memory utilization); see hlml_abi.h
 //   init_error       optional: an hlml_return_t name ("HLML_ERROR_DRIVER_NOT_LOADED") that
 //                    hlml_init returns
 //   unsupported      optional: features no device supports (names below)
-//   devices[]        pci_bus_id, pci_vendor_id, pci_device_id (hex strings), name, uuid, serial,
+//   devices[]        pci_bus_id, pci_vendor_id, pci_device_id, pci_rev, pci_subsys_id (hex
+//                    strings; the last two written only in the current layout), name, uuid, serial,
 //                    memory_total_bytes, power_limit_mw, ecc_enabled, ecc_pending, and
 //                    unsupported: features this device answers HLML_ERROR_NOT_SUPPORTED for:
 //                    name uuid serial memory power_limit ecc_mode utilization
@@ -17,7 +22,8 @@
 //                    pcie_replay_count ecc_errors replaced_rows replaced_rows_pending
 //                    throttle_reasons events
 //   steps[]          {"devices": {"<pci_bus_id>": values}}; a value not given keeps the previous
-//                    step's (0 at the start): utilization (%), memory_used_bytes,
+//                    step's (0 at the start): utilization (%), memory_utilization (%, written
+//                    only in the current layout), memory_used_bytes,
 //                    temperature_on_aip, temperature_on_board, temperature_hbm (C; never
 //                    given: HLML_ERROR_INVALID_ARGUMENT, as a library from before the HBM
 //                    sensor answers), power_mw,
@@ -87,6 +93,7 @@ const std::set<std::string> kFeatures = {"name",
 
 struct Values {
   unsigned utilization = 0;
+  unsigned memory_utilization = 0;
   unsigned long long memory_used = 0;
   unsigned temperature_on_aip = 0;
   unsigned temperature_on_board = 0;
@@ -109,6 +116,8 @@ struct Device {
   std::string pci_bus_id;
   unsigned vendor_id = 0x1da3;
   unsigned device_id = 0;
+  unsigned pci_rev = 0;
+  unsigned pci_subsys_id = 0;
   std::string name, uuid, serial;
   unsigned long long memory_total = 0;
   unsigned power_limit_mw = 0;
@@ -127,6 +136,7 @@ struct State {
   std::mutex mu;
   std::condition_variable arrived;
   int refcount = 0;
+  Layout layout = Layout::gohlml_v1_16;
   std::string driver_version;
   std::vector<std::unique_ptr<Device>> devices;
   std::vector<std::unique_ptr<EventSet>> sets;
@@ -171,6 +181,8 @@ void apply(Values& v, const json& j) {
   for (const auto& [key, value] : j.items()) {
     if (key == "utilization") {
       v.utilization = value.get<unsigned>();
+    } else if (key == "memory_utilization") {
+      v.memory_utilization = value.get<unsigned>();
     } else if (key == "memory_used_bytes") {
       v.memory_used = value.get<unsigned long long>();
     } else if (key == "temperature_on_aip") {
@@ -230,6 +242,14 @@ hlml_return_t load(State& s) {
       throw std::runtime_error("unknown init_error " + name);
     }
     s.driver_version = j.value("driver_version", "");
+    const std::string layout = j.value("layout", "gohlml-v1.16");
+    if (layout == "gohlml-v1.16") {
+      s.layout = Layout::gohlml_v1_16;
+    } else if (layout == "current") {
+      s.layout = Layout::current;
+    } else {
+      throw std::runtime_error("unknown layout " + layout + " (gohlml-v1.16 or current)");
+    }
     const auto all_unsupported = parse_features(j.value("unsupported", json::array()));
     const json steps = j.value("steps", json::array({json::object()}));
     s.step_count = std::max<size_t>(steps.size(), 1);
@@ -238,6 +258,8 @@ hlml_return_t load(State& s) {
       dev->pci_bus_id = d.at("pci_bus_id").get<std::string>();
       dev->vendor_id = parse_hex(d, "pci_vendor_id", 0x1da3);
       dev->device_id = parse_hex(d, "pci_device_id", 0);
+      dev->pci_rev = parse_hex(d, "pci_rev", 0);
+      dev->pci_subsys_id = parse_hex(d, "pci_subsys_id", 0);
       dev->name = d.value("name", "");
       dev->uuid = d.value("uuid", "");
       dev->serial = d.value("serial", "");
@@ -275,6 +297,7 @@ hlml_return_t load(State& s) {
 }
 
 void reset(State& s) {
+  s.layout = Layout::gohlml_v1_16;
   s.driver_version.clear();
   s.devices.clear();
   s.sets.clear();
@@ -333,6 +356,44 @@ hlml_return_t copy_string(const std::string& value, char* out, unsigned length) 
   return HLML_SUCCESS;
 }
 
+// Writes a struct of the layout the scenario plays into the caller's buffer, as a real library
+// of that layout does: exactly sizeof(T) bytes. T is filled in a staging buffer followed by
+// guard bytes, which must come out untouched: this library never writes past the layout it
+// plays (a mistake here aborts instead of passing unnoticed).
+template <class T, class Fill>
+hlml_return_t put_layout(void* out, Fill&& fill) {
+  if (!out) return HLML_ERROR_INVALID_ARGUMENT;
+  constexpr unsigned char kGuard = 0xA5;
+  constexpr size_t kGuardBytes = 64;
+  alignas(alignof(std::max_align_t)) unsigned char staging[sizeof(T) + kGuardBytes];
+  std::memset(staging, kGuard, sizeof staging);
+  T value{};
+  fill(value);
+  std::memcpy(staging, &value, sizeof value);
+  for (size_t i = sizeof(T); i < sizeof staging; ++i) {
+    if (staging[i] != kGuard) {
+      std::fprintf(stderr, "inject libhlml: wrote past the %zu bytes of its layout\n", sizeof(T));
+      std::abort();
+    }
+  }
+  std::memcpy(out, staging, sizeof(T));
+  return HLML_SUCCESS;
+}
+
+template <class Info>
+void fill_pci_info(Info& pci, const Device& d) {
+  std::snprintf(pci.bus_id, sizeof pci.bus_id, "%s", d.pci_bus_id.c_str());
+  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+  if (std::sscanf(d.pci_bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &dev, &fn) == 4) {
+    pci.domain = domain;
+    pci.bus = bus;
+    pci.device = dev;
+  }
+  pci.pci_device_id = d.device_id << 16 | d.vendor_id;
+  std::snprintf(pci.caps.link_speed, sizeof pci.caps.link_speed, "%s", "32.0 GT/s");
+  std::snprintf(pci.caps.link_width, sizeof pci.caps.link_width, "%s", "x16");
+}
+
 template <class T>
 hlml_return_t put(T* out, T value) {
   if (!out) return HLML_ERROR_INVALID_ARGUMENT;
@@ -387,19 +448,17 @@ INJECT_EXPORT hlml_return_t hlml_device_get_handle_by_index(unsigned int index,
 
 INJECT_EXPORT hlml_return_t hlml_device_get_pci_info(hlml_device_t device, hlml_pci_info_t* pci) {
   return on_device(device, nullptr, [&](const Device& d, const Values&) {
-    if (!pci) return HLML_ERROR_INVALID_ARGUMENT;
-    *pci = hlml_pci_info_t{};
-    std::snprintf(pci->bus_id, sizeof pci->bus_id, "%s", d.pci_bus_id.c_str());
-    unsigned domain = 0, bus = 0, dev = 0, fn = 0;
-    if (std::sscanf(d.pci_bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &dev, &fn) == 4) {
-      pci->domain = domain;
-      pci->bus = bus;
-      pci->device = dev;
+    if (state().layout == Layout::gohlml_v1_16) {
+      return put_layout<gohlml_v1_16::hlml_pci_info_t>(
+          pci, [&](gohlml_v1_16::hlml_pci_info_t& p) { fill_pci_info(p, d); });
     }
-    pci->pci_device_id = d.device_id << 16 | d.vendor_id;
-    std::snprintf(pci->caps.link_speed, sizeof pci->caps.link_speed, "%s", "32.0 GT/s");
-    std::snprintf(pci->caps.link_width, sizeof pci->caps.link_width, "%s", "x16");
-    return HLML_SUCCESS;
+    return put_layout<current::hlml_pci_info_t>(pci, [&](current::hlml_pci_info_t& p) {
+      fill_pci_info(p, d);
+      std::snprintf(p.caps.link_max_speed, sizeof p.caps.link_max_speed, "%s", "32.0 GT/s");
+      std::snprintf(p.caps.link_max_width, sizeof p.caps.link_max_width, "%s", "x16");
+      p.pci_rev = d.pci_rev;
+      p.pci_subsys_id = d.pci_subsys_id;
+    });
   });
 }
 
@@ -421,7 +480,15 @@ INJECT_EXPORT hlml_return_t hlml_device_get_memory_info(hlml_device_t device,
 INJECT_EXPORT hlml_return_t hlml_device_get_utilization_rates(hlml_device_t device,
                                                               hlml_utilization_t* utilization) {
   return on_device(device, "utilization", [&](const Device&, const Values& v) {
-    return put(utilization, hlml_utilization_t{v.utilization});
+    if (state().layout == Layout::gohlml_v1_16) {
+      return put_layout<gohlml_v1_16::hlml_utilization_t>(
+          utilization, [&](gohlml_v1_16::hlml_utilization_t& u) { u.aip = v.utilization; });
+    }
+    return put_layout<current::hlml_utilization_t>(utilization,
+                                                   [&](current::hlml_utilization_t& u) {
+                                                     u.aip = v.utilization;
+                                                     u.memory = v.memory_utilization;
+                                                   });
   });
 }
 

@@ -87,6 +87,11 @@ struct State {
   unsigned init_count = 0;
   nvmlReturn_t init_error = NVML_SUCCESS;  // what nvmlInit_v2 answers, from the scenario
   std::string driver_version;
+  // The NVLink count and the number of GPU instance profile enums of the nvml.h the driver was
+  // built from: 36 and 18 (CUDA 13.3), or 18 and 17 for an older driver, which answers
+  // NVML_ERROR_INVALID_ARGUMENT for a link or profile enum at or past them.
+  unsigned nvlink_max_links = NVML_NVLINK_MAX_LINKS;
+  unsigned gpu_instance_profile_count = NVML_GPU_INSTANCE_PROFILE_COUNT;
   std::set<std::string> nvswitches;
   std::vector<Gpu> gpus;
   std::vector<std::vector<json>> values;  // [step][gpu], carried forward from earlier steps
@@ -128,6 +133,13 @@ std::string load(State& s) {
   try {
     s.init_error = doc.value("init_error", NVML_SUCCESS);
     s.driver_version = doc.value("driver_version", "550.90.07");
+    s.nvlink_max_links = doc.value("nvlink_max_links", NVML_NVLINK_MAX_LINKS);
+    s.gpu_instance_profile_count =
+        doc.value("gpu_instance_profile_count", NVML_GPU_INSTANCE_PROFILE_COUNT);
+    if (s.nvlink_max_links > NVML_NVLINK_MAX_LINKS ||
+        s.gpu_instance_profile_count > NVML_GPU_INSTANCE_PROFILE_COUNT) {
+      return std::string(path) + ": nvlink_max_links or gpu_instance_profile_count above nvml.h's";
+    }
     s.nvswitches.clear();
     for (const auto& sw : doc.value("nvswitches", json::array())) {
       s.nvswitches.insert(sw.get<std::string>());
@@ -644,7 +656,7 @@ INJECT_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigne
   std::lock_guard lock(s.mu);
   const Gpu* g = nullptr;
   if (nvmlReturn_t r = check(s, device, "nvlink", &g); r != NVML_SUCCESS) return r;
-  if (!is_active || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!is_active || link >= s.nvlink_max_links) return NVML_ERROR_INVALID_ARGUMENT;
   if (g->nvlinks.empty()) return NVML_ERROR_NOT_SUPPORTED;
   *is_active = link < g->nvlinks.size() && !g->nvlinks[link].empty() ? NVML_FEATURE_ENABLED
                                                                      : NVML_FEATURE_DISABLED;
@@ -659,7 +671,7 @@ INJECT_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t devi
   std::lock_guard lock(s.mu);
   const Gpu* g = nullptr;
   if (nvmlReturn_t r = check(s, device, "nvlink", &g); r != NVML_SUCCESS) return r;
-  if (!pci || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!pci || link >= s.nvlink_max_links) return NVML_ERROR_INVALID_ARGUMENT;
   if (g->nvlinks.empty()) return NVML_ERROR_NOT_SUPPORTED;
   if (link >= g->nvlinks.size() || g->nvlinks[link].empty()) return NVML_ERROR_INVALID_ARGUMENT;
   const std::string& remote = g->nvlinks[link];
@@ -686,7 +698,7 @@ INJECT_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t devi
   std::lock_guard lock(s.mu);
   const Gpu* g = nullptr;
   if (nvmlReturn_t r = check(s, device, "nvlink", &g); r != NVML_SUCCESS) return r;
-  if (!type || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!type || link >= s.nvlink_max_links) return NVML_ERROR_INVALID_ARGUMENT;
   if (g->nvlinks.empty()) return NVML_ERROR_NOT_SUPPORTED;
   if (link >= g->nvlinks.size() || g->nvlinks[link].empty()) return NVML_ERROR_INVALID_ARGUMENT;
   const std::string& remote = g->nvlinks[link];

@@ -81,18 +81,15 @@ struct rsmi_frequencies_6_t {
   std::uint64_t frequency[33];
 };
 
-// rsmi_error_count_t; deferred_err came with 6.x.
-struct rsmi_error_count_5_t {
+// rsmi_error_count_t: the same 16 bytes in every version.
+struct rsmi_error_count_t {
   std::uint64_t correctable_err;
   std::uint64_t uncorrectable_err;
 };
-struct rsmi_error_count_6_t {
-  std::uint64_t correctable_err;
-  std::uint64_t uncorrectable_err;
-  std::uint64_t deferred_err;
-};
+static_assert(sizeof(rsmi_error_count_t) == 16);
 
-// rsmi_evt_notification_data_t with MAX_EVENT_NOTIFICATION_MSG_SIZE 64 (5.x) or 96 (newer).
+// rsmi_evt_notification_data_t with MAX_EVENT_NOTIFICATION_MSG_SIZE 64 (every release to 7.3)
+// or 96 (7.8, rocm-systems' develop branch).
 template <std::size_t N>
 struct rsmi_evt_notification_data_t {
   std::uint32_t dv_ind;
@@ -472,6 +469,12 @@ bool newer_abi() {
   return state().scenario.version.major >= 6;
 }
 
+// 96-byte event messages: library 7.8 and later.
+[[maybe_unused]] bool long_event_messages() {
+  const rsmi_version_t& v = state().scenario.version;
+  return v.major > 7 || (v.major == 7 && v.minor >= 8);
+}
+
 template <class Frequencies>
 void fill_levels(Frequencies* f, std::size_t max_levels, std::uint32_t min_mhz,
                  std::uint32_t current_mhz, std::uint32_t max_mhz) {
@@ -751,11 +754,7 @@ RSMI_API rsmi_status_t rsmi_dev_ecc_count_get(std::uint32_t dv, std::uint64_t bl
     auto it = v.ecc.find(block);
     std::uint64_t ce = it == v.ecc.end() ? 0 : it->second.first;
     std::uint64_t ue = it == v.ecc.end() ? 0 : it->second.second;
-    if (newer_abi()) {
-      *static_cast<rsmi_error_count_6_t*>(counts) = {ce, ue, 0};
-    } else {
-      *static_cast<rsmi_error_count_5_t*>(counts) = {ce, ue};
-    }
+    *static_cast<rsmi_error_count_t*>(counts) = {ce, ue};
     return RSMI_STATUS_SUCCESS;
   });
 }
@@ -827,7 +826,7 @@ RSMI_API rsmi_status_t rsmi_event_notification_get(int timeout_ms, std::uint32_t
     return RSMI_STATUS_NO_DATA;
   }
   const std::size_t message_size = s.scenario.event_message_size ? s.scenario.event_message_size
-                                   : newer_abi()                 ? 96
+                                   : long_event_messages()       ? 96
                                                                  : 64;
   while (*num_elem < capacity && ready()) {
     if (message_size == 96) {
