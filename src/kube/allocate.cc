@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/strings.h"
+#include "discover/links.h"
 
 namespace polyaccel {
 
@@ -21,23 +22,24 @@ void push_unique(std::vector<std::string>& v, const std::string& s) {
 
 }  // namespace
 
+std::vector<const Nic*> nccl_nics_of(const HostModel& model,
+                                     const std::vector<size_t>& accelerators) {
+  std::vector<const Nic*> out;
+  for (size_t a : accelerators) {
+    for (const Nic* n : nccl_nics(model, model.accelerators[a])) {
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> closest_rdma_devices(const HostModel& model,
                                               const std::vector<size_t>& accelerators) {
+  const auto near = nccl_nics_of(model, accelerators);
   std::vector<std::string> out;
-  for (size_t k = 0; k < model.nics.size(); ++k) {
-    const Nic& nic = model.nics[k];
-    if (nic.rdma_devices.empty() || nic.fabric == "efa" || nic.fabric == "slingshot") continue;
-    bool close = false;
-    for (size_t a : accelerators) {
-      const Accelerator& acc = model.accelerators[a];
-      if (std::find(acc.closest_nics.begin(), acc.closest_nics.end(), nic.id) ==
-          acc.closest_nics.end())
-        continue;
-      auto i = model.links.index_of(acc.id);
-      auto j = model.links.index_of(nic.id);
-      if (i && j && model.links.at(*i, *j).level <= LinkLevel::node) close = true;
-    }
-    if (!close) continue;
+  for (const Nic& nic : model.nics) {
+    if (nic.fabric == "efa" || nic.fabric == "slingshot") continue;
+    if (std::find(near.begin(), near.end(), &nic) == near.end()) continue;
     for (const auto& r : nic.rdma_devices)
       push_unique(out, r);
   }
@@ -122,9 +124,9 @@ Result<ContainerAllocation> compute_allocation(const HostModel& model,
       return Error{ErrorCode::unsupported, resource.name, "has no vendor to allocate for", {}};
   }
   if (options.nccl_ib_hca && resource.vendor != Vendor::intel_gaudi) {
-    auto hcas = closest_rdma_devices(model, accelerators);
-    // "=" asks NCCL for exact names: mlx5_1 would otherwise also match mlx5_10.
-    if (!hcas.empty()) out.envs["NCCL_IB_HCA"] = "=" + join(hcas, ",");
+    // The container's network namespace is not the host's: no NCCL_SOCKET_IFNAME.
+    for (const auto& [k, v] : nccl_network_env(nccl_nics_of(model, accelerators), {}))
+      out.envs[k] = v;
   }
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include "core/byte_size.h"
 #include "core/strings.h"
+#include "discover/links.h"
 
 namespace polyaccel {
 
@@ -116,35 +117,27 @@ void visibility_env(const HostModel& model, const std::vector<const Accelerator*
   }
 }
 
-// NCCL_IB_HCA, UCX_NET_DEVICES and NCCL_SOCKET_IFNAME from the NICs closest to the GPUs, when
-// they are within the GPU's NUMA node; a NIC across sockets is no better than NCCL's own pick.
+// The network variables from the NICs NCCL should use for the GPUs (discover/links: the same
+// rule as topo, Allocate and the audit); a GPU without one leaves the choice to NCCL.
 void network_env(const HostModel& model, const std::vector<const Accelerator*>& gpus,
-                 LaunchPlan& plan) {
-  std::vector<std::string> hcas, ucx, ifnames;
-  auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
-    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
-  };
+                 const LaunchRequest& request, LaunchPlan& plan) {
+  std::vector<const Nic*> nics;
   for (const Accelerator* a : gpus) {
-    bool near = false;
-    for (const auto& nic_id : a->closest_nics) {
-      const Nic* nic = model.nic(nic_id);
-      if (!nic || link_between(model, a->id, nic_id) > LinkLevel::node) continue;
-      near = true;
-      for (const auto& r : nic->rdma_devices) {
-        add_unique(hcas, r);
-        add_unique(ucx, r + ":1");
-      }
-      for (const auto& n : nic->netdevs)
-        add_unique(ifnames, n);
-    }
-    if (!near && !model.nics.empty()) {
-      plan.warnings.push_back(a->id + " has no NIC within its NUMA node: NIC choice left to NCCL");
+    auto near = nccl_nics(model, *a);
+    if (near.empty() && !model.nics.empty())
+      plan.warnings.push_back(a->id +
+                              " has no NIC on its NUMA node or socket: NIC choice left to NCCL");
+    for (const Nic* n : near) {
+      if (std::find(nics.begin(), nics.end(), n) == nics.end()) nics.push_back(n);
     }
   }
-  // "=" makes NCCL match whole names: without it mlx5_1 also selects mlx5_10..mlx5_19.
-  if (!hcas.empty()) add_env(plan, "NCCL_IB_HCA", "=" + join(hcas, ","));
-  if (!ucx.empty()) add_env(plan, "UCX_NET_DEVICES", join(ucx, ","));
-  if (!ifnames.empty()) add_env(plan, "NCCL_SOCKET_IFNAME", "=" + join(ifnames, ","));
+  auto usable = [&](const std::string& netdev) {
+    return request.usable_netdevs &&
+           std::find(request.usable_netdevs->begin(), request.usable_netdevs->end(), netdev) !=
+               request.usable_netdevs->end();
+  };
+  for (const auto& [k, v] : nccl_network_env(nics, usable))
+    add_env(plan, k, v);
 }
 
 Status hugepage_env(const HostModel& model, const LaunchRequest& request, LaunchPlan& plan) {
@@ -370,7 +363,7 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
   }
   plan.mems = memory_nodes(model, gpus, plan.cpus);
   visibility_env(model, gpus, plan);
-  network_env(model, gpus, plan);
+  network_env(model, gpus, request, plan);
   add_env(plan, "OMP_NUM_THREADS", std::to_string(std::max(threads, 1u)));
   if (auto s = hugepage_env(model, request, plan); !s) return s.error();
   return plan;

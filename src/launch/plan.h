@@ -29,6 +29,9 @@ struct LaunchRequest {
   std::optional<CpuSet> fixed_cpus;
   // GPUs that other runs hold (--reserve): never chosen by --gpus N, refused by --gpu.
   std::vector<PciAddress> unavailable_gpus;
+  // Network interfaces that are up with an address (the caller reads them on the live host);
+  // NCCL_SOCKET_IFNAME names only these, and none when they are unknown.
+  std::optional<std::vector<std::string>> usable_netdevs;
 };
 
 struct LaunchPlan {

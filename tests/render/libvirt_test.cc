@@ -47,8 +47,16 @@ TEST(Libvirt, PinnedHugepageGpuGuestValidates) {
                    {*place::parse_pci_alias_option("h100=10de:2330")});
   auto f = fit_on(v, r);
   ASSERT_TRUE(f.fit) << f.reason;
-  std::string xml = libvirt_domain_xml(f.placement, {"vm1"});
+  LibvirtOptions options{"vm1"};
+  for (const auto& core : m.cores)
+    options.host_cores.push_back(core.pus);
+  std::string xml = libvirt_domain_xml(f.placement, options);
   EXPECT_EQ(validate(xml, "test"), "") << xml;
+  // H100 BARs: UEFI and the host's address width for a 64-bit MMIO window; vCPU pairs pinned
+  // to sibling pairs are threads of one guest core.
+  EXPECT_NE(xml.find("<os firmware='efi'>"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<maxphysaddr mode='passthrough'/>"), std::string::npos);
+  EXPECT_NE(xml.find("threads='2'/>"), std::string::npos) << xml;
   const auto& c0 = f.placement.cells[0];
   EXPECT_NE(xml.find("<vcpupin vcpu='0' cpuset='" + std::to_string(c0.pinning[0].second) + "'/>"),
             std::string::npos);
