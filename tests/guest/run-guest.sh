@@ -31,9 +31,9 @@ for a in 0 1 2 3; do
 done
 set +e
 timeout "$timeout_s" qemu-system-x86_64 \
-  -machine q35,accel=tcg -cpu max,topoext=on -smp 8,sockets=2,dies=1,cores=2,threads=2 -m 2G \
+  -machine q35,accel=tcg -cpu max -smp 8,sockets=2,dies=1,cores=2,threads=2 -m 2G \
   "${numa[@]}" \
-  -device intel-iommu \
+  -device intel-iommu,intremap=off \
   -device pxb-pcie,id=pxb1,bus_nr=32,numa_node=1,bus=pcie.0 \
   -device pcie-root-port,id=rp1,bus=pxb1,chassis=1,slot=1 \
   -device pcie-root-port,id=rp2,bus=pxb1,chassis=2,slot=2 \
@@ -49,8 +49,8 @@ timeout "$timeout_s" qemu-system-x86_64 \
   -fsdev "local,id=out,path=$out,security_model=none,multidevs=remap" \
   -device virtio-9p-pci,fsdev=out,mount_tag=out,bus=pcie.0 \
   -kernel "$work/vmlinuz" -initrd "$work/initramfs.cpio.gz" \
-  -append "console=ttyS0 quiet panic=-1 intel_iommu=on iommu=pt" \
-  -nographic -no-reboot -serial "file:$out/console.log" -monitor none
+  -append "console=ttyS0 quiet panic=-1 no_timer_check intel_iommu=on iommu=pt" \
+  -nographic -no-reboot -serial "file:$out/console.log" -monitor none 2> "$out/qemu.err"
 qemu_rc=$?
 set -e
 if [ ! -f "$out/guest.rc" ]; then
