@@ -122,10 +122,12 @@ TEST(PlaceCli, CommitReleaseAndForeignState) {
   EXPECT_NE(bytes.output.find("4096 bytes, not a whole number of MiB"), std::string::npos)
       << bytes.output;
   // With --libvirt, a refusal goes to stderr: stdout (the XML file) stays empty.
-  auto nofit = run_command(place_cmd(state, "--vcpus 999 --memory 1GiB --libvirt 2>/dev/null"));
+  auto nofit = run_command(place_cmd(
+      state, "--vcpus 999 --memory 1GiB --spec hw:cpu_policy=dedicated --libvirt 2>/dev/null"));
   EXPECT_EQ(nofit.exit_code, 1);
   EXPECT_EQ(nofit.output, "");
-  auto said = run_command(place_cmd(state, "--vcpus 999 --memory 1GiB 2>&1"));
+  auto said = run_command(
+      place_cmd(state, "--vcpus 999 --memory 1GiB --spec hw:cpu_policy=dedicated 2>&1"));
   EXPECT_EQ(said.output.rfind("No fit: ", 0), 0u) << said.output;
 }
 
