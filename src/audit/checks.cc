@@ -6,7 +6,9 @@ namespace polyaccel::audit {
 const std::vector<CheckFamily>& check_families() {
   static const std::vector<CheckFamily> families = {
       {"audit", {"audit.limits"}, check_audit_limits},
-      {"hugepages", {"hugepages.reserved", "hugepages.1g-runtime"}, check_hugepages},
+      {"hugepages",
+       {"hugepages.reserved", "hugepages.1g-runtime", "hugepages.mount"},
+       check_hugepages},
       {"numa", {"numa.balancing", "numa.pci-locality-unknown"}, check_numa},
       {"cpu", {"cpu.governor", "cpu.isolation"}, check_cpu},
       {"iommu", {"iommu.enabled", "iommu.passthrough"}, check_iommu},

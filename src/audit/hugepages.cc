@@ -1,7 +1,9 @@
 // hugepages.reserved, hugepages.1g-runtime: pinned guests need hugepages on the node they run
-// on, and 1 GiB pages are reliably had only when reserved at boot.
+// on, and 1 GiB pages are reliably had only when reserved at boot; hugepages.mount: each
+// reserved page size needs a hugetlbfs mount for QEMU.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "audit/checks.h"
 #include "audit/support.h"
@@ -113,6 +115,38 @@ Findings check_hugepages(const AuditContext& c) {
           out.push_back(node_short(n->os_index, page, 0, count, "as on the other nodes"));
         }
       }
+    }
+  }
+
+  // hugepages.mount: QEMU (through libvirt) backs guest memory with a file on a hugetlbfs mount
+  // of the page size; without one libvirt refuses the guest ("Unable to find any usable
+  // hugetlbfs mount for 1048576 KiB").
+  if (c.facts.mounts_known) {
+    std::set<std::uint64_t> reserved;
+    for (const auto* n : nodes) {
+      for (const auto& h : n->hugepages) {
+        if (h.total > 0) reserved.insert(h.size_bytes);
+      }
+    }
+    for (std::uint64_t page : reserved) {
+      bool mounted = false;
+      for (const auto& [point, mount_size] : c.facts.hugetlbfs_mounts)
+        mounted = mounted || mount_size == page;
+      if (mounted) continue;
+      const std::string name = format_byte_size(page);
+      const std::string option = page % kOneGiB == 0 ? std::to_string(page / kOneGiB) + "G"
+                                                     : std::to_string(page >> 20) + "M";
+      Finding f;
+      f.id = "hugepages.mount";
+      f.severity = Severity::warning;
+      f.subject = "hugetlbfs " + name;
+      f.observed = name + " pages reserved, no hugetlbfs mount of that page size";
+      f.expected = "a hugetlbfs mount with pagesize=" + option + " (libvirt and QEMU need one)";
+      f.remedy.summary = "mount hugetlbfs for the page size and restart libvirtd";
+      f.remedy.commands.push_back("mkdir -p /dev/hugepages" + option +
+                                  " && mount -t hugetlbfs -o pagesize=" + option +
+                                  " none /dev/hugepages" + option);
+      out.push_back(std::move(f));
     }
   }
 

@@ -59,7 +59,7 @@ struct PlaceOptions {
 struct FlavorsOptions {
   unsigned reserve_cores_per_node = 1;
   std::string reserve_memory_per_node = "8GiB";
-  std::string page_size = "1GiB";
+  std::string page_size;  // empty: the size the host reserves, else 1GiB
 };
 // `polyaccel audit` (docs/audit.md).
 struct AuditCommandOptions {

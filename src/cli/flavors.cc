@@ -16,10 +16,12 @@ Result<render::FlavorOptions> flavor_options(const FlavorsOptions& o) {
   if (!memory)
     return bad_input("--reserve-memory-per-node " + o.reserve_memory_per_node, "is not a size");
   f.reserve_memory_per_node = *memory;
-  auto page = parse_byte_size(o.page_size);
-  if (!page || *page < 4096 || (*page & (*page - 1)) != 0)
-    return bad_input("--page-size " + o.page_size, "is not a page size like 2MiB or 1GiB");
-  f.page_size_bytes = *page;
+  if (!o.page_size.empty()) {
+    auto page = parse_byte_size(o.page_size);
+    if (!page || *page < 4096 || (*page & (*page - 1)) != 0)
+      return bad_input("--page-size " + o.page_size, "is not a page size like 2MiB or 1GiB");
+    f.page_size_bytes = *page;
+  }
   return f;
 }
 
@@ -28,6 +30,8 @@ int run_flavors(const GlobalOptions& g, const FlavorsOptions& o, std::ostream& o
   if (!options) return fail(options.error());
   auto model = discover_host(g.discover);
   if (!model) return fail(model.error());
+  // Options this host cannot meet are bad input (exit 2), not "no flavor".
+  if (auto ok = render::check_flavor_options(*model, *options); !ok) return fail(ok.error());
   auto plan = render::plan_flavors(*model, *options);
   if (!plan) {
     if (g.json) {

@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
       ->type_name("SIZE");
   flavors
       ->add_option("--page-size", flavors_options.page_size,
-                   "huge page size when none is reserved yet")
+                   "guests' huge page size (default: the largest the host reserves, else 1GiB)")
       ->type_name("SIZE");
 
   auto* audit = app.add_subcommand("audit", "check the host's tuning; a remedy per finding");

@@ -87,6 +87,11 @@ Result<place::Request> build_request(const PlaceOptions& o, std::uint64_t max_vc
   if (!o.memory.empty()) {
     auto b = parse_byte_size(o.memory);
     if (!b) return bad_input("--memory " + o.memory, "is not a size like 64GiB");
+    // A bare number is bytes: "4096" is 4 KiB, not the 4096 MiB a flavor's RAM would mean.
+    if (*b % (std::uint64_t{1} << 20) != 0)
+      return bad_input("--memory " + o.memory,
+                       "is " + std::to_string(*b) + " bytes, not a whole number of MiB",
+                       "give a unit: --memory " + o.memory + "MiB");
     input.memory_bytes = *b;
   }
   for (const auto& spec : o.specs) {
@@ -188,6 +193,8 @@ int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) 
   if (o.libvirt && result.fit) {
     render::LibvirtOptions lo;
     if (!o.name.empty()) lo.name = o.name;
+    for (const auto& core : model->cores)
+      lo.host_cores.push_back(core.pus);
     if (model->architecture == "ppc64le") {
       lo.arch = "ppc64le";
       lo.machine = "pseries";
@@ -221,8 +228,11 @@ int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) 
     out << "fit on " << (view->hostname.empty() ? "this host" : view->hostname) << "\n";
     print_placement(result.placement, out);
     if (o.commit) out << "committed as " << o.name << " in " << o.state << "\n";
+  } else if (o.libvirt) {
+    // stdout is the domain XML (often redirected to a file): the refusal goes to stderr.
+    std::cerr << "No fit: " << result.reason << "\n";
   } else {
-    out << "no fit: " << result.reason << "\n";
+    out << "No fit: " << result.reason << "\n";
   }
   return result.fit ? kExitOk : kExitFindings;
 }

@@ -11,9 +11,17 @@ namespace polyaccel::cli {
 
 int run_release(const GlobalOptions& g, const std::string& state_path, const std::string& name,
                 std::ostream& out) {
+  // The same guard as place: a state file of another host is not ours to rewrite.
+  auto model = discover_host(g.discover);
+  if (!model) return fail(model.error());
   place::AllocationStore store(state_path);
   size_t remaining = 0;
   auto s = store.update([&](place::AllocationState& state) -> Result<bool> {
+    if (!state.host.empty() && !model->hostname.empty() && state.host != model->hostname)
+      return bad_input(
+          state_path,
+          "records placements of host '" + state.host + "', this is '" + model->hostname + "'",
+          "point --state at this host's file");
     auto it = std::find_if(state.placements.begin(), state.placements.end(),
                            [&](const place::Placement& p) { return p.name == name; });
     if (it == state.placements.end()) return bad_input(name, "is not allocated in " + state_path);

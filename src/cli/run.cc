@@ -1,5 +1,8 @@
 // `polyaccel run [...] -- CMD ARGS...`: a bound launch (CPU affinity, memory binding, visibility
 // and NCCL variables), or with --dry-run what it would do.
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -155,6 +158,20 @@ int run_reserved(const HostModel& model, const RunCliOptions& cli, LaunchRequest
   return *code;
 }
 
+// Interfaces that are up and hold an IPv4 or IPv6 address: what NCCL's socket transport can use.
+std::vector<std::string> netdevs_up_with_address() {
+  std::vector<std::string> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_name || !i->ifa_addr || !(i->ifa_flags & IFF_UP)) continue;
+    if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
+    if (std::find(out.begin(), out.end(), i->ifa_name) == out.end()) out.push_back(i->ifa_name);
+  }
+  freeifaddrs(list);
+  return out;
+}
+
 }  // namespace
 
 int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream& out) {
@@ -177,7 +194,10 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
   if (const char* t = std::getenv("GLIBC_TUNABLES")) request.existing_glibc_tunables = t;
   auto model = discover_host(options.discover);
   if (!model) return fail(model.error());
-  if (live) request.allowed_cpus = current_affinity();
+  if (live) {
+    request.allowed_cpus = current_affinity();
+    request.usable_netdevs = netdevs_up_with_address();
+  }
   // GPUs that placements (VMs, other reserved runs) hold are not ours to take.
   std::vector<place::Placement> placements;
   if (std::filesystem::exists(cli.state)) {

@@ -311,6 +311,20 @@ struct Builder {
       p.model_number = info_number(o, "CPUModelNumber");
       p.cpus = to_cpuset(o->cpuset);
       p.numa_nodes = nodes_of(o->nodeset);
+      // With one core per die hwloc 2.9 may split a socket into Package objects that share an
+      // OS index (0,0,1,1): one socket is one package, so they merge.
+      auto same = std::find_if(model.packages.begin(), model.packages.end(),
+                               [&](const Package& q) { return q.os_index == p.os_index; });
+      if (same != model.packages.end() && o->os_index != HWLOC_UNKNOWN_INDEX) {
+        same->cpus |= p.cpus;
+        for (unsigned n : p.numa_nodes) {
+          if (std::find(same->numa_nodes.begin(), same->numa_nodes.end(), n) ==
+              same->numa_nodes.end())
+            same->numa_nodes.push_back(n);
+        }
+        std::sort(same->numa_nodes.begin(), same->numa_nodes.end());
+        continue;
+      }
       model.packages.push_back(std::move(p));
     }
 

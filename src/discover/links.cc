@@ -1,6 +1,10 @@
 #include "discover/links.h"
 
+#include "core/strings.h"
+
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 
 namespace polyaccel {
 
@@ -11,6 +15,32 @@ bool share_numa_node(const PciDevice& a, const PciDevice& b) {
   }
   return false;
 }
+
+// The DRAM node of a device (a device may list a DRAM and an HBM node).
+std::optional<unsigned> dram_node(const HostModel& model, const PciDevice& pci) {
+  for (unsigned n : pci.numa_nodes) {
+    const NumaNode* node = model.numa_node(n);
+    if (node && !node->cpus.empty()) return n;
+  }
+  return std::nullopt;
+}
+
+// The SLIT distance between two devices' nodes; 10 on one node, 255 (unreachable) when either
+// node or the matrix is unknown, so that a known distance always wins a tie.
+std::uint64_t numa_distance(const HostModel& model, const PciDevice& a, const PciDevice& b) {
+  auto na = dram_node(model, a), nb = dram_node(model, b);
+  if (!na || !nb) return 255;
+  if (*na == *nb) return 10;
+  if (!model.numa_distances) return 255;
+  const auto& os = model.numa_distances->os_index;
+  auto ia = std::find(os.begin(), os.end(), *na), ib = std::find(os.begin(), os.end(), *nb);
+  if (ia == os.end() || ib == os.end()) return 255;
+  const auto& values = model.numa_distances->values;
+  const size_t ra = static_cast<size_t>(ia - os.begin()), rb = static_cast<size_t>(ib - os.begin());
+  if (ra >= values.size() || rb >= values[ra].size()) return 255;
+  return values[ra][rb];
+}
+
 }  // namespace
 
 LinkLevel pcie_level(const HostModel& model, const PciDevice& a, const PciDevice& b) {
@@ -75,20 +105,79 @@ void assign_closest_nics(HostModel& model) {
   for (size_t i = 0; i < na; ++i) {
     auto& acc = model.accelerators[i];
     acc.closest_nics.clear();
-    LinkLevel best = LinkLevel::sys;
+    std::pair<LinkLevel, std::uint64_t> best{LinkLevel::sys, 0};
     bool found = false;
     for (size_t k = 0; k < model.nics.size(); ++k) {
       const auto& nic = model.nics[k];
       if (any_rdma && !nic.rdma_capable()) continue;
-      LinkLevel l = model.links.cells[i][na + k].level;
-      if (!found || l < best) {
-        best = l;
+      std::pair<LinkLevel, std::uint64_t> key{model.links.cells[i][na + k].level,
+                                              numa_distance(model, acc.pci, nic.pci)};
+      if (!found || key < best) {
+        best = key;
         found = true;
         acc.closest_nics.clear();
       }
-      if (l == best) acc.closest_nics.push_back(nic.id);
+      if (key == best) acc.closest_nics.push_back(nic.id);
     }
   }
+}
+
+std::vector<const Nic*> nccl_nics(const HostModel& model, const Accelerator& accelerator) {
+  std::vector<const Nic*> out;
+  auto socket_of = [&](const PciDevice& pci) -> std::optional<unsigned> {
+    auto node = dram_node(model, pci);
+    if (!node) return std::nullopt;
+    for (const auto& p : model.packages) {
+      if (std::find(p.numa_nodes.begin(), p.numa_nodes.end(), *node) != p.numa_nodes.end())
+        return p.os_index;
+    }
+    return std::nullopt;
+  };
+  auto a = model.links.index_of(accelerator.id);
+  for (const auto& id : accelerator.closest_nics) {
+    const Nic* nic = model.nic(id);
+    auto n = model.links.index_of(id);
+    if (!nic || !a || !n) continue;
+    const bool local = model.links.at(*a, *n).level <= LinkLevel::node;
+    const auto socket = socket_of(accelerator.pci);
+    if (local || (socket && socket == socket_of(nic->pci))) out.push_back(nic);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> nccl_network_env(
+    const std::vector<const Nic*>& nics,
+    const std::function<bool(const std::string&)>& usable_netdev) {
+  std::vector<std::string> hcas, ucx, ifnames;
+  std::string provider;
+  bool efa = false;
+  auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
+    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+  };
+  for (const Nic* nic : nics) {
+    if (nic->fabric == "efa") {
+      provider = "efa";
+      efa = true;
+    } else if (nic->fabric == "slingshot") {
+      if (provider.empty()) provider = "cxi";
+    } else {
+      for (const auto& r : nic->rdma_devices) {
+        add_unique(hcas, r);
+        add_unique(ucx, r + ":1");
+      }
+    }
+    for (const auto& n : nic->netdevs) {
+      if (usable_netdev && usable_netdev(n)) add_unique(ifnames, n);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> env;
+  // "=" makes NCCL match whole names: without it mlx5_1 also selects mlx5_10..mlx5_19.
+  if (!hcas.empty()) env.emplace_back("NCCL_IB_HCA", "=" + join(hcas, ","));
+  if (!ucx.empty()) env.emplace_back("UCX_NET_DEVICES", join(ucx, ","));
+  if (!provider.empty()) env.emplace_back("FI_PROVIDER", provider);
+  if (efa) env.emplace_back("FI_EFA_USE_DEVICE_RDMA", "1");
+  if (!ifnames.empty()) env.emplace_back("NCCL_SOCKET_IFNAME", "=" + join(ifnames, ","));
+  return env;
 }
 
 }  // namespace polyaccel

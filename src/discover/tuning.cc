@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "core/byte_size.h"
 #include "core/file_io.h"
 
 namespace polyaccel {
@@ -323,6 +324,37 @@ void read_swap(Reader& r, TuningFacts& f) {
   }
 }
 
+// proc/mounts' hugetlbfs entries; "pagesize=1G" (or 2M, 1024M, bytes) names the size.
+void read_mounts(Reader& r, TuningFacts& f) {
+  auto mounts = r.optional_text("proc/mounts");
+  if (!mounts) return;
+  f.mounts_known = true;
+  std::uint64_t default_size = 0;
+  if (auto meminfo = r.optional_text("proc/meminfo")) {
+    std::istringstream in(*meminfo);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("Hugepagesize:", 0) != 0) continue;
+      if (auto kib = parse_long(line.substr(13, line.find("kB") - 13)); kib && *kib > 0)
+        default_size = static_cast<std::uint64_t>(*kib) * 1024;
+    }
+  }
+  std::istringstream in(*mounts);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string device, point, type, options;
+    if (!(words >> device >> point >> type >> options) || type != "hugetlbfs") continue;
+    std::uint64_t size = default_size;
+    std::istringstream opts(options);
+    for (std::string o; std::getline(opts, o, ',');) {
+      if (o.rfind("pagesize=", 0) != 0) continue;
+      std::string v = o.substr(9);
+      if (!v.empty() && (v.back() == 'G' || v.back() == 'M' || v.back() == 'K')) v += "iB";
+      if (auto b = parse_byte_size(v)) size = *b;
+    }
+    if (size) f.hugetlbfs_mounts[point] = size;
+  }
+}
+
 }  // namespace
 
 std::optional<std::string> TuningFacts::kernel_arg(const std::string& key) const {
@@ -408,6 +440,7 @@ TuningFacts read_tuning_facts(const std::string& root) {
     read_pci_function(r, f, name);
   read_swap(r, f);
   f.runtime = read_container_runtime_facts(root);
+  read_mounts(r, f);
   return f;
 }
 

@@ -91,6 +91,11 @@ struct TuningFacts {
   std::map<unsigned, IommuGroupFacts> iommu_groups;
   std::map<PciAddress, PciFunctionFacts> pci;
 
+  // hugetlbfs mounts of proc/mounts: mount point -> page size (pagesize=, else the default
+  // huge page size of proc/meminfo). Known only where proc/mounts could be read.
+  std::map<std::string, std::uint64_t> hugetlbfs_mounts;
+  bool mounts_known = false;
+
   std::optional<std::uint64_t> swap_total_bytes;
   std::vector<std::string> swap_devices;  // proc/swaps
 

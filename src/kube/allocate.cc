@@ -5,8 +5,8 @@
 #include <set>
 
 #include "core/strings.h"
+#include "discover/links.h"
 #include "kube/nic_resources.h"
-#include "launch/plan.h"
 
 namespace polyaccel {
 
@@ -43,6 +43,20 @@ Status add_rdma_nodes(ContainerAllocation& out, const AllocateOptions& options,
   return Ok{};
 }
 
+// The model's NICs that carry any of these RDMA devices, in the model's order.
+std::vector<const Nic*> nics_with_hcas(const HostModel& model, const std::vector<std::string>& hcas) {
+  std::vector<const Nic*> out;
+  for (const Nic& nic : model.nics) {
+    for (const auto& r : nic.rdma_devices) {
+      if (std::find(hcas.begin(), hcas.end(), r) != hcas.end()) {
+        out.push_back(&nic);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 // PCIDEVICE_<RESOURCE>: the sriov-network-device-plugin's name, "intel.com/cx7_vfs" →
 // PCIDEVICE_INTEL_COM_CX7_VFS.
 std::string pci_device_variable(const std::string& resource) {
@@ -74,7 +88,7 @@ Result<ContainerAllocation> compute_nic_allocation(const HostModel& model,
   ContainerAllocation out;
   Status st = add_rdma_nodes(out, options, nic_nodes, hcas);
   if (!st) return st.error();
-  for (auto& [k, v] : network_variables(hcas, {}))
+  for (auto& [k, v] : nccl_network_env(nics_with_hcas(model, hcas), {}))
     out.envs[k] = v;
   if (resource.kind == ResourceKind::sriov_vf) {
     out.envs[pci_device_variable(resource.name)] = join(addresses, ",");
@@ -87,13 +101,28 @@ Result<ContainerAllocation> compute_nic_allocation(const HostModel& model,
 
 }  // namespace
 
+std::vector<const Nic*> nccl_nics_of(const HostModel& model,
+                                     const std::vector<size_t>& accelerators) {
+  std::vector<const Nic*> out;
+  for (size_t a : accelerators) {
+    for (const Nic* n : nccl_nics(model, model.accelerators[a])) {
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> closest_rdma_devices(const HostModel& model,
                                               const std::vector<size_t>& accelerators) {
-  std::vector<const Accelerator*> gpus;
-  for (size_t a : accelerators) {
-    if (a < model.accelerators.size()) gpus.push_back(&model.accelerators[a]);
+  const auto near = nccl_nics_of(model, accelerators);
+  std::vector<std::string> out;
+  for (const Nic& nic : model.nics) {
+    if (nic.fabric == "efa" || nic.fabric == "slingshot") continue;
+    if (std::find(near.begin(), near.end(), &nic) == near.end()) continue;
+    for (const auto& r : nic.rdma_devices)
+      push_unique(out, r);
   }
-  return nearest_network(model, gpus).hcas;
+  return out;
 }
 
 Result<ContainerAllocation> compute_allocation(const HostModel& model,
@@ -177,13 +206,13 @@ Result<ContainerAllocation> compute_allocation(const HostModel& model,
       return Error{ErrorCode::unsupported, resource.name, "has no vendor to allocate for", {}};
   }
   if ((options.nccl_ib_hca || options.gpu_rdma_devices) && resource.vendor != Vendor::intel_gaudi) {
-    auto hcas = closest_rdma_devices(model, accelerators);
     if (options.nccl_ib_hca) {
-      for (auto& [k, v] : network_variables(hcas, {}))
+      // The container's network namespace is not the host's: no NCCL_SOCKET_IFNAME.
+      for (const auto& [k, v] : nccl_network_env(nccl_nics_of(model, accelerators), {}))
         out.envs[k] = v;
     }
     if (options.gpu_rdma_devices) {
-      Status st = add_rdma_nodes(out, options, nic_nodes, hcas);
+      Status st = add_rdma_nodes(out, options, nic_nodes, closest_rdma_devices(model, accelerators));
       if (!st) return st.error();
     }
   }

@@ -7,9 +7,10 @@
 //   AMD     /dev/kfd and each GPU's /dev/dri/card<N> and /dev/dri/renderD<N>
 //   Gaudi   /dev/accel/accel<N> and accel_controlD<N>; HABANA_VISIBLE_DEVICES=<minors>,
 //           HL_VISIBLE_DEVICES=</dev/accel/accel<N>>, HL_VISIBLE_DEVICES_UUID=<serials>
-//   all     NCCL_IB_HCA=<the RDMA devices of the NICs closest to the allocated devices> and
-//           UCX_NET_DEVICES, as `polyaccel run` names them (launch/plan.h nearest_network);
-//           with gpu_rdma_devices also those HCAs' /dev/infiniband nodes (below)
+//   all     the NICs NCCL should use for the allocated devices (discover/links nccl_nics):
+//           NCCL_IB_HCA/UCX_NET_DEVICES for InfiniBand and RoCE, FI_PROVIDER (efa, cxi) for EFA
+//           and Slingshot
+//           with gpu_rdma_devices also those NICs' /dev/infiniband nodes (below)
 //   NICs    shared HCAs and SR-IOV VFs (nic_resources.h): /dev/infiniband/rdma_cm and each chosen
 //           HCA's uverbsN, umadN and issmN; NCCL_IB_HCA and UCX_NET_DEVICES naming the chosen
 //           HCAs; for VFs PCIDEVICE_<RESOURCE>=<VF addresses> (the sriov-network-device-plugin's
@@ -62,9 +63,9 @@ Result<ContainerAllocation> compute_allocation(const HostModel& model,
                                                const AllocateOptions& options,
                                                const NicNodes& nic_nodes = NicNodes{});
 
-// The RDMA devices ("mlx5_0") of the NICs closest to these accelerators, at NODE level or
-// better, as `polyaccel run` chooses them (launch/plan.h nearest_network); NICs that NCCL's IB
-// transport does not drive (EFA, Slingshot) are left out.
+// The RDMA devices ("mlx5_0") of the NICs NCCL should use for these accelerators (nccl_nics:
+// within their node or socket), in the model's NIC order; NICs that NCCL's IB transport does not
+// drive (EFA, Slingshot) are left out: their plugins read FI_PROVIDER instead.
 std::vector<std::string> closest_rdma_devices(const HostModel& model,
                                               const std::vector<size_t>& accelerators);
 

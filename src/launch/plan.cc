@@ -6,6 +6,7 @@
 
 #include "core/byte_size.h"
 #include "core/strings.h"
+#include "discover/links.h"
 
 namespace polyaccel {
 
@@ -116,16 +117,26 @@ void visibility_env(const HostModel& model, const std::vector<const Accelerator*
   }
 }
 
-// NCCL_IB_HCA, UCX_NET_DEVICES and NCCL_SOCKET_IFNAME from the NICs closest to the GPUs
-// (nearest_network).
+// The network variables from the NICs NCCL should use for the GPUs (discover/links: the same
+// rule as topo, Allocate and the audit); a GPU without one leaves the choice to NCCL.
 void network_env(const HostModel& model, const std::vector<const Accelerator*>& gpus,
-                 LaunchPlan& plan) {
-  NearestNetwork near = nearest_network(model, gpus);
-  if (!model.nics.empty()) {
-    for (const auto& id : near.far_gpus)
-      plan.warnings.push_back(id + " has no NIC within its NUMA node: NIC choice left to NCCL");
+                 const LaunchRequest& request, LaunchPlan& plan) {
+  std::vector<const Nic*> nics;
+  for (const Accelerator* a : gpus) {
+    auto near = nccl_nics(model, *a);
+    if (near.empty() && !model.nics.empty())
+      plan.warnings.push_back(a->id +
+                              " has no NIC on its NUMA node or socket: NIC choice left to NCCL");
+    for (const Nic* n : near) {
+      if (std::find(nics.begin(), nics.end(), n) == nics.end()) nics.push_back(n);
+    }
   }
-  for (auto& [k, v] : network_variables(near.hcas, near.ifnames))
+  auto usable = [&](const std::string& netdev) {
+    return request.usable_netdevs &&
+           std::find(request.usable_netdevs->begin(), request.usable_netdevs->end(), netdev) !=
+               request.usable_netdevs->end();
+  };
+  for (const auto& [k, v] : nccl_network_env(nics, usable))
     add_env(plan, k, v);
 }
 
@@ -247,43 +258,6 @@ std::vector<const Accelerator*> choose_gpus(const HostModel& model,
   return best_set;
 }
 
-NearestNetwork nearest_network(const HostModel& model,
-                               const std::vector<const Accelerator*>& gpus) {
-  NearestNetwork out;
-  auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
-    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
-  };
-  for (const Accelerator* a : gpus) {
-    bool near = false;
-    for (const auto& nic_id : a->closest_nics) {
-      const Nic* nic = model.nic(nic_id);
-      if (!nic || link_between(model, a->id, nic_id) > LinkLevel::node) continue;
-      near = true;
-      if (nic->fabric != "efa" && nic->fabric != "slingshot") {
-        for (const auto& r : nic->rdma_devices)
-          add_unique(out.hcas, r);
-      }
-      for (const auto& n : nic->netdevs)
-        add_unique(out.ifnames, n);
-    }
-    if (!near) out.far_gpus.push_back(a->id);
-  }
-  return out;
-}
-
-std::vector<std::pair<std::string, std::string>> network_variables(
-    const std::vector<std::string>& hcas, const std::vector<std::string>& ifnames) {
-  std::vector<std::pair<std::string, std::string>> out;
-  std::vector<std::string> ucx;
-  for (const auto& h : hcas)
-    ucx.push_back(h + ":1");
-  // "=" makes NCCL match whole names: without it mlx5_1 also selects mlx5_10..mlx5_19.
-  if (!hcas.empty()) out.emplace_back("NCCL_IB_HCA", "=" + join(hcas, ","));
-  if (!ucx.empty()) out.emplace_back("UCX_NET_DEVICES", join(ucx, ","));
-  if (!ifnames.empty()) out.emplace_back("NCCL_SOCKET_IFNAME", "=" + join(ifnames, ","));
-  return out;
-}
-
 Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& request) {
   LaunchPlan plan;
   plan.argv = request.argv;
@@ -389,7 +363,7 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
   }
   plan.mems = memory_nodes(model, gpus, plan.cpus);
   visibility_env(model, gpus, plan);
-  network_env(model, gpus, plan);
+  network_env(model, gpus, request, plan);
   add_env(plan, "OMP_NUM_THREADS", std::to_string(std::max(threads, 1u)));
   if (auto s = hugepage_env(model, request, plan); !s) return s.error();
   return plan;

@@ -29,6 +29,9 @@ struct LaunchRequest {
   std::optional<CpuSet> fixed_cpus;
   // GPUs that other runs hold (--reserve): never chosen by --gpus N, refused by --gpu.
   std::vector<PciAddress> unavailable_gpus;
+  // Network interfaces that are up with an address (the caller reads them on the live host);
+  // NCCL_SOCKET_IFNAME names only these, and none when they are unknown.
+  std::optional<std::vector<std::string>> usable_netdevs;
 };
 
 struct LaunchPlan {
@@ -40,22 +43,6 @@ struct LaunchPlan {
   std::vector<std::string> argv;
   std::vector<std::string> warnings;
 };
-
-// The network devices NCCL and UCX should use for these GPUs: the RDMA devices and netdevs of
-// each GPU's closest NICs (HostModel's closest_nics) within the GPU's NUMA node; a NIC across
-// sockets is no better than NCCL's own pick. NICs that NCCL's IB transport does not drive (EFA,
-// Slingshot) give no HCA. The device plugin's Allocate uses the same rule (src/kube).
-struct NearestNetwork {
-  std::vector<std::string> hcas;      // "mlx5_0", in GPU order, then closest-NIC order
-  std::vector<std::string> ifnames;   // their netdevs
-  std::vector<std::string> far_gpus;  // GPU ids with no NIC within their NUMA node
-};
-NearestNetwork nearest_network(const HostModel& model, const std::vector<const Accelerator*>& gpus);
-
-// NCCL_IB_HCA ("=" and the names: exact matches), UCX_NET_DEVICES (<hca>:1) and
-// NCCL_SOCKET_IFNAME for a set of HCAs and netdevs; a variable with nothing to name is left out.
-std::vector<std::pair<std::string, std::string>> network_variables(
-    const std::vector<std::string>& hcas, const std::vector<std::string>& ifnames);
 
 Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& request);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 #include "core/byte_size.h"
@@ -63,7 +64,10 @@ bool fit_pages(const HostCell& hc, const CellUsage& u, const Request& r, std::ui
       if (memory > base.total * base.size_bytes) {
         lack = "needs " + format_byte_size(memory) + " of " + format_byte_size(base.size_bytes) +
                " pages, has " + format_byte_size(base.total * base.size_bytes) +
-               " (the rest is huge pages)";
+               (hc.pools.size() > 1 && std::any_of(hc.pools.begin() + 1, hc.pools.end(),
+                                                   [](const PagePool& p) { return p.total > 0; })
+                    ? " (the rest is huge pages)"
+                    : "");
         return false;
       }
       out.page_size_bytes = 0;
@@ -273,7 +277,12 @@ Placement assemble(const HostView& host, const Request& r, const std::vector<Cel
     shared_pus |= f->cell.shared_pus;
     if (f->emulator_pu) p.emulator_pus.set(*f->emulator_pu);
   }
-  // Emulator threads share the guest's own PUs unless one is isolated for them.
+  // hw:emulator_threads_policy=share puts them on the host's cpu_shared_set, as Nova does;
+  // without one (or without the policy) they share the guest's own PUs, unless one is isolated.
+  const bool on_shared_set = r.emulator_threads == EmulatorThreadsPolicy::share &&
+                             r.emulator_threads_given && host.policy.cpu_shared_set &&
+                             !host.policy.cpu_shared_set->empty();
+  if (p.emulator_pus.empty() && on_shared_set) p.emulator_pus = *host.policy.cpu_shared_set;
   if (p.emulator_pus.empty()) p.emulator_pus = pinned_pus | shared_pus;
   for (const auto& [index, alias] : devices.chosen) {
     const HostDevice& d = host.devices[index];
@@ -360,9 +369,27 @@ std::vector<size_t> nova_cell_order(const HostView& host, const HostUsage& u, co
   return order;
 }
 
-// Lower is better: devices far from the guest, accelerators stranded, empty nodes broken into,
-// resources stranded behind each other, room left (best fit).
-using Score = std::tuple<unsigned, unsigned, unsigned, unsigned, std::uint64_t>;
+// Lower is better: sockets the guest's cells span, the NUMA distances between its host nodes
+// (sum over pairs), devices far from the guest, accelerators stranded, empty nodes broken into,
+// resources stranded behind each other, room left (best fit). Spread and distance come first: a
+// guest whose cells talk across the socket interconnect is slower than any packing gain.
+using Score = std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, std::uint64_t>;
+
+// The part of the score that only grows as cells are added: a lower bound for a partial choice.
+std::pair<unsigned, unsigned> spread_of(const HostView& host, const std::vector<size_t>& cells) {
+  std::set<unsigned> sockets;
+  unsigned unknown = 0, distance = 0;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const auto& socket = host.cells[cells[i]].socket;
+    if (socket)
+      sockets.insert(*socket);
+    else
+      ++unknown;
+    for (size_t j = 0; j < i; ++j)
+      distance += host.distance(cells[i], cells[j]);
+  }
+  return {static_cast<unsigned>(sockets.size()) + unknown, distance};
+}
 
 struct Search {
   Search(const HostView& h, const HostUsage& u, const Request& r, Strategy st)
@@ -413,6 +440,7 @@ struct Search {
       if (device_reason.empty()) device_reason = devices.reason;
       return;
     }
+    const auto [sockets, distance] = spread_of(host, current);
     unsigned stranded = 0, broken = 0, imbalance = 0;
     std::uint64_t left = 0;
     for (size_t g = 0; g < current.size(); ++g) {
@@ -422,7 +450,7 @@ struct Search {
       imbalance += f.imbalance_pct();
       left += f.left_ppm();
     }
-    Score score{devices.penalty, stranded, broken, imbalance, left};
+    Score score{sockets, distance, devices.penalty, stranded, broken, imbalance, left};
     if (!found || score < best_score) {
       found = true;
       best_score = score;
@@ -446,6 +474,15 @@ struct Search {
       if (taken[h] || !table[g][h].ok) continue;
       taken[h] = true;
       current.push_back(h);
+      // Spread and distance only grow with more cells: a partial choice already worse than the
+      // best leaf cannot win.
+      if (found && strategy == Strategy::polyaccel &&
+          spread_of(host, current) >
+              std::make_pair(std::get<0>(best_score), std::get<1>(best_score))) {
+        current.pop_back();
+        taken[h] = false;
+        continue;
+      }
       descend(g + 1, pos + 1);
       current.pop_back();
       taken[h] = false;
@@ -512,6 +549,20 @@ FitResult fit(const HostView& host, const HostUsage& usage, const Request& reque
     };
     s.symmetric = a.vcpus.size() == b.vcpus.size() && a.memory_bytes == b.memory_bytes &&
                   pinned(a) == pinned(b);
+  }
+  if (strategy == Strategy::polyaccel && guest_cells > 1) {
+    // Nova's own first fit is the first candidate, so the choice is never more spread out or
+    // farther apart than Nova's, whatever the leaf budget leaves unexplored on a big host.
+    Search nova(host, usage, request, Strategy::first_fit);
+    nova.table = s.table;
+    nova.order.assign(guest_cells, nova_order);
+    nova.taken.assign(host.cells.size(), false);
+    nova.descend(0);
+    if (nova.found) {
+      s.current = nova.best;
+      s.leaf();
+      s.current.clear();
+    }
   }
   s.descend(0);
   if (!s.found) {

@@ -44,6 +44,33 @@ std::optional<unsigned> socket_of(const HostModel& model, unsigned node) {
   return std::nullopt;
 }
 
+// The SLIT between the cells' nodes; a missing, short or zero entry falls back to Linux's
+// default (10 local, 20 remote) so that a capture without distances still compares.
+std::vector<std::vector<unsigned>> cell_distances(const HostModel& model,
+                                                  const std::vector<HostCell>& cells) {
+  auto row_of = [&](unsigned node) -> std::optional<size_t> {
+    if (!model.numa_distances) return std::nullopt;
+    const auto& os = model.numa_distances->os_index;
+    auto it = std::find(os.begin(), os.end(), node);
+    if (it == os.end()) return std::nullopt;
+    return static_cast<size_t>(it - os.begin());
+  };
+  std::vector<std::vector<unsigned>> d(cells.size(), std::vector<unsigned>(cells.size(), 10));
+  for (size_t a = 0; a < cells.size(); ++a) {
+    for (size_t b = 0; b < cells.size(); ++b) {
+      if (a == b) continue;
+      d[a][b] = 20;
+      auto ra = row_of(cells[a].node), rb = row_of(cells[b].node);
+      if (!ra || !rb) continue;
+      const auto& values = model.numa_distances->values;
+      if (*ra >= values.size() || *rb >= values[*ra].size()) continue;
+      const std::uint64_t v = values[*ra][*rb];
+      if (v > 0 && v < 255) d[a][b] = static_cast<unsigned>(v);  // SLIT entries are one byte
+    }
+  }
+  return d;
+}
+
 HostDevice make_device(const HostModel& model, const std::string& id, const PciDevice& pci,
                        bool accelerator, bool rdma) {
   HostDevice d;
@@ -118,6 +145,7 @@ Result<HostView> build_host_view(const HostModel& model, const HostPolicy& polic
     v.cells.push_back(std::move(c));
   }
   if (v.cells.empty()) return bad_input("host", "has no NUMA node with CPUs");
+  v.cell_distances = cell_distances(model, v.cells);
   for (const auto& a : model.accelerators)
     v.devices.push_back(make_device(model, a.id, a.pci, true, false));
   for (const auto& n : model.nics)

@@ -62,8 +62,12 @@ struct HostView {
   std::vector<HostCell> cells;  // NUMA nodes with CPUs, by OS index
   std::vector<HostDevice> devices;
   LinkMatrix links;
+  // NUMA distance (the SLIT, 10 = local) between cells, by index into cells. Where the host gave
+  // no distances: 10 local, 20 remote, as Linux assumes without a SLIT.
+  std::vector<std::vector<unsigned>> cell_distances;
 
   const HostCell* cell(unsigned node) const;
+  unsigned distance(size_t a, size_t b) const { return cell_distances[a][b]; }
   const HostDevice* device(const std::string& pci_bus_id) const;
   // Link level between two devices of the view (by index into devices).
   LinkLevel link(size_t a, size_t b) const;

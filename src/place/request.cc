@@ -319,6 +319,7 @@ Status build_cpu_policy(const Specs& specs, Request& r) {
   auto vcpu = specs.get("resources:VCPU");
   auto emulator = specs.get("hw:emulator_threads_policy");
   if (emulator == "isolate") r.emulator_threads = EmulatorThreadsPolicy::isolate;
+  r.emulator_threads_given = emulator.has_value();
   if (policy && (pcpu || vcpu))
     return spec_error(pcpu ? "resources:PCPU" : "resources:VCPU",
                       "cannot be combined with hw:cpu_policy", "use hw:cpu_policy=dedicated alone");

@@ -46,6 +46,9 @@ struct Request {
   ThreadPolicy thread_policy = ThreadPolicy::prefer;  // meaningful for dedicated and mixed only
   CpuSet pinned_vcpus;  // dedicated: all vCPUs; mixed: the dedicated mask; shared: none
   EmulatorThreadsPolicy emulator_threads = EmulatorThreadsPolicy::share;
+  // Nova moves emulator threads to cpu_shared_set only for an explicit "share"; unset, they
+  // run on the guest's own PUs.
+  bool emulator_threads_given = false;
   PageSizeRequest page_size = PageSizeRequest::none;
   std::uint64_t page_size_bytes = 0;  // for PageSizeRequest::exact
   // Nova builds a guest NUMA topology only for some specs; without one no host cell is chosen

@@ -111,6 +111,23 @@ void write_devices(const place::Placement& p, const LibvirtOptions& o, std::ostr
   }
 }
 
+// 2 when every pinned pair of vCPUs (2k, 2k+1) sits on one host core, else 1.
+unsigned guest_threads(const place::Placement& p, const std::vector<CpuSet>& cores) {
+  std::map<unsigned, unsigned> pu_of;
+  for (const auto& c : p.cells) {
+    for (const auto& [vcpu, pu] : c.pinning)
+      pu_of[vcpu] = pu;
+  }
+  if (cores.empty() || pu_of.size() != p.vcpus || p.vcpus % 2 != 0) return 1;
+  for (unsigned v = 0; v < p.vcpus; v += 2) {
+    bool together = false;
+    for (const auto& core : cores)
+      together = together || (core.test(pu_of[v]) && core.test(pu_of[v + 1]));
+    if (!together) return 1;
+  }
+  return 2;
+}
+
 }  // namespace
 
 std::string libvirt_domain_xml(const place::Placement& p, const LibvirtOptions& o) {
@@ -155,11 +172,22 @@ std::string libvirt_domain_xml(const place::Placement& p, const LibvirtOptions& 
       x << "    </hugepages>\n  </memoryBacking>\n";
     }
   }
-  x << "  <os>\n    <type arch='" << xml_escape(o.arch) << "' machine='" << xml_escape(o.machine)
-    << "'>hvm</type>\n  </os>\n";
+  bool accelerator = false;
+  for (const auto& d : p.devices)
+    accelerator = accelerator || d.kind == "accelerator";
+  const bool uefi = accelerator && o.arch == "x86_64";
+  x << "  <os" << (uefi ? " firmware='efi'" : "") << ">\n    <type arch='" << xml_escape(o.arch)
+    << "' machine='" << xml_escape(o.machine) << "'>hvm</type>\n  </os>\n";
   if (o.arch == "x86_64") x << "  <features>\n    <acpi/>\n  </features>\n";
   if (!p.cells.empty()) {
-    x << "  <cpu mode='host-passthrough'>\n    <numa>\n";
+    x << "  <cpu mode='host-passthrough'>\n";
+    const unsigned threads = guest_threads(p, o.host_cores);
+    const unsigned cells = static_cast<unsigned>(p.cells.size());
+    if (threads == 2 && p.vcpus % (2 * cells) == 0)
+      x << "    <topology sockets='" << cells << "' dies='1' cores='" << p.vcpus / (2 * cells)
+        << "' threads='2'/>\n";
+    if (uefi) x << "    <maxphysaddr mode='passthrough'/>\n";
+    x << "    <numa>\n";
     for (const auto& c : p.cells)
       x << "      <cell id='" << c.guest_cell << "' cpus='" << cpus_text(c.vcpus) << "' memory='"
         << c.memory_bytes / 1024 << "' unit='KiB'/>\n";

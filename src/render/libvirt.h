@@ -6,6 +6,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "core/cpuset.h"
 
 #include "place/placement.h"
 
@@ -16,9 +19,14 @@ struct LibvirtOptions {
   std::string domain_type = "kvm";
   std::string arch = "x86_64";
   std::string machine = "q35";  // "pseries" on ppc64le, "virt" on aarch64
+  // The host's SMT sibling sets (HostModel::cores' PUs): where every pair of vCPUs 2k, 2k+1 is
+  // pinned to one core, the guest CPU topology says threads='2' so its scheduler sees the pairs.
+  std::vector<CpuSet> host_cores;
 };
 
 // A whole domain (enough for virt-xml-validate and `virsh define`), the placement's parts in it.
+// With an accelerator passed through on x86_64: UEFI firmware and the host's physical address
+// width (maxphysaddr passthrough), so OVMF sizes a 64-bit MMIO window that holds H100-class BARs.
 std::string libvirt_domain_xml(const place::Placement& placement, const LibvirtOptions& options);
 
 }  // namespace polyaccel::render

@@ -10,17 +10,20 @@
 
 namespace polyaccel::render {
 
-namespace {
-
-std::string slug(const Accelerator& a) {
+std::string alias_name(const Accelerator& a) {
   std::string out;
   std::istringstream words(a.name);
   for (std::string w; words >> w;) {
+    // Other characters ("V100-SXM2-16GB", "A100/80GB") separate parts of a word: a hyphen.
     std::string lower;
     for (char c : w) {
       if (std::isalnum(static_cast<unsigned char>(c)))
         lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      else if (!lower.empty() && lower.back() != '-')
+        lower += '-';
     }
+    while (!lower.empty() && lower.back() == '-')
+      lower.pop_back();
     if (lower.empty() || lower == "nvidia" || lower == "amd" || lower == "intel" ||
         lower == "corporation" || lower == "inc")
       continue;
@@ -32,6 +35,8 @@ std::string slug(const Accelerator& a) {
   std::snprintf(buf, sizeof buf, "accel-%04x-%04x", a.pci.vendor_id, a.pci.device_id);
   return buf;
 }
+
+namespace {
 
 // Nova's spelling of a page size: "1GB" is 1 GiB to Nova, "2MB" 2 MiB.
 std::string nova_page_size(std::uint64_t bytes) {
@@ -153,7 +158,43 @@ Result<Flavor> flavor_for(const place::HostView& view, const FlavorPlan& plan, c
   return f;
 }
 
+// The page size: the option's, else the largest size the host reserves pages of, else 1 GiB.
+std::uint64_t flavor_page_size(const HostModel& model, const FlavorOptions& options) {
+  if (options.page_size_bytes) return *options.page_size_bytes;
+  std::uint64_t page = 0;
+  for (const auto& n : model.numa_nodes) {
+    for (const auto& h : n.hugepages) {
+      if (h.total > 0) page = std::max(page, h.size_bytes);
+    }
+  }
+  return page ? page : std::uint64_t{1} << 30;
+}
+
 }  // namespace
+
+Status check_flavor_options(const HostModel& model, const FlavorOptions& options) {
+  const std::uint64_t page = flavor_page_size(model, options);
+  const std::uint64_t base = model.page_size ? model.page_size : 4096;
+  if (page <= base || (page & (page - 1)) != 0)
+    return bad_input("--page-size " + format_byte_size(page),
+                     "is not a huge page size (a power of two above the base page)");
+  for (const auto& n : model.numa_nodes) {
+    if (n.cpus.empty()) continue;
+    unsigned cores = 0;
+    for (const auto& core : model.cores)
+      cores += n.cpus.contains(core.pus) ? 1 : 0;
+    if (options.reserve_cores_per_node >= cores)
+      return bad_input("--reserve-cores-per-node " + std::to_string(options.reserve_cores_per_node),
+                       "leaves no core for guests on NUMA node " + std::to_string(n.os_index) +
+                           ", which has " + std::to_string(cores));
+    if (options.reserve_memory_per_node + page > n.memory_bytes)
+      return bad_input(
+          "--reserve-memory-per-node " + format_byte_size(options.reserve_memory_per_node),
+          "leaves no " + format_byte_size(page) + " page for guests on NUMA node " +
+              std::to_string(n.os_index) + ", which has " + format_byte_size(n.memory_bytes));
+  }
+  return Ok{};
+}
 
 Result<FlavorPlan> plan_flavors(const HostModel& original, const FlavorOptions& options) {
   FlavorPlan plan;
@@ -167,7 +208,7 @@ Result<FlavorPlan> plan_flavors(const HostModel& original, const FlavorOptions& 
   const Accelerator& sample = *most->second.front();
   plan.accelerator_name = sample.name;
   plan.accelerator_count = static_cast<unsigned>(most->second.size());
-  plan.alias.name = slug(sample);
+  plan.alias.name = alias_name(sample);
   plan.alias.vendor_id = sample.pci.vendor_id;
   plan.alias.device_id = sample.pci.device_id;
   plan.alias.numa_policy = place::PciNumaPolicy::required;
@@ -175,29 +216,14 @@ Result<FlavorPlan> plan_flavors(const HostModel& original, const FlavorOptions& 
     plan.notes.push_back("the host has several accelerator models; flavors are for the " +
                          std::to_string(plan.accelerator_count) + " x " + sample.name);
 
-  // The host after the reserve: the first cores of each node for the host, huge pages sized.
+  if (auto ok = check_flavor_options(original, options); !ok) return ok.error();
+  // The host after the reserve: the first cores of each node for the host, and the huge pages
+  // the flavors need: all the memory left on each node, in pages of the chosen size.
   HostModel model = original;
   CpuSet reserved;
-  std::uint64_t page = options.page_size_bytes;
-  for (const auto& n : model.numa_nodes) {
-    for (const auto& h : n.hugepages) {
-      if (h.total > 0 && h.size_bytes > page) page = h.size_bytes;
-    }
-  }
-  bool have_pages = false;
-  for (const auto& n : model.numa_nodes) {
-    for (const auto& h : n.hugepages)
-      have_pages = have_pages || h.total > 0;
-  }
-  if (have_pages) {  // use the pool the host already has, the largest one in use
-    page = 0;
-    for (const auto& n : model.numa_nodes) {
-      for (const auto& h : n.hugepages) {
-        if (h.total > 0) page = std::max(page, h.size_bytes);
-      }
-    }
-  }
+  const std::uint64_t page = flavor_page_size(original, options);
   plan.page_size_bytes = page;
+  std::vector<std::string> short_nodes;
   for (auto& n : model.numa_nodes) {
     if (n.cpus.empty()) continue;
     unsigned taken = 0;
@@ -207,27 +233,35 @@ Result<FlavorPlan> plan_flavors(const HostModel& original, const FlavorOptions& 
       reserved |= core.pus;
       ++taken;
     }
-    std::uint64_t usable = n.memory_bytes > options.reserve_memory_per_node
-                               ? n.memory_bytes - options.reserve_memory_per_node
-                               : 0;
+    const std::uint64_t usable = n.memory_bytes - options.reserve_memory_per_node;
+    // Other huge page pools stay as the host has them: their memory is not the guests'.
+    std::uint64_t other = 0;
+    for (const auto& h : n.hugepages) {
+      if (h.size_bytes != page) other += h.size_bytes * h.total;
+    }
+    const std::uint64_t pages = usable > other ? (usable - other) / page : 0;
+    plan.hugepages_per_node.emplace_back(n.os_index, pages);
     auto pool = std::find_if(n.hugepages.begin(), n.hugepages.end(),
                              [&](const Hugepages& h) { return h.size_bytes == page; });
-    if (have_pages) {
-      std::uint64_t pages = pool == n.hugepages.end() ? 0 : pool->total;
-      plan.hugepages_per_node.emplace_back(n.os_index, pages);
+    const std::uint64_t now = pool == n.hugepages.end() ? 0 : pool->total;
+    if (now < pages) short_nodes.push_back(std::to_string(n.os_index));
+    if (pool == n.hugepages.end()) {
+      n.hugepages.push_back({page, pages, std::nullopt});
     } else {
-      std::uint64_t pages = usable / page;
-      plan.hugepages_per_node.emplace_back(n.os_index, pages);
-      if (pool == n.hugepages.end()) {
-        n.hugepages.push_back({page, pages, std::nullopt});
-      } else {
-        pool->total = pages;
-      }
+      pool->total = pages;
     }
   }
-  if (!have_pages)
-    plan.notes.push_back("no huge pages are reserved yet: reserve the " + format_byte_size(page) +
-                         " pages below before booting guests");
+  if (!short_nodes.empty())
+    plan.notes.push_back("NUMA node(s) " +
+                         [&] {
+                           std::string list;
+                           for (const auto& n : short_nodes)
+                             list += (list.empty() ? "" : ",") + n;
+                           return list;
+                         }() +
+                         " reserve fewer " + format_byte_size(page) +
+                         " pages than the flavors need: reserve the pages below before booting "
+                         "guests (polyaccel audit --emit)");
   plan.policy.cpu_dedicated_set = model.pus - reserved;
   plan.policy.cpu_shared_set = reserved;
   plan.policy.reserved_memory_per_node = options.reserve_memory_per_node;

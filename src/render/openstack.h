@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,8 +22,8 @@ namespace polyaccel::render {
 struct FlavorOptions {
   unsigned reserve_cores_per_node = 1;  // left to the host and emulator threads (cpu_shared_set)
   std::uint64_t reserve_memory_per_node = std::uint64_t{8} << 30;
-  // Page size for the guests when the host has no huge pages reserved yet.
-  std::uint64_t page_size_bytes = std::uint64_t{1} << 30;
+  // Page size for the guests; unset: the largest size the host already reserves, else 1 GiB.
+  std::optional<std::uint64_t> page_size_bytes;
 };
 
 struct Flavor {
@@ -42,14 +43,25 @@ struct FlavorPlan {
   unsigned accelerator_count = 0;
   place::HostPolicy policy;  // cpu_dedicated_set / cpu_shared_set after the reserve
   std::uint64_t page_size_bytes = 0;
-  std::vector<std::pair<unsigned, std::uint64_t>> hugepages_per_node;  // node -> pages to reserve
+  // node -> pages of page_size_bytes the flavors need reserved (the host may have fewer now)
+  std::vector<std::pair<unsigned, std::uint64_t>> hugepages_per_node;
   std::vector<Flavor> flavors;
   std::vector<std::string> notes;
 };
 
 inline constexpr int kFlavorsSchemaVersion = 1;
 
-// bad_input when the host has no accelerator to build flavors for.
+// The PCI alias for an accelerator model: its name in lower case, vendor words dropped, other
+// characters turned to hyphens ("Tesla V100-SXM2-16GB" -> "tesla-v100-sxm2-16gb").
+std::string alias_name(const Accelerator& accelerator);
+
+// bad_input when the options cannot be met on this host: a reserve that leaves a NUMA node with
+// CPUs no core or no memory for guests, a page size that does not divide what is left.
+Status check_flavor_options(const HostModel& model, const FlavorOptions& options);
+
+// Flavors from the host's capacity (CPUs and memory after the reserve): the huge pages they need
+// are a remedy (hugepages_per_node, audit --emit), not a limit. bad_input when the host has no
+// accelerator to build flavors for, or as check_flavor_options.
 Result<FlavorPlan> plan_flavors(const HostModel& model, const FlavorOptions& options);
 std::string openstack_commands(const FlavorPlan& plan);
 nlohmann::json to_json(const FlavorPlan& plan);

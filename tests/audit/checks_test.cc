@@ -443,6 +443,27 @@ TEST(AuditChecks, OneGigPagesBelongOnTheKernelCommandLine) {
   EXPECT_TRUE(with_id(audit(m, h), "hugepages.1g-runtime").empty());
 }
 
+// libvirt: "Unable to find any usable hugetlbfs mount for 1048576 KiB" unless each reserved
+// page size has its hugetlbfs mount.
+TEST(AuditChecks, EachReservedPageSizeNeedsAHugetlbfsMount) {
+  HostModel m = xe8640();
+  for (auto& n : m.numa_nodes)
+    n.hugepages = {{2ull << 20, 16, 16}, {1ull << 30, 4, 4}};
+  FakeHost h;
+  boot(h);
+  h.write("proc/meminfo", "MemTotal: 1000 kB\nHugepagesize:       2048 kB\n");
+  h.write("proc/mounts", "hugetlbfs /dev/hugepages hugetlbfs rw,relatime,pagesize=2M 0 0\n");
+  auto f = with_id(audit(m, h), "hugepages.mount");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].subject, "hugetlbfs 1 GiB");
+  EXPECT_NE(f[0].remedy.commands[0].find("pagesize=1G"), std::string::npos);
+  // A mount without pagesize= has the default size: then 2 MiB is covered, 1 GiB by its own.
+  h.write("proc/mounts",
+          "hugetlbfs /dev/hugepages hugetlbfs rw,relatime 0 0\n"
+          "none /dev/hugepages1G hugetlbfs rw,relatime,pagesize=1024M 0 0\n");
+  EXPECT_TRUE(with_id(audit(m, h), "hugepages.mount").empty());
+}
+
 TEST(AuditChecks, OnlyKeepsTheAskedIdsAndUnknownFactsStaySilent) {
   FakeHost h;  // nothing at all under the root
   auto all = audit(xe8640(), h, hypervisor());

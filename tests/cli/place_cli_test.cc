@@ -86,7 +86,8 @@ TEST(PlaceCli, CommitReleaseAndForeignState) {
   EXPECT_EQ(full.exit_code, 1);
   auto dup = run_command(place_cmd(state, "--vcpus 1 --memory 1GiB --commit --name vm0 2>&1"));
   EXPECT_EQ(dup.exit_code, 2);
-  auto rel = run_command(polyaccel_binary() + " release vm3 --state '" + state + "' --json");
+  auto rel = run_command(polyaccel_binary() + " release vm3 --topology '" + xe8640() +
+                         "' --state '" + state + "' --json");
   ASSERT_EQ(rel.exit_code, 0) << rel.output;
   EXPECT_EQ(nlohmann::json::parse(rel.output)["remaining"], 7);
   EXPECT_EQ(run_command(place_cmd(state, one_node + " --commit --name vm8")).exit_code, 0);
@@ -95,8 +96,10 @@ TEST(PlaceCli, CommitReleaseAndForeignState) {
   auto lj = nlohmann::json::parse(list.output);
   EXPECT_EQ(lj["placements"].size(), 8u);
   EXPECT_EQ(lj["host"], "testhost-nvidia");
-  EXPECT_EQ(
-      run_command(polyaccel_binary() + " release nope --state '" + state + "' 2>&1").exit_code, 2);
+  EXPECT_EQ(run_command(polyaccel_binary() + " release nope --topology '" + xe8640() +
+                        "' --state '" + state + "' 2>&1")
+                .exit_code,
+            2);
   // The same state read with another host's topology is refused, and left as it was.
   auto before = *read_text_file(state);
   auto other = run_command(
@@ -105,6 +108,27 @@ TEST(PlaceCli, CommitReleaseAndForeignState) {
       "' --state '" + state + "' --vcpus 1 --memory 1GiB --commit --name x 2>&1");
   EXPECT_EQ(other.exit_code, 2) << other.output;
   EXPECT_EQ(*read_text_file(state), before);
+  // So is a release from another host: it would free PUs that host does not have.
+  auto foreign_release = run_command(
+      polyaccel_binary() + " release vm0 --topology '" +
+      topology_fixture("2socket-2numa-36core-cpuonly-omnipath_xeon-e5-2695v4.xml").string() +
+      "' --state '" + state + "' 2>&1");
+  EXPECT_EQ(foreign_release.exit_code, 2) << foreign_release.output;
+  EXPECT_NE(foreign_release.output.find("records placements of host"), std::string::npos);
+  EXPECT_EQ(*read_text_file(state), before);
+  // A bare number is bytes: refused with what it means.
+  auto bytes = run_command(place_cmd(state, "--vcpus 1 --memory 4096 2>&1"));
+  EXPECT_EQ(bytes.exit_code, 2);
+  EXPECT_NE(bytes.output.find("4096 bytes, not a whole number of MiB"), std::string::npos)
+      << bytes.output;
+  // With --libvirt, a refusal goes to stderr: stdout (the XML file) stays empty.
+  auto nofit = run_command(place_cmd(
+      state, "--vcpus 999 --memory 1GiB --spec hw:cpu_policy=dedicated --libvirt 2>/dev/null"));
+  EXPECT_EQ(nofit.exit_code, 1);
+  EXPECT_EQ(nofit.output, "");
+  auto said = run_command(
+      place_cmd(state, "--vcpus 999 --memory 1GiB --spec hw:cpu_policy=dedicated 2>&1"));
+  EXPECT_EQ(said.output.rfind("No fit: ", 0), 0u) << said.output;
 }
 
 std::set<unsigned> held_pus_checked(const std::string& state, size_t& placements) {
@@ -207,6 +231,10 @@ TEST(FlavorsCli, CommandsAndJson) {
       run_command(polyaccel_binary() + " flavors --topology '" +
                   topology_fixture("24socket-24numa-384pu-cpuonly-1xmlx4_sgi.xml").string() + "'");
   EXPECT_EQ(cpu_only.exit_code, 1);
+  // A reserve the host cannot give is bad input, not "no flavor".
+  auto too_many = run_command(polyaccel_binary() + " flavors --topology '" + xe8640() +
+                              "' --reserve-cores-per-node 20 2>&1");
+  EXPECT_EQ(too_many.exit_code, 2) << too_many.output;
   auto report = run_command(polyaccel_binary() + " report --topology '" + xe8640() + "'");
   EXPECT_NE(report.output.find("== Accelerator flavors =="), std::string::npos);
   EXPECT_NE(report.output.find("openstack flavor create"), std::string::npos);

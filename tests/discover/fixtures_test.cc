@@ -404,3 +404,33 @@ TEST(Fixtures, Power9TarballMapsGpuMemoryNodesToTheirGpus) {
 
 }  // namespace
 }  // namespace polyaccel
+
+namespace polyaccel {
+namespace {
+
+// hwloc 2.9 with one core per die can give Package objects numbered 0,0,1,1: two sockets. The
+// test builds such an XML from hwloc's own synthetic 4-package machine, renumbered.
+TEST(Packages, DuplicateOsIndexesAreOneSocket) {
+  polyaccel::testing::TempDir tmp;
+  auto xml = tmp.path() / "dies.xml";
+  auto r = polyaccel::testing::run_command(
+      "lstopo-no-graphics --input 'pack:4 core:1 pu:2' --of xml - | sed "
+      "-e 's/type=\"Package\" os_index=\"1\"/type=\"Package\" os_index=\"0\"/' "
+      "-e 's/type=\"Package\" os_index=\"2\"/type=\"Package\" os_index=\"1\"/' "
+      "-e 's/type=\"Package\" os_index=\"3\"/type=\"Package\" os_index=\"1\"/' > '" +
+      xml.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  DiscoverOptions o;
+  o.topology_xml = xml.string();
+  o.backends = BackendMode::off;
+  auto m = discover_host(o);
+  ASSERT_TRUE(m) << m.error().message();
+  ASSERT_EQ(m->packages.size(), 2u);
+  EXPECT_EQ(m->packages[0].os_index, 0u);
+  EXPECT_EQ(m->packages[0].cpus.to_list(), "0-3");
+  EXPECT_EQ(m->packages[1].os_index, 1u);
+  EXPECT_EQ(m->packages[1].cpus.to_list(), "4-7");
+}
+
+}  // namespace
+}  // namespace polyaccel

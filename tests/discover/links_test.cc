@@ -53,7 +53,14 @@ TEST(Links, Xe8640ThreeGpusShareASwitchWithAnHcaAndTheFourthDoesNot) {
   const Accelerator& gcb = by_bus(m, "0000:cb:00.0");
   for (const auto& n : m.nics)
     EXPECT_EQ(label(m, gcb.id, n.id), "SYS") << n.id;
-  EXPECT_EQ(gcb.closest_nics.size(), 4u);  // every RDMA NIC ties at SYS
+  // Every RDMA NIC is SYS; the tie goes to the NUMA distance: mlx5_3 on node 5 (12, the same
+  // socket) beats the HCAs of nodes 1 and 3 (21, across the socket link).
+  ASSERT_EQ(gcb.closest_nics.size(), 1u);
+  const Nic* nearest = m.nic(gcb.closest_nics[0]);
+  ASSERT_TRUE(nearest);
+  EXPECT_EQ(nearest->rdma_devices, std::vector<std::string>{"mlx5_3"});
+  EXPECT_EQ(nearest->pci.numa_nodes, std::vector<unsigned>{5});
+  ASSERT_EQ(nccl_nics(m, gcb).size(), 1u);  // on its socket: run and Allocate use it
   // The two ports of one ConnectX-6 are PIX to each other.
   EXPECT_EQ(label(m, m.nic("0000:4d:00.0")->id, m.nic("0000:4d:00.1")->id), "PIX");
   // NVLink: 150 GB/s between each pair, 6 links of 25 GB/s.

@@ -117,10 +117,11 @@ TEST(Allocate, NvidiaGetsUuidsAndTheHcasBesideItsGpus) {
   // the ConnectX-7 mlx5_2.
   EXPECT_EQ(a->envs["NCCL_IB_HCA"], "=mlx5_0,mlx5_1,mlx5_2");
   EXPECT_TRUE(a->devices.empty());  // the NVIDIA container runtime makes the nodes
-  // cb:00.0 has no HCA nearer than across the socket: NCCL is left to choose.
+  // cb:00.0 (node 7) has no HCA on its node: the nearest by NUMA distance, on its socket, is
+  // mlx5_3 on node 5, as topo, run and the audit say.
   a = compute_allocation(m, gpu, nodes, {kGpuCb}, {});
   ASSERT_TRUE(a);
-  EXPECT_EQ(a->envs.count("NCCL_IB_HCA"), 0u);
+  EXPECT_EQ(a->envs["NCCL_IB_HCA"], "=mlx5_3");
   // A MIG device is named by its MIG UUID; its parent db:00.0 is beside mlx5_3.
   const auto& mig = resource(*rs, "nvidia.com/mig-2g.20gb");
   a = compute_allocation(m, mig, nodes, {mig.devices[0].id}, {});

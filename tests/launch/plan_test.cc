@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "discover/discover.h"
@@ -28,8 +29,10 @@ std::map<std::string, std::string> env_of(const LaunchPlan& p) {
   return {p.env.begin(), p.env.end()};
 }
 
-LaunchPlan rank_plan(const HostModel& m, unsigned rank, unsigned world) {
+LaunchPlan rank_plan(const HostModel& m, unsigned rank, unsigned world,
+                     std::optional<std::vector<std::string>> usable_netdevs = std::nullopt) {
   LaunchRequest r;
+  r.usable_netdevs = std::move(usable_netdevs);
   r.argv = {"python", "train.py"};
   r.local_rank = rank;
   r.local_world_size = world;
@@ -48,7 +51,8 @@ const Nic* nic_with_rdma(const HostModel& m, const std::string& rdma) {
 }
 
 // Every rank: one GPU, CPUs inside that GPU's NUMA node, memory on it, no CPU shared with
-// another rank; the NICs in NCCL_IB_HCA hang below the GPU's own PCIe switch.
+// another rank; the NICs in NCCL_IB_HCA hang below the GPU's own PCIe switch, or where the GPU
+// has no NIC on its node, sit on its socket (the NUMA-distance tie-break).
 void expect_ranks_disjoint_and_local(const HostModel& m, unsigned world) {
   CpuSet seen;
   for (unsigned r = 0; r < world; ++r) {
@@ -75,8 +79,21 @@ void expect_ranks_disjoint_and_local(const HostModel& m, unsigned world) {
       const Nic* nic = nic_with_rdma(m, names.substr(pos, comma - pos));
       ASSERT_NE(nic, nullptr) << names;
       ASSERT_FALSE(nic->pci.switches.empty());
-      EXPECT_EQ(nic->pci.switches.back().upstream_port, a->pci.switches.back().upstream_port)
-          << "rank " << r << " NIC " << names;
+      if (nic->pci.numa_nodes != a->pci.numa_nodes) {
+        const auto nic_node = nic->pci.numa_nodes.at(0);
+        bool same_socket = false;
+        for (const auto& pkg : m.packages) {
+          auto has = [&](unsigned n) {
+            return std::find(pkg.numa_nodes.begin(), pkg.numa_nodes.end(), n) !=
+                   pkg.numa_nodes.end();
+          };
+          same_socket = same_socket || (has(nic_node) && has(node->os_index));
+        }
+        EXPECT_TRUE(same_socket) << "rank " << r << " NIC " << names;
+      } else {
+        EXPECT_EQ(nic->pci.switches.back().upstream_port, a->pci.switches.back().upstream_port)
+            << "rank " << r << " NIC " << names;
+      }
       pos = comma + 1;
     }
   }
@@ -86,15 +103,18 @@ TEST(LaunchPlan, Xe8640FourRanksOwnTheirGpuNodeAndSwitchNic) {
   HostModel m = load(kXe8640);
   expect_ranks_disjoint_and_local(m, 4);
   // The README's layout: the GPUs of NUMA 1, 3, 5 share a switch with an HCA; 0000:cb:00.0 on
-  // NUMA 7 has none, so NCCL keeps its own choice there.
+  // NUMA 7 has none: the nearest by NUMA distance is mlx5_3 on node 5, its own socket.
   EXPECT_EQ(env_of(rank_plan(m, 0, 4))["NCCL_IB_HCA"], "=mlx5_0,mlx5_1");
   EXPECT_EQ(env_of(rank_plan(m, 1, 4))["NCCL_IB_HCA"], "=mlx5_2");
   EXPECT_EQ(env_of(rank_plan(m, 1, 4))["UCX_NET_DEVICES"], "mlx5_2:1");
-  EXPECT_EQ(env_of(rank_plan(m, 1, 4))["NCCL_SOCKET_IFNAME"], "=ibp94s0");
+  // The IPoIB port is named for NCCL's sockets only when it is up with an address.
+  EXPECT_EQ(env_of(rank_plan(m, 1, 4)).count("NCCL_SOCKET_IFNAME"), 0u);
+  EXPECT_EQ(env_of(rank_plan(m, 1, 4, std::vector<std::string>{"ibp94s0"}))["NCCL_SOCKET_IFNAME"],
+            "=ibp94s0");
   LaunchPlan lonely = rank_plan(m, 2, 4);
   EXPECT_EQ(lonely.gpus[0].to_string(), "0000:cb:00.0");
-  EXPECT_EQ(env_of(lonely).count("NCCL_IB_HCA"), 0u);
-  EXPECT_EQ(lonely.warnings.size(), 1u);
+  EXPECT_EQ(env_of(lonely)["NCCL_IB_HCA"], "=mlx5_3");
+  EXPECT_TRUE(lonely.warnings.empty());
   EXPECT_EQ(env_of(rank_plan(m, 3, 4))["CUDA_VISIBLE_DEVICES"], "3");
   EXPECT_EQ(env_of(rank_plan(m, 3, 4))["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
   // A whole GPU node: 14 cores, both hyperthreads of each.
@@ -114,7 +134,7 @@ TEST(LaunchPlan, JurecaOneHcaPerGpu) {
   expect_ranks_disjoint_and_local(m, 4);
   expect_ranks_disjoint_and_local(m, 8);
   for (unsigned r = 0; r < 4; ++r) {
-    auto env = env_of(rank_plan(m, r, 4));
+    auto env = env_of(rank_plan(m, r, 4, std::vector<std::string>{"ib0", "ib1", "ib2", "ib3"}));
     EXPECT_EQ(env["NCCL_IB_HCA"], "=mlx5_" + std::to_string(r)) << r;
     EXPECT_EQ(env["NCCL_SOCKET_IFNAME"], "=ib" + std::to_string(r)) << r;
   }
@@ -131,6 +151,24 @@ TEST(LaunchPlan, G4dnEightGpusOnTwoNodesNeverOverlap) {
     seen |= p.cpus;
   }
   EXPECT_EQ(seen, m.pus);
+}
+
+// EFA is driven by aws-ofi-nccl through libfabric, not by NCCL's IB transport: the run gets the
+// provider variables, as Allocate does, never an EFA device in NCCL_IB_HCA.
+TEST(LaunchPlan, G4dnEfaGetsLibfabricNotIbVariables) {
+  HostModel m = load(kG4dn);
+  bool efa_seen = false;
+  for (unsigned r = 0; r < 8; ++r) {
+    auto env = env_of(rank_plan(m, r, 8));
+    EXPECT_EQ(env.count("NCCL_IB_HCA"), 0u) << r;
+    EXPECT_EQ(env.count("UCX_NET_DEVICES"), 0u) << r;
+    if (env.count("FI_PROVIDER")) {
+      efa_seen = true;
+      EXPECT_EQ(env["FI_PROVIDER"], "efa");
+      EXPECT_EQ(env["FI_EFA_USE_DEVICE_RDMA"], "1");
+    }
+  }
+  EXPECT_TRUE(efa_seen);
 }
 
 TEST(LaunchPlan, GpusNPrefersGpusWithANicAndFewNodes) {

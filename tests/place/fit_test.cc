@@ -11,6 +11,22 @@
 namespace polyaccel::place {
 namespace {
 
+// Sum of the SLIT distances between the host nodes of a placement's cells (0 for one cell).
+unsigned node_distance(const HostView& v, const Placement& p) {
+  unsigned d = 0;
+  for (size_t i = 0; i < p.cells.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      size_t a = 0, b = 0;
+      for (size_t k = 0; k < v.cells.size(); ++k) {
+        if (v.cells[k].node == p.cells[i].host_numa_node) a = k;
+        if (v.cells[k].node == p.cells[j].host_numa_node) b = k;
+      }
+      d += v.distance(a, b);
+    }
+  }
+  return d;
+}
+
 using namespace polyaccel::place::testing;
 
 const std::vector<PciAlias>& gpu_aliases() {
@@ -497,10 +513,68 @@ TEST(Fit, SameVerdictAsNovasFirstFitOnRandomStreams) {
       if (!a.fit) continue;
       expect_valid(v, r, a.placement, ours);
       expect_valid(v, r, b.placement, ours);
+      EXPECT_LE(node_distance(v, a.placement), node_distance(v, b.placement))
+          << host << " request " << i << ": farther apart than Nova's first fit";
       a.placement.name = "g" + std::to_string(i);
       ours.push_back(a.placement);
     }
   }
+}
+
+// The XE8640 is two sockets of four SNC nodes (SLIT 10/12/21); JURECA two of four NPS nodes.
+TEST(Fit, MultiCellGuestsTakeTheNearestNodesOnOneSocket) {
+  const auto& xe = fixture(kXe8640);
+  auto v = view_of(xe);
+  auto two = request(16, 64, {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "2"}});
+  auto f = fit_on(v, two);
+  ASSERT_TRUE(f.fit) << f.reason;
+  EXPECT_EQ(node_distance(v, f.placement), 12u);
+  EXPECT_EQ(node_distance(v, f.placement),
+            node_distance(v, fit_on(v, two, {}, Strategy::first_fit).placement));
+  auto gpu = request(
+      16, 64,
+      {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "2"}, {"pci_passthrough:alias", "h100:1"}},
+      gpu_aliases());
+  auto g = fit_on(v, gpu);
+  ASSERT_TRUE(g.fit) << g.reason;
+  EXPECT_EQ(node_distance(v, g.placement), 12u);
+  auto j = view_of(fixture(kJureca));
+  auto jr = fit_on(j, request(16, 64, {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "2"}}));
+  ASSERT_TRUE(jr.fit) << jr.reason;
+  EXPECT_LE(
+      node_distance(j, jr.placement),
+      node_distance(
+          j, fit_on(j, request(16, 64, {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "2"}}),
+                    {}, Strategy::first_fit)
+                 .placement));
+  std::set<unsigned> sockets;
+  for (const auto& c : jr.placement.cells)
+    sockets.insert(*j.cell(c.host_numa_node)->socket);
+  EXPECT_EQ(sockets.size(), 1u);
+  // Four cells of the XE8640 fit one socket: they never take the other.
+  auto four = fit_on(v, request(16, 64, {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "4"}}));
+  ASSERT_TRUE(four.fit) << four.reason;
+  sockets.clear();
+  for (const auto& c : four.placement.cells)
+    sockets.insert(*v.cell(c.host_numa_node)->socket);
+  EXPECT_EQ(sockets.size(), 1u);
+}
+
+// hw:emulator_threads_policy=share puts the emulator threads on cpu_shared_set, as Nova does;
+// without the policy they stay on the guest's own PUs.
+TEST(Fit, EmulatorThreadsShareUseTheSharedSet) {
+  const auto& m = fixture(kXe8640);
+  HostPolicy p;
+  p.cpu_shared_set = CpuSet::parse_list("0-1,112-113").value();
+  p.cpu_dedicated_set = m.pus - *p.cpu_shared_set;
+  auto v = view_of(m, p);
+  auto share = fit_on(
+      v, request(4, 8, {{"hw:cpu_policy", "dedicated"}, {"hw:emulator_threads_policy", "share"}}));
+  ASSERT_TRUE(share.fit) << share.reason;
+  EXPECT_EQ(share.placement.emulator_pus, *p.cpu_shared_set);
+  auto unset = fit_on(v, request(4, 8, {{"hw:cpu_policy", "dedicated"}}));
+  ASSERT_TRUE(unset.fit);
+  EXPECT_EQ(unset.placement.emulator_pus, unset.placement.held_pus);
 }
 
 TEST(Fit, BigHostsAnswerQuickly) {

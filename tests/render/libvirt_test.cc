@@ -29,6 +29,15 @@ std::string validate(const std::string& xml, const std::string& type_for_virsh =
   return "";
 }
 
+LibvirtOptions named(const std::string& name, const std::string& arch = "x86_64",
+                     const std::string& machine = "q35") {
+  LibvirtOptions o;
+  o.name = name;
+  o.arch = arch;
+  o.machine = machine;
+  return o;
+}
+
 TEST(Libvirt, PinnedHugepageGpuGuestValidates) {
   HostModel m = fixture(kXe8640);
   for (auto& n : m.numa_nodes) {
@@ -47,8 +56,16 @@ TEST(Libvirt, PinnedHugepageGpuGuestValidates) {
                    {*place::parse_pci_alias_option("h100=10de:2330")});
   auto f = fit_on(v, r);
   ASSERT_TRUE(f.fit) << f.reason;
-  std::string xml = libvirt_domain_xml(f.placement, {"vm1"});
+  LibvirtOptions options = named("vm1");
+  for (const auto& core : m.cores)
+    options.host_cores.push_back(core.pus);
+  std::string xml = libvirt_domain_xml(f.placement, options);
   EXPECT_EQ(validate(xml, "test"), "") << xml;
+  // H100 BARs: UEFI and the host's address width for a 64-bit MMIO window; vCPU pairs pinned
+  // to sibling pairs are threads of one guest core.
+  EXPECT_NE(xml.find("<os firmware='efi'>"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<maxphysaddr mode='passthrough'/>"), std::string::npos);
+  EXPECT_NE(xml.find("threads='2'/>"), std::string::npos) << xml;
   const auto& c0 = f.placement.cells[0];
   EXPECT_NE(xml.find("<vcpupin vcpu='0' cpuset='" + std::to_string(c0.pinning[0].second) + "'/>"),
             std::string::npos);
@@ -85,7 +102,7 @@ TEST(Libvirt, SharedAndMixedGuestsValidate) {
                                   {"hw:cpu_dedicated_mask", "^0-1"},
                                   {"hw:mem_page_size", "2MiB"}}));
   ASSERT_TRUE(mixed.fit) << mixed.reason;
-  std::string xml = libvirt_domain_xml(mixed.placement, {"mixed"});
+  std::string xml = libvirt_domain_xml(mixed.placement, named("mixed"));
   EXPECT_EQ(validate(xml), "") << xml;
   EXPECT_NE(xml.find("<vcpupin vcpu='0' cpuset='" + mixed.placement.cells[0].shared_pus.to_list()),
             std::string::npos);
@@ -93,7 +110,7 @@ TEST(Libvirt, SharedAndMixedGuestsValidate) {
   auto floating = fit_on(v, request(4, 4, {{"pci_passthrough:alias", "t4:1"}},
                                     {*place::parse_pci_alias_option("t4=10de:1eb8")}));
   ASSERT_TRUE(floating.fit);
-  std::string plain = libvirt_domain_xml(floating.placement, {"plain"});
+  std::string plain = libvirt_domain_xml(floating.placement, named("plain"));
   EXPECT_EQ(validate(plain), "") << plain;
   EXPECT_EQ(plain.find("<cputune>"), std::string::npos);
   EXPECT_NE(plain.find("<hostdev"), std::string::npos);
@@ -109,7 +126,7 @@ TEST(Libvirt, PowerGuestGetsAHostBridgePerCell) {
                               {"hw:pci_numa_affinity_policy", "required"}},
                              {*place::parse_pci_alias_option("v100=10de")}));
   ASSERT_TRUE(f.fit) << f.reason;
-  std::string xml = libvirt_domain_xml(f.placement, {"power", "kvm", "ppc64le", "pseries"});
+  std::string xml = libvirt_domain_xml(f.placement, named("power", "ppc64le", "pseries"));
   EXPECT_EQ(validate(xml), "") << xml;
   EXPECT_NE(xml.find("<model name='spapr-pci-host-bridge'/>"), std::string::npos);
   EXPECT_EQ(xml.find("pcie"), std::string::npos);

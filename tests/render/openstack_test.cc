@@ -1,6 +1,8 @@
 // Flavors that tile real GPU hosts.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "place/place_test_support.h"
 #include "render/openstack.h"
 
@@ -71,11 +73,92 @@ TEST(Flavors, AcceleratorsOnOneSocketUseThatSocketsNodes) {
     if (f.accelerators == 4) x4 = &f;
   }
   ASSERT_NE(x4, nullptr);
-  // Two guests share node 0 (7 free cores: 3 whole cores each) and its 4 GiB of huge pages.
+  // Two guests share node 0 (7 free cores: 3 whole cores each) and its memory: the 4 GiB of
+  // huge pages reserved today are not the limit, the node's memory after the reserve is.
   EXPECT_EQ(x4->guests_per_host, 2u);
   EXPECT_EQ(x4->numa_nodes, 1u);
   EXPECT_EQ(x4->vcpus, 6u);
-  EXPECT_EQ(x4->memory_bytes, std::uint64_t{2} << 30);
+  EXPECT_GT(x4->memory_bytes, std::uint64_t{16} << 30);
+  EXPECT_LE(2 * x4->memory_bytes, model->numa_node(0)->memory_bytes);
+}
+
+// The g4dn has 10 GiB of 2 MiB pages per node today: the flavors are sized from the node's
+// memory, and the pool they need is the remedy printed with them.
+TEST(Flavors, ComeFromTheHostsCapacityNotItsCurrentPool) {
+  const auto& m = fixture(kG4dn);
+  auto plan = plan_flavors(m, {});
+  ASSERT_TRUE(plan) << plan.error().message();
+  ASSERT_FALSE(plan->flavors.empty());
+  const Flavor& one = plan->flavors[0];
+  EXPECT_EQ(one.accelerators, 1u);
+  // 4 T4 guests per node share what the node has after the 8 GiB reserve.
+  const std::uint64_t node = m.numa_node(0)->memory_bytes;
+  EXPECT_GT(one.memory_bytes, (node - (std::uint64_t{8} << 30)) / 4 - (std::uint64_t{1} << 30));
+  EXPECT_LE(one.memory_bytes * 4, node);
+  std::uint64_t pages = 0;
+  for (const auto& [n, p] : plan->hugepages_per_node)
+    pages += n == 0 ? p : 0;
+  EXPECT_GE(pages * plan->page_size_bytes, 4 * one.memory_bytes);
+  bool remedy = false;
+  for (const auto& note : plan->notes)
+    remedy = remedy || note.find("audit --emit") != std::string::npos;
+  EXPECT_TRUE(remedy);
+  // --page-size 1GiB is honoured even though the host reserves 2 MiB pages.
+  FlavorOptions gib;
+  gib.page_size_bytes = std::uint64_t{1} << 30;
+  auto big = plan_flavors(m, gib);
+  ASSERT_TRUE(big) << big.error().message();
+  EXPECT_EQ(big->page_size_bytes, std::uint64_t{1} << 30);
+  EXPECT_EQ(big->flavors[0].memory_bytes % (std::uint64_t{1} << 30), 0u);
+  EXPECT_NE(openstack_commands(*big).find("hw:mem_page_size=1GB"), std::string::npos);
+}
+
+TEST(Flavors, AnImpossibleReserveIsBadInput) {
+  FlavorOptions o;
+  o.reserve_cores_per_node = 20;  // the XE8640's nodes have 14 cores
+  auto plan = plan_flavors(fixture(kXe8640), o);
+  ASSERT_FALSE(plan);
+  EXPECT_EQ(plan.error().code, ErrorCode::bad_input);
+  EXPECT_NE(plan.error().message().find("has 14"), std::string::npos) << plan.error().message();
+}
+
+// One-GPU guests with two cells: each guest's cells on one socket, at SLIT distance 12.
+TEST(Flavors, OneGpuGuestsNeverSpanSockets) {
+  HostModel m = fixture(kXe8640);
+  auto plan = plan_flavors(m, {});
+  ASSERT_TRUE(plan);
+  const Flavor& one = plan->flavors[0];
+  // The host once the plan's huge pages are reserved.
+  for (auto& n : m.numa_nodes) {
+    for (const auto& [node, pages] : plan->hugepages_per_node) {
+      if (node == n.os_index) n.hugepages = {{plan->page_size_bytes, pages, pages}};
+    }
+  }
+  ASSERT_EQ(one.numa_nodes, 2u);
+  auto view = place::build_host_view(m, plan->policy);
+  ASSERT_TRUE(view);
+  auto request =
+      place::parse_request({one.vcpus, one.memory_bytes, one.extra_specs}, {plan->alias});
+  ASSERT_TRUE(request) << request.error().message();
+  std::vector<place::Placement> placed;
+  for (unsigned g = 0; g < one.guests_per_host; ++g) {
+    auto f = place::fit(*view, placed, *request);
+    ASSERT_TRUE(f && f->fit) << g;
+    std::set<unsigned> sockets;
+    for (const auto& c : f->placement.cells)
+      sockets.insert(*view->cell(c.host_numa_node)->socket);
+    EXPECT_EQ(sockets.size(), 1u) << "guest " << g;
+    f->placement.name = "g" + std::to_string(g);
+    placed.push_back(f->placement);
+  }
+}
+
+TEST(Flavors, AliasNamesKeepTheirHyphens) {
+  Accelerator a;
+  a.name = "Tesla V100-SXM2-16GB";
+  EXPECT_EQ(alias_name(a), "tesla-v100-sxm2-16gb");
+  a.name = "NVIDIA H100 80GB HBM3";
+  EXPECT_EQ(alias_name(a), "h100-80gb-hbm3");
 }
 
 TEST(Flavors, NoneWithoutAccelerators) {
