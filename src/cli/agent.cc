@@ -120,6 +120,8 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   eo.listen = options.listen;
   eo.names = *names;
   eo.hostname = options.hostname.empty() ? local_hostname(*model) : options.hostname;
+  eo.cluster_name = options.cluster_name;
+  eo.dcgm_hostname_label = options.dcgm_hostname_label;
   eo.version = POLYACCEL_VERSION;
   eo.stall_after = std::max(std::chrono::milliseconds(30000), *interval * 6);
   exporter::Sources sources{

@@ -82,7 +82,7 @@ class DcgmCollector : public Collector {
                       {"device", "nvidia" + index},
                       {"modelName", d.name},
                       {"pci_bus_id", nvml_bus_id(d.pci_bus_id)},
-                      {"Hostname", in.hostname},
+                      {in.dcgm_hostname_label, in.hostname},
                       {"DCGM_FI_DRIVER_VERSION", d.inventory.driver_version}};
           if (s.mig) {
             l.push_back({"GPU_I_PROFILE", s.mig->profile_name});
