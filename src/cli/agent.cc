@@ -104,8 +104,12 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
       *model,
       use_backends ? make_all_backends() : std::vector<std::unique_ptr<AcceleratorBackend>>{}, mo);
   exporter::HostSampler host(*model, filesystem_root(discover), *interval);
-  host.set_extras(
-      {options.state, audit_interval, [&] { return exporter::last_samples(*monitor.snapshot()); }});
+  host.set_extras({options.state, audit_interval,
+                   [&] { return exporter::last_samples(*monitor.snapshot()); },
+                   [&]() -> std::shared_ptr<const HostModel> {
+                     auto snap = monitor.snapshot();
+                     return snap->ready ? snap->host : nullptr;
+                   }});
   std::unique_ptr<PodResourcesClient> pods;
   if (!options.pod_resources_socket.empty()) {
     PodResourcesOptions po;
@@ -113,6 +117,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
     po.interval = *interval;
     pods = std::make_unique<PodResourcesClient>(po);
   }
+  subscribe_node_labels(monitor, options);  // before start(): the first publication counts
   monitor.start();
   host.start();
   if (pods) pods->start();

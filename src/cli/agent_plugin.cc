@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "render/labels.h"
+
 namespace polyaccel::cli {
 
 Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const AcceleratorMonitor& monitor,
@@ -30,6 +32,28 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
   Status st = runner->start(std::chrono::seconds(60));
   if (!st) return st.error();
   return runner;
+}
+
+bool device_plugin_off(const AgentOptions& options) {
+  return options.kubelet_dir.empty() || !std::filesystem::is_directory(options.kubelet_dir);
+}
+
+int subscribe_node_labels(AcceleratorMonitor& monitor, const AgentOptions& options) {
+  if (options.nfd_features_dir.empty() || !device_plugin_off(options)) return 0;
+  std::string path = options.nfd_features_dir + "/polyaccel";
+  std::string strategy = options.mig_strategy.empty() ? "none" : options.mig_strategy;
+  auto failed = std::make_shared<std::string>();  // the last error, said once
+  return monitor.subscribe(
+      [path, strategy, failed](const AcceleratorSnapshot& snap, const MonitorChange& change) {
+        if (!change.device_set || !snap.ready) return;
+        LabelOptions lo;
+        lo.mig_strategy = strategy;
+        auto w = write_feature_file(path, node_labels(*snap.host, lo));
+        std::string error = w ? std::string() : w.error().message();
+        if (!error.empty() && error != *failed)
+          std::cerr << "polyaccel agent: node labels: " << error << "\n";
+        *failed = error;
+      });
 }
 
 }  // namespace polyaccel::cli

@@ -1,6 +1,7 @@
 #include "core/file_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,7 +43,8 @@ std::optional<std::int64_t> read_int_file(const std::filesystem::path& path) {
   return v;
 }
 
-Status write_file_atomically(const std::filesystem::path& path, const std::string& content) {
+Status write_file_atomically(const std::filesystem::path& path, const std::string& content,
+                             std::optional<unsigned> mode) {
   auto fail = [&](const std::string& what) {
     return Error{ErrorCode::io, path.string(), what + ": " + std::strerror(errno), {}};
   };
@@ -61,6 +63,12 @@ Status write_file_atomically(const std::filesystem::path& path, const std::strin
       return e;
     }
     off += static_cast<size_t>(n);
+  }
+  if (mode && ::fchmod(fd, static_cast<mode_t>(*mode & 07777)) != 0) {
+    Error e = fail("cannot set the mode");
+    ::close(fd);
+    ::unlink(tmpl.c_str());
+    return e;
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     Error e = fail("cannot flush");

@@ -20,6 +20,8 @@ std::optional<std::int64_t> read_int_file(const std::filesystem::path& path);
 
 // Writes to a temporary file in the same directory, fsyncs it, renames it over `path` and
 // fsyncs the directory: a reader sees the old or the new content, never a part (DESIGN.md).
-Status write_file_atomically(const std::filesystem::path& path, const std::string& content);
+// The file gets mode 0600 (mkstemp's), or `mode` when given (0644 for a file other users read).
+Status write_file_atomically(const std::filesystem::path& path, const std::string& content,
+                             std::optional<unsigned> mode = std::nullopt);
 
 }  // namespace polyaccel

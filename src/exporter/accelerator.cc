@@ -159,6 +159,10 @@ void collect_state(const ScrapeInput& in, Families& out) {
                     MetricType::Gauge);
   auto mig_memory = family("polyaccel_accelerator_mig_instance_memory_bytes",
                            "Memory of a MIG instance.", MetricType::Gauge);
+  auto reasons = family("polyaccel_accelerator_clock_event_reasons",
+                        "1 for each reason the vendor library gives now for holding the clocks "
+                        "down (NVIDIA clock events, AMD and Gaudi throttling).",
+                        MetricType::Gauge);
   for (const auto& d : in.accelerators->devices) {
     DeviceSeries whole{&d, nullptr, std::nullopt};
     Labels base = neutral_labels(whole);
@@ -176,6 +180,10 @@ void collect_state(const ScrapeInput& in, Families& out) {
       add_sample(events, with(base, {{"kind", to_string(kind)}}),
                  static_cast<double>(d.event_count(kind)));
     }
+    if (d.sample && d.sample->reachable) {
+      for (const auto& r : d.sample->throttle_reason_names)
+        add_sample(reasons, with(base, {{"reason", r}}), 1);
+    }
     for (const auto& [xid, count] : d.xid_count)
       add_sample(xids, with(base, {{"xid", std::to_string(xid)}}), static_cast<double>(count));
     for (const auto& s : device_series(d, *in.pods, true)) {
@@ -189,7 +197,7 @@ void collect_state(const ScrapeInput& in, Families& out) {
       add_sample(mig_memory, l, static_cast<double>(s.mig->memory_bytes));
     }
   }
-  emit(out, {&info, &healthy, &up, &age, &events, &xids, &mig, &mig_memory});
+  emit(out, {&info, &healthy, &up, &age, &events, &xids, &mig, &mig_memory, &reasons});
 }
 
 class AcceleratorCollector : public Collector {
