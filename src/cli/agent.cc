@@ -152,6 +152,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   auto started = start_device_plugin(monitor, options, discover);
   if (!started) return fail(started.error());
   plugin = std::move(*started);
+  say_why_no_node_labels(options);
   std::cerr << "polyaccel agent: serving /metrics and /healthz on port " << (*http)->port()
             << ", sampling every " << interval->count() << " ms\n";
   wait_for_signal(signals);

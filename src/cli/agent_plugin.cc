@@ -38,8 +38,18 @@ bool device_plugin_off(const AgentOptions& options) {
   return options.kubelet_dir.empty() || !std::filesystem::is_directory(options.kubelet_dir);
 }
 
+void say_why_no_node_labels(const AgentOptions& options) {
+  if (options.nfd_features_dir.empty() || !device_plugin_off(options) ||
+      std::filesystem::is_directory(options.nfd_features_dir)) {
+    return;
+  }
+  std::cerr << "polyaccel agent: no node labels: " << options.nfd_features_dir
+            << " is not a directory (no node-feature-discovery on this host?)\n";
+}
+
 int subscribe_node_labels(AcceleratorMonitor& monitor, const AgentOptions& options) {
   if (options.nfd_features_dir.empty() || !device_plugin_off(options)) return 0;
+  if (!std::filesystem::is_directory(options.nfd_features_dir)) return 0;  // said once later
   std::string path = options.nfd_features_dir + "/polyaccel";
   std::string strategy = options.mig_strategy.empty() ? "none" : options.mig_strategy;
   auto failed = std::make_shared<std::string>();  // the last error, said once

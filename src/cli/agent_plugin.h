@@ -21,5 +21,7 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
 // whenever the device set changes. Subscribes to `monitor` (before its start); returns the
 // listener id, or 0 when there is nothing to write.
 int subscribe_node_labels(AcceleratorMonitor& monitor, const AgentOptions& options);
+// One line on stderr when there will be no node labels because the directory is missing.
+void say_why_no_node_labels(const AgentOptions& options);
 
 }  // namespace polyaccel::cli
