@@ -95,8 +95,12 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
       *model,
       use_backends ? make_all_backends() : std::vector<std::unique_ptr<AcceleratorBackend>>{}, mo);
   exporter::HostSampler host(*model, filesystem_root(discover), *interval);
-  host.set_extras(
-      {options.state, audit_interval, [&] { return exporter::last_samples(*monitor.snapshot()); }});
+  host.set_extras({options.state, audit_interval,
+                   [&] { return exporter::last_samples(*monitor.snapshot()); },
+                   [&]() -> std::shared_ptr<const HostModel> {
+                     auto snap = monitor.snapshot();
+                     return snap->ready ? snap->host : nullptr;
+                   }});
   std::unique_ptr<PodResourcesClient> pods;
   if (!options.pod_resources_socket.empty()) {
     PodResourcesOptions po;
@@ -104,6 +108,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
     po.interval = *interval;
     pods = std::make_unique<PodResourcesClient>(po);
   }
+  subscribe_node_labels(monitor, options);  // before start(): the first publication counts
   monitor.start();
   host.start();
   if (pods) pods->start();
@@ -111,6 +116,8 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   eo.listen = options.listen;
   eo.names = *names;
   eo.hostname = options.hostname.empty() ? local_hostname(*model) : options.hostname;
+  eo.cluster_name = options.cluster_name;
+  eo.dcgm_hostname_label = options.dcgm_hostname_label;
   eo.version = POLYACCEL_VERSION;
   eo.stall_after = std::max(std::chrono::milliseconds(30000), *interval * 6);
   exporter::Sources sources{
@@ -136,6 +143,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   auto started = start_device_plugin(monitor, options, discover);
   if (!started) return fail(started.error());
   plugin = std::move(*started);
+  say_why_no_node_labels(options);
   std::cerr << "polyaccel agent: serving /metrics and /healthz on port " << (*http)->port()
             << ", sampling every " << interval->count() << " ms\n";
   wait_for_signal(signals);

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "share/time_slicing.h"
+#include "render/labels.h"
 
 namespace polyaccel::cli {
 
@@ -40,6 +41,38 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
   Status st = runner->start(std::chrono::seconds(60));
   if (!st) return st.error();
   return runner;
+}
+
+bool device_plugin_off(const AgentOptions& options) {
+  return options.kubelet_dir.empty() || !std::filesystem::is_directory(options.kubelet_dir);
+}
+
+void say_why_no_node_labels(const AgentOptions& options) {
+  if (options.nfd_features_dir.empty() || !device_plugin_off(options) ||
+      std::filesystem::is_directory(options.nfd_features_dir)) {
+    return;
+  }
+  std::cerr << "polyaccel agent: no node labels: " << options.nfd_features_dir
+            << " is not a directory (no node-feature-discovery on this host?)\n";
+}
+
+int subscribe_node_labels(AcceleratorMonitor& monitor, const AgentOptions& options) {
+  if (options.nfd_features_dir.empty() || !device_plugin_off(options)) return 0;
+  if (!std::filesystem::is_directory(options.nfd_features_dir)) return 0;  // said once later
+  std::string path = options.nfd_features_dir + "/polyaccel";
+  std::string strategy = options.mig_strategy.empty() ? "none" : options.mig_strategy;
+  auto failed = std::make_shared<std::string>();  // the last error, said once
+  return monitor.subscribe(
+      [path, strategy, failed](const AcceleratorSnapshot& snap, const MonitorChange& change) {
+        if (!change.device_set || !snap.ready) return;
+        LabelOptions lo;
+        lo.mig_strategy = strategy;
+        auto w = write_feature_file(path, node_labels(*snap.host, lo));
+        std::string error = w ? std::string() : w.error().message();
+        if (!error.empty() && error != *failed)
+          std::cerr << "polyaccel agent: node labels: " << error << "\n";
+        *failed = error;
+      });
 }
 
 }  // namespace polyaccel::cli

@@ -16,4 +16,12 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
                                                                 const AgentOptions& options,
                                                                 const DiscoverOptions& discover);
 
+// Without the device plugin (it writes them itself when it runs), the node labels still go to
+// --nfd-features-dir: written from the monitor's model when the accelerators are first known and
+// whenever the device set changes. Subscribes to `monitor` (before its start); returns the
+// listener id, or 0 when there is nothing to write.
+int subscribe_node_labels(AcceleratorMonitor& monitor, const AgentOptions& options);
+// One line on stderr when there will be no node labels because the directory is missing.
+void say_why_no_node_labels(const AgentOptions& options);
+
 }  // namespace polyaccel::cli

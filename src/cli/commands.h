@@ -85,7 +85,9 @@ struct AgentOptions {
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string health_config;  // YAML with a health: section (docs/accelerators.md)
   std::string hostname;       // the Hostname/hostname label; default: this host's name
-  bool once = false;          // print one scrape on stdout and exit
+  std::string cluster_name;   // AMD's cluster_name label
+  std::string dcgm_hostname_label = "Hostname";  // Hostname (dcgm-exporter 4.x) or hostname
+  bool once = false;                             // print one scrape on stdout and exit
   // The device plugin (docs/kubernetes.md); an empty --kubelet-dir turns it off.
   std::string kubelet_dir = "/var/lib/kubelet/device-plugins";
   std::string sharing_config;

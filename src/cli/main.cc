@@ -189,6 +189,13 @@ int main(int argc, char** argv) {
                    "YAML file with a health: section")
       ->type_name("FILE");
   agent->add_option("--hostname", agent_options.hostname, "the hostname label");
+  agent->add_option("--cluster-name", agent_options.cluster_name,
+                    "the cluster_name label of AMD's names (its dashboards select by it)");
+  agent
+      ->add_option("--dcgm-hostname-label", agent_options.dcgm_hostname_label,
+                   "host label of the DCGM names: Hostname (released dcgm-exporter) or hostname")
+      ->check(CLI::IsMember({"Hostname", "hostname"}))
+      ->capture_default_str();
   agent->add_flag("--once", agent_options.once, "print one scrape on stdout and exit");
   agent
       ->add_option("--kubelet-dir", agent_options.kubelet_dir,

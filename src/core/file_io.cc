@@ -161,7 +161,8 @@ int create_temporary(const std::filesystem::path& target, std::string& name) {
 
 }  // namespace
 
-Status write_file_atomically(const std::filesystem::path& requested, const std::string& content) {
+Status write_file_atomically(const std::filesystem::path& requested, const std::string& content,
+                             std::optional<unsigned> mode) {
   auto fail = [&](const std::string& what) {
     return Error{ErrorCode::io, requested.string(), what + ": " + std::strerror(errno), {}};
   };
@@ -185,8 +186,12 @@ Status write_file_atomically(const std::filesystem::path& requested, const std::
   std::string tmp;
   int fd = create_temporary(path, tmp);
   if (fd < 0) return fail("cannot create a temporary file");
-  // Replacing a file keeps its permissions (a state file other readers may read).
-  if (exists) ::fchmod(fd, existing.st_mode & 07777);
+  // Replacing a file keeps its permissions (a state file other readers may read), unless the
+  // caller names the mode.
+  if (mode)
+    ::fchmod(fd, static_cast<mode_t>(*mode & 07777));
+  else if (exists)
+    ::fchmod(fd, existing.st_mode & 07777);
   if (!write_all(fd, content)) {
     Error e = fail("cannot write");
     ::close(fd);

@@ -42,7 +42,9 @@ std::optional<std::int64_t> read_int_file(const std::filesystem::path& path);
 // fsyncs the directory: a reader sees the old or the new content, never a part (DESIGN.md).
 // A symbolic link is followed (its target is replaced, the link stays); a character device or
 // FIFO is written through, never replaced by a regular file; a directory, socket or block device
-// is refused. The new file keeps the mode of the one it replaces, or gets 0666 less the umask.
-Status write_file_atomically(const std::filesystem::path& path, const std::string& content);
+// is refused. The new file keeps the mode of the one it replaces, or gets 0666 less the umask;
+// `mode`, when given, is set whatever the umask (0644 for a file other users must read).
+Status write_file_atomically(const std::filesystem::path& path, const std::string& content,
+                             std::optional<unsigned> mode = std::nullopt);
 
 }  // namespace polyaccel

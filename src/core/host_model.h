@@ -164,6 +164,7 @@ struct AcceleratorInventory {
   std::string uuid;
   std::string serial;
   std::string product_name;
+  std::string board_part_number;  // AMD: the board's model number, "102-G30211-0C"
   std::uint64_t memory_total_bytes = 0;
   std::string driver_version;
   std::string compute_capability;   // NVIDIA "9.0"

@@ -35,13 +35,11 @@ std::vector<TableMetric> neutral_table() {
        "Temperature of a sensor.",
        MetricType::Gauge,
        [](D, S s) { return s.gpu_temperature_c; },
-       false,
        {{"sensor", "gpu"}}},
       {"polyaccel_accelerator_temperature_celsius",
        "Temperature of a sensor.",
        MetricType::Gauge,
        [](D, S s) { return s.memory_temperature_c; },
-       false,
        {{"sensor", "memory"}}},
       {"polyaccel_accelerator_power_watts", "Power draw.", MetricType::Gauge,
        [](D, S s) { return s.power_watts; }},
@@ -58,7 +56,6 @@ std::vector<TableMetric> neutral_table() {
        "Clock frequency.",
        MetricType::Gauge,
        [](D, S s) { return s.sm_clock_mhz ? std::optional(*s.sm_clock_mhz * 1e6) : std::nullopt; },
-       false,
        {{"clock", "compute"}}},
       {"polyaccel_accelerator_clock_hertz",
        "Clock frequency.",
@@ -66,7 +63,6 @@ std::vector<TableMetric> neutral_table() {
        [](D, S s) {
          return s.memory_clock_mhz ? std::optional(*s.memory_clock_mhz * 1e6) : std::nullopt;
        },
-       false,
        {{"clock", "memory"}}},
       {"polyaccel_accelerator_pcie_replays_total", "PCIe link replays (retries).",
        MetricType::Counter, [](D, S s) { return as_double(s.pcie_replay_count); }},
@@ -74,49 +70,41 @@ std::vector<TableMetric> neutral_table() {
        "Memory ECC errors.",
        MetricType::Counter,
        [](D, S s) { return as_double(s.ecc_corrected_volatile); },
-       false,
        {{"type", "corrected"}, {"scope", "volatile"}}},
       {"polyaccel_accelerator_ecc_errors_total",
        "Memory ECC errors.",
        MetricType::Counter,
        [](D, S s) { return as_double(s.ecc_uncorrected_volatile); },
-       false,
        {{"type", "uncorrected"}, {"scope", "volatile"}}},
       {"polyaccel_accelerator_ecc_errors_total",
        "Memory ECC errors.",
        MetricType::Counter,
        [](D, S s) { return as_double(s.ecc_corrected_aggregate); },
-       false,
        {{"type", "corrected"}, {"scope", "aggregate"}}},
       {"polyaccel_accelerator_ecc_errors_total",
        "Memory ECC errors.",
        MetricType::Counter,
        [](D, S s) { return as_double(s.ecc_uncorrected_aggregate); },
-       false,
        {{"type", "uncorrected"}, {"scope", "aggregate"}}},
       {"polyaccel_accelerator_retired_pages_total",
        "Memory pages retired.",
        MetricType::Counter,
        [](D, S s) { return as_double(s.retired_pages_single_bit); },
-       false,
        {{"cause", "single_bit"}}},
       {"polyaccel_accelerator_retired_pages_total",
        "Memory pages retired.",
        MetricType::Counter,
        [](D, S s) { return as_double(s.retired_pages_double_bit); },
-       false,
        {{"cause", "double_bit"}}},
       {"polyaccel_accelerator_remapped_rows_total",
        "Memory rows remapped.",
        MetricType::Counter,
        [](D, S s) { return as_double(s.remapped_rows_correctable); },
-       false,
        {{"cause", "correctable"}}},
       {"polyaccel_accelerator_remapped_rows_total",
        "Memory rows remapped.",
        MetricType::Counter,
        [](D, S s) { return as_double(s.remapped_rows_uncorrectable); },
-       false,
        {{"cause", "uncorrectable"}}},
       {"polyaccel_accelerator_row_remap_pending", "1 when a row remap waits for a reset.",
        MetricType::Gauge, [flag](D, S s) { return flag(s.remapped_rows_pending); }},
@@ -159,6 +147,10 @@ void collect_state(const ScrapeInput& in, Families& out) {
                     MetricType::Gauge);
   auto mig_memory = family("polyaccel_accelerator_mig_instance_memory_bytes",
                            "Memory of a MIG instance.", MetricType::Gauge);
+  auto reasons = family("polyaccel_accelerator_clock_event_reasons",
+                        "1 for each reason the vendor library gives now for holding the clocks "
+                        "down (NVIDIA clock events, AMD and Gaudi throttling).",
+                        MetricType::Gauge);
   for (const auto& d : in.accelerators->devices) {
     DeviceSeries whole{&d, nullptr, std::nullopt};
     Labels base = neutral_labels(whole);
@@ -176,6 +168,10 @@ void collect_state(const ScrapeInput& in, Families& out) {
       add_sample(events, with(base, {{"kind", to_string(kind)}}),
                  static_cast<double>(d.event_count(kind)));
     }
+    if (d.sample && d.sample->reachable) {
+      for (const auto& r : d.sample->throttle_reason_names)
+        add_sample(reasons, with(base, {{"reason", r}}), 1);
+    }
     for (const auto& [xid, count] : d.xid_count)
       add_sample(xids, with(base, {{"xid", std::to_string(xid)}}), static_cast<double>(count));
     for (const auto& s : device_series(d, *in.pods, true)) {
@@ -189,7 +185,7 @@ void collect_state(const ScrapeInput& in, Families& out) {
       add_sample(mig_memory, l, static_cast<double>(s.mig->memory_bytes));
     }
   }
-  emit(out, {&info, &healthy, &up, &age, &events, &xids, &mig, &mig_memory});
+  emit(out, {&info, &healthy, &up, &age, &events, &xids, &mig, &mig_memory, &reasons});
 }
 
 class AcceleratorCollector : public Collector {

@@ -1,6 +1,9 @@
 // AMD GPUs under ROCm device-metrics-exporter's names and labels
 // (../shared/reference/amd-gaudi-sriov.md §1.2). Its labels are always present, empty when
 // unknown (pod, namespace, container without kubelet), as it emits them.
+#include <algorithm>
+#include <cctype>
+
 #include "exporter/sample_table.h"
 
 namespace polyaccel::exporter {
@@ -30,8 +33,12 @@ std::vector<TableMetric> amd_table() {
                     ? std::optional(static_cast<double>(*s.energy_millijoules) * 1000)
                     : std::nullopt;
        }},
+      {"gpu_gfx_busy_instantaneous", "GPU GFX busy, instantaneous (%)", MetricType::Gauge,
+       [](D, S s) { return s.gpu_utilization_percent; }},
       {"gpu_junction_temperature", "GPU junction temperature (C)", MetricType::Gauge,
-       [](D, S s) { return s.gpu_temperature_c; }},
+       [](D, S s) {
+         return s.hotspot_temperature_c ? s.hotspot_temperature_c : s.gpu_temperature_c;
+       }},
       {"gpu_memory_temperature", "GPU memory temperature (C)", MetricType::Gauge,
        [](D, S s) { return s.memory_temperature_c; }},
       {"gpu_total_vram", "GPU total VRAM (MB)", MetricType::Gauge,
@@ -48,23 +55,80 @@ std::vector<TableMetric> amd_table() {
        "GPU clock (MHz)",
        MetricType::Gauge,
        [](D, S s) { return as_double(s.sm_clock_mhz); },
-       false,
-       {{"clock_index", "0"}, {"clock_type", "GPU_CLOCK_TYPE_SYSTEM"}}},
+       {{"clock_index", "0"}, {"clock_type", "system"}}},
       {"gpu_clock",
        "GPU clock (MHz)",
        MetricType::Gauge,
        [](D, S s) { return as_double(s.memory_clock_mhz); },
-       false,
-       {{"clock_index", "0"}, {"clock_type", "GPU_CLOCK_TYPE_MEMORY"}}},
+       {{"clock_index", "0"}, {"clock_type", "memory"}}},
       {"pcie_replay_count", "PCIe replay count", MetricType::Gauge,
        [](D, S s) { return as_double(s.pcie_replay_count); }},
+      // AMD's exporter reads amdsmi_get_gpu_total_ecc_count: the counts since the driver loaded
+      // (what the backends call volatile); the aggregate where a backend has only that.
       {"gpu_ecc_correct_total", "Total correctable ECC errors", MetricType::Gauge,
-       [](D, S s) { return as_double(s.ecc_corrected_aggregate); }},
+       [](D, S s) {
+         return as_double(s.ecc_corrected_volatile ? s.ecc_corrected_volatile
+                                                   : s.ecc_corrected_aggregate);
+       }},
       {"gpu_ecc_uncorrect_total", "Total uncorrectable ECC errors", MetricType::Gauge,
-       [](D, S s) { return as_double(s.ecc_uncorrected_aggregate); }},
+       [](D, S s) {
+         return as_double(s.ecc_uncorrected_volatile ? s.ecc_uncorrected_volatile
+                                                     : s.ecc_uncorrected_aggregate);
+       }},
+      {"pcie_speed", "Current PCIe speed (GT/s)", MetricType::Gauge,
+       [](D, S s) { return s.pcie_link_speed_gts; }},
+      {"pcie_bandwidth", "Current PCIe bandwidth (Mb/s)", MetricType::Gauge,
+       [](D, S s) {
+         return s.pcie_bandwidth_bytes_per_second
+                    ? std::optional(*s.pcie_bandwidth_bytes_per_second * 8 / 1e6)
+                    : std::nullopt;
+       }},
+      {"pcie_recovery_count", "PCIe link recoveries (L0 to recovery)", MetricType::Gauge,
+       [](D, S s) { return as_double(s.pcie_recovery_count); }},
+      {"pcie_replay_rollover_count", "PCIe replay rollovers", MetricType::Gauge,
+       [](D, S s) { return as_double(s.pcie_replay_rollover_count); }},
+      {"pcie_nack_sent_count", "PCIe NAKs sent", MetricType::Gauge,
+       [](D, S s) { return as_double(s.pcie_nak_sent_count); }},
+      {"pcie_nack_received_count", "PCIe NAKs received", MetricType::Gauge,
+       [](D, S s) { return as_double(s.pcie_nak_received_count); }},
       {"gpu_health", "GPU health: 1 healthy, 0 unhealthy", MetricType::Gauge,
        [](D d, S) { return std::optional<double>(d.health.healthy ? 1 : 0); }},
   };
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// device-metrics-exporter's labels: the mandatory ones always (empty where unknown: no Slurm job
+// here), and the opt-in ones of its example config. card_model is the board part number, which
+// its dashboards match to tell MI3xx from MI2xx; card_series the marketing name.
+Labels amd_labels(const ScrapeInput& in, const DeviceSeries& s) {
+  const MonitoredDevice& d = *s.device;
+  const auto& pod = s.pod;
+  return Labels{{"serial_number", d.inventory.serial},
+                {"gpu_id", std::to_string(d.inventory.index)},
+                {"gpu_uuid", d.inventory.uuid},
+                {"card_model",
+                 d.inventory.board_part_number.empty() ? d.name : d.inventory.board_part_number},
+                {"card_series", d.name},
+                {"card_vendor", "AMD"},
+                {"vbios_version", ""},
+                {"hostname", in.hostname},
+                {"cluster_name", in.cluster_name},
+                {"deployment_mode", "baremetal"},
+                {"gpu_partition_id", "0"},
+                {"gpu_compute_partition_type", lower(d.inventory.compute_partition)},
+                {"gpu_memory_partition_type", lower(d.inventory.memory_partition)},
+                {"driver_version", d.inventory.driver_version},
+                {"job_id", ""},
+                {"job_user", ""},
+                {"job_partition", ""},
+                {"pod", pod ? pod->pod : ""},
+                {"namespace", pod ? pod->pod_namespace : ""},
+                {"container", pod ? pod->container : ""}};
 }
 
 class AmdCollector : public Collector {
@@ -73,31 +137,24 @@ class AmdCollector : public Collector {
   Status collect(const ScrapeInput& in, Families& out) const override {
     if (!in.names.count(NameSet::amd)) return Ok{};
     static const std::vector<TableMetric> table = amd_table();
-    collect_table(
-        in, Vendor::amd, table,
-        [&](const DeviceSeries& s) {
-          const MonitoredDevice& d = *s.device;
-          const auto& pod = s.pod;
-          return Labels{{"serial_number", d.inventory.serial},
-                        {"gpu_id", std::to_string(d.inventory.index)},
-                        {"gpu_uuid", d.inventory.uuid},
-                        {"card_model", d.name},
-                        {"hostname", in.hostname},
-                        {"gpu_partition_id", "0"},
-                        {"gpu_compute_partition_type", d.inventory.compute_partition},
-                        {"gpu_memory_partition_type", d.inventory.memory_partition},
-                        {"driver_version", d.inventory.driver_version},
-                        {"pod", pod ? pod->pod : ""},
-                        {"namespace", pod ? pod->pod_namespace : ""},
-                        {"container", pod ? pod->container : ""}};
-        },
-        out);
+    auto labels = [&](const DeviceSeries& s) { return amd_labels(in, s); };
+    collect_table(in, Vendor::amd, table, labels, out);
+    // The link's maximum speed is the slot's: sysfs (max_link_speed), through the host sample.
+    auto max_speed = family("pcie_max_speed", "Maximum PCIe speed (GT/s)", MetricType::Gauge);
+    for (const auto& d : in.accelerators->devices) {
+      if (d.vendor != Vendor::amd || !d.sample || !d.sample->reachable) continue;
+      const Accelerator* a = in.host->host->accelerator(d.pci_bus_id);
+      if (!a || a->pci.link.max_speed_gts <= 0) continue;
+      for (const auto& s : device_series(d, *in.pods, false))
+        add_sample(max_speed, labels(s), a->pci.link.max_speed_gts);
+    }
+    emit(out, {&max_speed});
     double count = 0;
     for (const auto& d : in.accelerators->devices)
       count += d.vendor == Vendor::amd ? 1 : 0;
     if (count > 0) {
       auto nodes = family("gpu_nodes_total", "Number of GPUs in the node", MetricType::Gauge);
-      add_sample(nodes, {{"hostname", in.hostname}}, count);
+      add_sample(nodes, {{"hostname", in.hostname}, {"cluster_name", in.cluster_name}}, count);
       emit(out, {&nodes});
     }
     return Ok{};

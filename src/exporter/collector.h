@@ -29,6 +29,8 @@ Result<std::set<NameSet>> parse_compat(const std::string& text);
 struct ScrapeInput {
   std::chrono::system_clock::time_point now;
   std::string hostname;
+  std::string cluster_name;                      // AMD's cluster_name label
+  std::string dcgm_hostname_label = "Hostname";  // or "hostname" (ExporterOptions)
   std::set<NameSet> names;
   std::shared_ptr<const AcceleratorSnapshot> accelerators;  // never null
   std::shared_ptr<const HostSample> host;                   // never null

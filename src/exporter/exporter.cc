@@ -64,6 +64,8 @@ ScrapeInput Scraper::input() const {
   ScrapeInput in;
   in.now = std::chrono::system_clock::now();
   in.hostname = options_.hostname;
+  in.cluster_name = options_.cluster_name;
+  in.dcgm_hostname_label = options_.dcgm_hostname_label;
   in.names = options_.names;
   in.accelerators = sources_.accelerators ? sources_.accelerators() : nullptr;
   if (!in.accelerators) {

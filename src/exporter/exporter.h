@@ -35,6 +35,11 @@ struct ExporterOptions {
   std::string listen = "0.0.0.0:" + std::to_string(kDefaultPort);
   std::set<NameSet> names = {NameSet::polyaccel, NameSet::dcgm, NameSet::amd, NameSet::habana};
   std::string hostname;
+  // AMD's opt-in cluster_name label (empty: the label is there, empty, as AMD's exporter has it).
+  std::string cluster_name;
+  // The host label of the DCGM names: "Hostname" as released dcgm-exporter, or "hostname" as
+  // its main branch (NVIDIA/dcgm-exporter#655).
+  std::string dcgm_hostname_label = "Hostname";
   std::string version;  // polyaccel_build_info
   // civetweb gives each connection a worker thread until its request is read, and waits up to
   // request_timeout for it: enough workers that slow or half-open clients cannot take all of them

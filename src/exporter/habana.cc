@@ -35,9 +35,34 @@ std::vector<TableMetric> habana_table() {
       {"habanalabs_temperature_onchip", "On-chip temperature (C)", MetricType::Gauge,
        [](D, S s) { return s.gpu_temperature_c; }},
       {"habanalabs_temperature_onboard", "On-board temperature (C)", MetricType::Gauge,
-       [](D, S s) { return s.memory_temperature_c; }},
+       [](D, S s) { return s.board_temperature_c; }},
       {"habanalabs_clock_soc_mhz", "SoC clock (MHz)", MetricType::Gauge,
        [](D, S s) { return as_double(s.sm_clock_mhz); }},
+      {"habanalabs_clock_soc_max_mhz", "SoC clock maximum (MHz)", MetricType::Gauge,
+       [](D, S s) { return as_double(s.sm_clock_max_mhz); }},
+      {"habanalabs_temperature_threshold_shutdown", "Shutdown temperature (C)", MetricType::Gauge,
+       [](D, S s) { return s.temperature_shutdown_c; }},
+      {"habanalabs_temperature_threshold_slowdown", "Slowdown temperature (C)", MetricType::Gauge,
+       [](D, S s) { return s.temperature_slowdown_c; }},
+      {"habanalabs_temperature_threshold_memory", "Memory temperature limit (C)", MetricType::Gauge,
+       [](D, S s) { return s.temperature_memory_max_c; }},
+      {"habanalabs_temperature_threshold_gpu", "Chip temperature limit (C)", MetricType::Gauge,
+       [](D, S s) { return s.temperature_gpu_max_c; }},
+      // HLML's PCIe throughput (KB/s over 20 ms): as the library gives it, and in bytes/s.
+      {"habanalabs_pcie_rx", "PCIe receive throughput (KB/s)", MetricType::Gauge,
+       [](D, S s) {
+         return s.pcie_rx_bytes_per_second ? std::optional(*s.pcie_rx_bytes_per_second / 1000)
+                                           : std::nullopt;
+       }},
+      {"habanalabs_pcie_tx", "PCIe transmit throughput (KB/s)", MetricType::Gauge,
+       [](D, S s) {
+         return s.pcie_tx_bytes_per_second ? std::optional(*s.pcie_tx_bytes_per_second / 1000)
+                                           : std::nullopt;
+       }},
+      {"habanalabs_pcie_receive_throughput", "PCIe receive throughput (bytes/s)", MetricType::Gauge,
+       [](D, S s) { return s.pcie_rx_bytes_per_second; }},
+      {"habanalabs_pcie_transmit_throughput", "PCIe transmit throughput (bytes/s)",
+       MetricType::Gauge, [](D, S s) { return s.pcie_tx_bytes_per_second; }},
       {"habanalabs_ecc_feature_mode", "ECC mode: 1 enabled", MetricType::Gauge,
        [](D d, S) { return as_double(d.inventory.ecc_enabled); }},
       {"habanalabs_pending_rows_state", "Rows pending replacement: 1 yes", MetricType::Gauge,
@@ -60,8 +85,11 @@ Labels habana_labels(const ScrapeInput& in, const DeviceSeries& s) {
               {"bus_id", d.pci_bus_id},
               {"device", "accel" + std::to_string(d.inventory.index)},
               {"hostname", in.hostname}};
-  Labels pods = pod_labels(s);
-  l.insert(l.end(), pods.begin(), pods.end());
+  // The Gaudi exporter names the pod's labels pod_name and pod_namespace.
+  if (s.pod) {
+    l.push_back({"pod_name", s.pod->pod});
+    l.push_back({"pod_namespace", s.pod->pod_namespace});
+  }
   return l;
 }
 
@@ -74,18 +102,40 @@ class HabanaCollector : public Collector {
     collect_table(
         in, Vendor::intel_gaudi, table, [&](const DeviceSeries& s) { return habana_labels(in, s); },
         out);
-    // The PCIe link comes from sysfs, through the host sample.
+    // The PCIe link: HLML's, else sysfs's through the host sample.
     auto speed = family("habanalabs_pci_link_speed", "PCIe link speed (GT/s)", MetricType::Gauge);
     auto width = family("habanalabs_pci_link_width", "PCIe link width (lanes)", MetricType::Gauge);
+    auto nic =
+        family("habanalabs_nic_port_status", "NIC port link: 1 up, 0 down", MetricType::Gauge);
+    auto config = family("habanalabs_device_config", "The device and its driver, as labels",
+                         MetricType::Gauge);
+    auto kube =
+        family("habanalabs_kube_info", "The pod a device is allocated to", MetricType::Gauge);
     for (const auto& d : in.accelerators->devices) {
       if (d.vendor != Vendor::intel_gaudi) continue;
-      const Accelerator* a = in.host->host->accelerator(d.pci_bus_id);
-      if (!a) continue;
       Labels l = habana_labels(in, DeviceSeries{&d, nullptr, std::nullopt});
-      if (a->pci.link.speed_gts > 0) add_sample(speed, l, a->pci.link.speed_gts);
-      if (a->pci.link.width > 0) add_sample(width, l, a->pci.link.width);
+      add_sample(config,
+                 with(l, {{"model", d.name}, {"driver_version", d.inventory.driver_version}}), 1);
+      for (const auto& s : device_series(d, *in.pods, false)) {
+        if (s.pod)
+          add_sample(kube, with(habana_labels(in, s), {{"container", s.pod->container}}), 1);
+      }
+      const Accelerator* a = in.host->host->accelerator(d.pci_bus_id);
+      const AcceleratorSample* sample = d.sample && d.sample->reachable ? &*d.sample : nullptr;
+      double gts = sample && sample->pcie_link_speed_gts ? *sample->pcie_link_speed_gts
+                   : a                                   ? a->pci.link.speed_gts
+                                                         : 0;
+      double lanes = sample && sample->pcie_link_width ? *sample->pcie_link_width
+                     : a                               ? a->pci.link.width
+                                                       : 0;
+      if (gts > 0) add_sample(speed, l, gts);
+      if (lanes > 0) add_sample(width, l, lanes);
+      if (sample) {
+        for (const auto& [port, up] : sample->nic_ports)
+          add_sample(nic, with(l, {{"port", std::to_string(port)}}), up ? 1 : 0);
+      }
     }
-    emit(out, {&speed, &width});
+    emit(out, {&speed, &width, &nic, &config, &kube});
     return Ok{};
   }
 };

@@ -177,13 +177,20 @@ void HostSampler::sample_once() {
         std::make_shared<const PlacementSample>(read_placement(*next->host, extras_.state_path));
   }
   auto now = std::chrono::steady_clock::now();
-  bool audit_due = extras_.audit_interval.count() > 0 && !root_.empty() &&
-                   (last_audit_->time.time_since_epoch().count() == 0 ||
-                    now - last_audit_at_ >= extras_.audit_interval);
+  std::shared_ptr<const HostModel> model;
+  if (extras_.accelerator_model) model = extras_.accelerator_model();
+  // Also due as soon as the accelerators' inventory first comes: the first audit (at start)
+  // ran before the vendor libraries were open.
+  bool audit_due =
+      extras_.audit_interval.count() > 0 && !root_.empty() &&
+      (last_audit_->time.time_since_epoch().count() == 0 ||
+       now - last_audit_at_ >= extras_.audit_interval || (model && !audited_accelerators_));
   if (audit_due) {
     std::vector<AcceleratorSample> samples;
     if (extras_.accelerator_samples) samples = extras_.accelerator_samples();
-    last_audit_ = std::make_shared<const AuditSample>(run_host_audit(*next->host, root_, samples));
+    audited_accelerators_ = model != nullptr;
+    last_audit_ = std::make_shared<const AuditSample>(
+        run_host_audit(model ? *model : *next->host, root_, samples));
     last_audit_at_ = now;
   }
   next->audit = last_audit_;

@@ -96,6 +96,10 @@ struct HostSamplerExtras {
   std::chrono::milliseconds audit_interval{0};
   // The accelerator samples the audit judges (the monitor's last ones); may be empty.
   std::function<std::vector<AcceleratorSample>()> accelerator_samples;
+  // The host with the vendor libraries' inventory merged in (the monitor's model): the audit
+  // judges the accelerators' settings (persistence, MIG, ECC) as `polyaccel audit` does. Null
+  // or absent: the sampler's own model.
+  std::function<std::shared_ptr<const HostModel>()> accelerator_model;
 };
 
 class HostSampler {
@@ -117,6 +121,7 @@ class HostSampler {
   void sample_once();
 
   const HostModel host_;
+  bool audited_accelerators_ = false;  // the last audit had the accelerators' inventory
   const std::string root_;
   const std::chrono::milliseconds interval_;
   HostSamplerExtras extras_;

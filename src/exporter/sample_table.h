@@ -17,9 +17,16 @@ struct TableMetric {
   std::string help;
   prometheus::MetricType type = prometheus::MetricType::Gauge;
   std::function<std::optional<double>(const MonitoredDevice&, const AcceleratorSample&)> value;
-  bool per_mig_instance = false;  // also on MIG instances' series (physical, device-wide values)
-  Labels extra = {};              // labels of this metric alone ("clock_type")
+  Labels extra = {};  // labels of this metric alone ("clock_type")
+  // A quantity each MIG instance has of its own (memory, engine activity): on a GPU in MIG mode
+  // it is on the instances' series, from their samples, and not on the GPU's own series, so that
+  // a sum over the series counts nothing twice. Rows without it are GPU-wide (power,
+  // temperature, clocks): on the GPU's series only.
+  std::function<std::optional<double>(const MigInstanceSample&)> mig_value = nullptr;
 };
+
+// The sample of MIG instance `gpu_instance_id` in `sample`; null when it has none.
+const MigInstanceSample* mig_sample(const AcceleratorSample& sample, unsigned gpu_instance_id);
 
 // For every device of `vendor` (every device: nullopt) with a reachable sample and every series
 // of it, adds each table metric that has a value, labelled by `labels(series)` and the row's

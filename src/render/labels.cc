@@ -282,7 +282,8 @@ Result<bool> write_feature_file(const std::string& path, const NodeLabels& label
   std::string text = feature_file_text(labels);
   auto old = read_text_file(path);
   if (old && *old == text) return false;
-  Status s = write_file_atomically(path, text);
+  // nfd-worker runs as another user: the file must be readable by all (0644).
+  Status s = write_file_atomically(path, text, 0644);
   if (!s) return s.error();
   return true;
 }

@@ -229,7 +229,9 @@ void every_family_with_the_scenario_values() {
   EXPECT_EQ(scalar("DCGM_FI_DEV_GPU_TEMP{pci_bus_id=\"00000000:2A:00.0\",GPU_I_ID=\"\"}"), 31);
   EXPECT_EQ(scalar("DCGM_FI_DEV_MEM_CLOCK{pci_bus_id=\"00000000:2A:00.0\",GPU_I_ID=\"\"}"), 2619);
   EXPECT_EQ(scalar("count(DCGM_FI_DEV_GPU_UTIL)"), 9);  // 8 GPUs, one time-sliced by two pods
-  EXPECT_EQ(scalar("count(DCGM_FI_DEV_GPU_TEMP{GPU_I_PROFILE=\"3g.40gb\"})"), 1);
+  // A MIG instance has its own memory; temperature is the GPU's, on the GPU's series only.
+  EXPECT_EQ(scalar("count(DCGM_FI_DEV_FB_USED{GPU_I_PROFILE=\"3g.40gb\"})"), 1);
+  EXPECT_EQ(scalar("count(DCGM_FI_DEV_GPU_TEMP{GPU_I_PROFILE=\"3g.40gb\"}) or vector(0)"), 0);
   // AMD under device-metrics-exporter's, Gaudi under habanalabs_*.
   EXPECT_EQ(scalar("gpu_package_power{serial_number=\"PCB05214210\"}"), 131);
   EXPECT_EQ(scalar("gpu_nodes_total"), 8);

@@ -87,7 +87,9 @@ TEST(Promtool, CompatibilityFamiliesHaveExactlyTheirPeersFindings) {
        {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED",
         "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP",
         "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK",
-        "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_ROW_REMAP_PENDING"})
+        "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL", "DCGM_FI_DEV_FB_RESERVED",
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"})
     expected.insert(gauge + camel_label);
   for (const char* counter :
        {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
@@ -100,6 +102,8 @@ TEST(Promtool, CompatibilityFamiliesHaveExactlyTheirPeersFindings) {
   expected.insert("DCGM_FI_DEV_PCIE_REPLAY_COUNTER metric name should not include type 'counter'");
   // AMD device-metrics-exporter: gauges named like counters.
   expected.insert("gpu_nodes_total non-counter metrics should not have \"_total\" suffix");
+  expected.insert("gpu_ecc_correct_total non-counter metrics should not have \"_total\" suffix");
+  expected.insert("gpu_ecc_uncorrect_total non-counter metrics should not have \"_total\" suffix");
   expected.insert(
       "pcie_replay_count non-histogram and non-summary metrics should not have \"_count\" suffix");
   // Gaudi's exporter: milliwatts spelled mW, a gauge named like a counter.

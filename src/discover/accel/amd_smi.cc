@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -229,6 +230,7 @@ class AmdSmiBackend final : public AcceleratorBackend {
   void read_errors(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
   void read_bad_pages(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
   void read_throttle(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
+  void read_pcie_metrics(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
   std::optional<double> temperature(amdsmi::ProcessorHandle p, Tally& t, std::uint32_t sensor,
                                     const char* field_name) const;
   std::size_t event_stride(const unsigned char* raw, std::uint32_t n) const;
@@ -432,6 +434,7 @@ AcceleratorInventory AmdSmiBackend::inventory(const Gpu& gpu) const {
       std::string serial = field(b.product_serial, sizeof b.product_serial);
       if (!serial.empty()) inv.serial = serial;
       if (inv.product_name.empty()) inv.product_name = field(b.product_name, sizeof b.product_name);
+      inv.board_part_number = field(b.model_number, sizeof b.model_number);
     }
   }
   if (structs_readable() && api_.driver_info) {
@@ -501,6 +504,7 @@ AcceleratorSample AmdSmiBackend::sample(const std::string& pci_bus_id) {
   read_errors(gpu->handle, t, s);
   read_bad_pages(gpu->handle, t, s);
   read_throttle(gpu->handle, t, s);
+  read_pcie_metrics(gpu->handle, t, s);
   s.reachable = t.reachable();
   return s;
 }
@@ -647,6 +651,44 @@ void AmdSmiBackend::read_throttle(amdsmi::ProcessorHandle p, Tally& t, Accelerat
     if (f.active) mask |= f.bit;
   }
   if (known) amd::set_throttle(mask, s);
+}
+
+// The PCIe counters of amdsmi_gpu_metrics_t, at the offsets every amdsmi.h since ROCm 6.2 gives
+// them (../shared/reference/vendor-abi/amd_smi.json); read only from a table of format 1,
+// content 4 or later, that is long enough. All ones: the GPU does not keep that counter.
+void AmdSmiBackend::read_pcie_metrics(amdsmi::ProcessorHandle p, Tally& t,
+                                      AcceleratorSample& s) const {
+  if (!api_.gpu_metrics) return;
+  constexpr std::size_t kLinkWidth = 74, kLinkSpeed = 76, kBandwidthInst = 152, kRecovery = 160,
+                        kRollover = 176, kNakSent = 416, kNakReceived = 420, kEnd = 424;
+  std::unique_ptr<unsigned char[]> buffer(new unsigned char[amd::kGpuMetricsBufferSize]());
+  if (!t.ok("gpu_metrics",
+            api_.gpu_metrics(p, reinterpret_cast<amd::GpuMetricsPrefix*>(buffer.get())))) {
+    return;
+  }
+  const unsigned char* raw = buffer.get();
+  std::uint16_t size = 0;
+  std::memcpy(&size, raw, sizeof size);
+  const std::uint8_t format = raw[2], content = raw[3];
+  if (format != 1 || content < 4 || size < kEnd) return;
+  auto read = [&](std::size_t offset, auto zero) -> std::optional<decltype(zero)> {
+    decltype(zero) v = 0;
+    std::memcpy(&v, raw + offset, sizeof v);
+    if (v == static_cast<decltype(zero)>(~decltype(zero){0})) return std::nullopt;
+    return v;
+  };
+  auto width = read(kLinkWidth, std::uint16_t{});
+  if (width && *width > 0 && *width <= 32) s.pcie_link_width = *width;
+  // In 0.1 GT/s; PCIe 1.0 to 7.0 run 2.5 to 128 GT/s.
+  auto speed = read(kLinkSpeed, std::uint16_t{});
+  if (speed && *speed >= 25 && *speed <= 1280) s.pcie_link_speed_gts = *speed / 10.0;
+  // GB/s now.
+  auto bandwidth = read(kBandwidthInst, std::uint64_t{});
+  if (bandwidth && *bandwidth <= 1024) s.pcie_bandwidth_bytes_per_second = *bandwidth * 1e9;
+  s.pcie_recovery_count = read(kRecovery, std::uint64_t{});
+  s.pcie_replay_rollover_count = read(kRollover, std::uint64_t{});
+  if (auto v = read(kNakSent, std::uint32_t{})) s.pcie_nak_sent_count = *v;
+  if (auto v = read(kNakReceived, std::uint32_t{})) s.pcie_nak_received_count = *v;
 }
 
 // The record stride: the one the library's version implies, unless only the other one gives

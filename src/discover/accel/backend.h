@@ -17,6 +17,37 @@ namespace polyaccel {
 
 // One reading of a device's changing values. A field left empty is not supported by the device
 // or the library ("not supported is an answer, not a failure").
+// Profiling ratios and rates over the last sample interval (NVIDIA GPM, Hopper and later): the
+// quantities DCGM's DCGM_FI_PROF_* fields give. Percentages 0-100, rates in bytes per second.
+struct ProfilingSample {
+  std::optional<double> graphics_active_percent;  // graphics/compute engine active
+  std::optional<double> sm_active_percent;
+  std::optional<double> sm_occupancy_percent;
+  std::optional<double> tensor_active_percent;  // any tensor pipe
+  std::optional<double> dram_active_percent;
+  std::optional<double> fp64_active_percent;
+  std::optional<double> fp32_active_percent;
+  std::optional<double> fp16_active_percent;
+  std::optional<double> pcie_tx_bytes_per_second;
+  std::optional<double> pcie_rx_bytes_per_second;
+  std::optional<double> nvlink_tx_bytes_per_second;
+  std::optional<double> nvlink_rx_bytes_per_second;
+  bool empty() const {
+    return !graphics_active_percent && !sm_active_percent && !sm_occupancy_percent &&
+           !tensor_active_percent && !dram_active_percent && !fp64_active_percent &&
+           !fp32_active_percent && !fp16_active_percent && !pcie_tx_bytes_per_second &&
+           !pcie_rx_bytes_per_second && !nvlink_tx_bytes_per_second && !nvlink_rx_bytes_per_second;
+  }
+};
+
+// What one MIG instance has of its own: its memory, its engines' activity.
+struct MigInstanceSample {
+  unsigned gpu_instance_id = 0;
+  std::optional<std::uint64_t> memory_used_bytes;
+  std::optional<std::uint64_t> memory_free_bytes;
+  ProfilingSample profiling;
+};
+
 struct AcceleratorSample {
   std::string pci_bus_id;
   std::chrono::system_clock::time_point time;
@@ -52,6 +83,28 @@ struct AcceleratorSample {
   std::optional<std::uint64_t> bad_pages_unreservable;
   std::optional<std::uint64_t> throttle_reasons;   // the vendor's bit mask
   std::vector<std::string> throttle_reason_names;  // "sw_power_cap", "hw_thermal_slowdown", ...
+  std::optional<double> encoder_utilization_percent;
+  std::optional<double> decoder_utilization_percent;
+  std::optional<std::uint64_t> memory_reserved_bytes;  // held by the driver (NVML v2 memory info)
+  // PCIe counters the device keeps itself (AMD MI300: the metrics table's v1.4+ fields).
+  std::optional<double> pcie_link_speed_gts;
+  std::optional<unsigned> pcie_link_width;
+  std::optional<double> pcie_bandwidth_bytes_per_second;  // now
+  std::optional<std::uint64_t> pcie_recovery_count;       // L0 to recovery transitions
+  std::optional<std::uint64_t> pcie_replay_rollover_count;
+  std::optional<std::uint64_t> pcie_nak_sent_count;
+  std::optional<std::uint64_t> pcie_nak_received_count;
+  // Gaudi (HLML): the SoC clock's maximum, the temperature limits, PCIe throughput, NIC links.
+  std::optional<std::uint32_t> sm_clock_max_mhz;
+  std::optional<double> temperature_shutdown_c;
+  std::optional<double> temperature_slowdown_c;
+  std::optional<double> temperature_memory_max_c;
+  std::optional<double> temperature_gpu_max_c;
+  std::optional<double> pcie_tx_bytes_per_second;
+  std::optional<double> pcie_rx_bytes_per_second;
+  std::vector<std::pair<unsigned, bool>> nic_ports;  // port → link up
+  ProfilingSample profiling;                         // the whole device
+  std::vector<MigInstanceSample> mig_instances;      // MIG mode: per GPU instance
 };
 
 enum class AcceleratorEventKind {

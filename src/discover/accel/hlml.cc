@@ -81,6 +81,12 @@ struct Api {
   device_get_replaced_rows_fn* get_replaced_rows = nullptr;
   device_get_replaced_rows_pending_status_fn* get_replaced_rows_pending = nullptr;
   device_get_ull_fn* get_throttle_reasons = nullptr;
+  device_get_clock_info_fn* get_max_clock_info = nullptr;
+  device_get_temperature_threshold_fn* get_temperature_threshold = nullptr;
+  device_get_pcie_throughput_fn* get_pcie_throughput = nullptr;
+  device_get_uint_fn* get_pcie_link_generation = nullptr;
+  device_get_uint_fn* get_pcie_link_width = nullptr;
+  nic_get_link_fn* nic_get_link = nullptr;
   event_set_create_fn* event_set_create = nullptr;
   event_set_free_fn* event_set_free = nullptr;
   device_register_events_fn* register_events = nullptr;
@@ -110,6 +116,12 @@ struct Api {
     lib.resolve(get_replaced_rows, "hlml_device_get_replaced_rows");
     lib.resolve(get_replaced_rows_pending, "hlml_device_get_replaced_rows_pending_status");
     lib.resolve(get_throttle_reasons, "hlml_device_get_current_clocks_throttle_reasons");
+    lib.resolve(get_max_clock_info, "hlml_device_get_max_clock_info");
+    lib.resolve(get_temperature_threshold, "hlml_device_get_temperature_threshold");
+    lib.resolve(get_pcie_throughput, "hlml_device_get_pcie_throughput");
+    lib.resolve(get_pcie_link_generation, "hlml_device_get_curr_pcie_link_generation");
+    lib.resolve(get_pcie_link_width, "hlml_device_get_curr_pcie_link_width");
+    lib.resolve(nic_get_link, "hlml_nic_get_link");
     lib.resolve(event_set_create, "hlml_event_set_create");
     lib.resolve(event_set_free, "hlml_event_set_free");
     lib.resolve(register_events, "hlml_device_register_events");
@@ -153,6 +165,52 @@ std::optional<unsigned> read_uint(device_get_uint_fn* fn, hlml_device_t handle, 
   unsigned value = 0;
   if (!tally.ok(fn(handle, &value))) return std::nullopt;
   return value;
+}
+
+// The SoC clock's maximum, the temperature limits, the PCIe link and its throughput, and the
+// NIC ports' links: each range-checked, absent where the library lacks the call.
+void read_limits_and_links(hlml_device_t h, Tally& tally, AcceleratorSample& s, const Api& api) {
+  unsigned v = 0;
+  if (api.get_max_clock_info && tally.ok(api.get_max_clock_info(h, HLML_CLOCK_SOC, &v)) && v > 0 &&
+      v < 100000) {
+    s.sm_clock_max_mhz = v;
+  }
+  if (api.get_temperature_threshold) {
+    struct Limit {
+      hlml_temperature_thresholds_t type;
+      std::optional<double> AcceleratorSample::*into;
+    };
+    const Limit limits[] = {
+        {HLML_TEMPERATURE_THRESHOLD_SHUTDOWN, &AcceleratorSample::temperature_shutdown_c},
+        {HLML_TEMPERATURE_THRESHOLD_SLOWDOWN, &AcceleratorSample::temperature_slowdown_c},
+        {HLML_TEMPERATURE_THRESHOLD_MEM_MAX, &AcceleratorSample::temperature_memory_max_c},
+        {HLML_TEMPERATURE_THRESHOLD_GPU_MAX, &AcceleratorSample::temperature_gpu_max_c},
+    };
+    for (const auto& l : limits) {
+      if (tally.ok(api.get_temperature_threshold(h, l.type, &v)) && v > 0 && v < 300)
+        s.*(l.into) = v;
+    }
+  }
+  if (api.get_pcie_throughput) {
+    if (tally.ok(api.get_pcie_throughput(h, HLML_PCIE_UTIL_TX_BYTES, &v)))
+      s.pcie_tx_bytes_per_second = v * 1000.0;
+    if (tally.ok(api.get_pcie_throughput(h, HLML_PCIE_UTIL_RX_BYTES, &v)))
+      s.pcie_rx_bytes_per_second = v * 1000.0;
+  }
+  // PCIe generations 1 to 7: 2.5 to 128 GT/s.
+  static constexpr double kGts[] = {0, 2.5, 5, 8, 16, 32, 64, 128};
+  if (auto gen = read_uint(api.get_pcie_link_generation, h, tally); gen && *gen >= 1 && *gen <= 7)
+    s.pcie_link_speed_gts = kGts[*gen];
+  if (auto w = read_uint(api.get_pcie_link_width, h, tally); w && *w >= 1 && *w <= 32)
+    s.pcie_link_width = *w;
+  if (api.nic_get_link) {
+    // The library refuses a port past the last (Gaudi2 and Gaudi3 have 24).
+    for (unsigned port = 0; port < 32; ++port) {
+      bool up = false;
+      if (api.nic_get_link(h, port, &up) != HLML_SUCCESS) break;
+      s.nic_ports.push_back({port, up});
+    }
+  }
 }
 
 std::optional<unsigned long long> read_ull(device_get_ull_fn* fn, hlml_device_t handle,
@@ -490,6 +548,7 @@ AcceleratorSample HlmlBackend::sample(const std::string& pci_bus_id) {
     if (tally.ok(api_.get_clock_info(h, HLML_CLOCK_SOC, &mhz))) s.sm_clock_mhz = mhz;
   }
   if (auto n = read_uint(api_.get_pcie_replay_counter, h, tally)) s.pcie_replay_count = *n;
+  read_limits_and_links(h, tally, s, api_);
   if (api_.get_total_ecc_errors) {
     auto ecc = [&](hlml_memory_error_type_t type, hlml_ecc_counter_type_t counter,
                    std::optional<std::uint64_t>& field) {

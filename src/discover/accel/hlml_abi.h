@@ -258,4 +258,28 @@ using device_register_events_fn = hlml_return_t(hlml_device_t device,
 using event_set_wait_fn = hlml_return_t(hlml_event_set_t set, hlml_event_data_t* data,
                                         unsigned int timeout_ms);
 
+// ---- further calls: SoC clock maximum, temperature limits, PCIe, NIC links ---------------------
+// hlml.h of gohlml v1.16.0; ../shared/reference/vendor-abi/hlml.json lists these functions by
+// name only.
+enum hlml_temperature_thresholds_t : int {
+  HLML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0,
+  HLML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1,
+  HLML_TEMPERATURE_THRESHOLD_MEM_MAX = 2,
+  HLML_TEMPERATURE_THRESHOLD_GPU_MAX = 3,
+};
+
+enum hlml_pcie_util_counter_t : int {
+  HLML_PCIE_UTIL_TX_BYTES = 0,
+  HLML_PCIE_UTIL_RX_BYTES = 1,
+};
+
+using device_get_temperature_threshold_fn = hlml_return_t(hlml_device_t device,
+                                                          hlml_temperature_thresholds_t threshold,
+                                                          unsigned int* temp);
+// KB/s over the last 20 ms.
+using device_get_pcie_throughput_fn = hlml_return_t(hlml_device_t device,
+                                                    hlml_pcie_util_counter_t counter,
+                                                    unsigned int* value);
+using nic_get_link_fn = hlml_return_t(hlml_device_t device, unsigned int port, bool* up);
+
 }  // namespace polyaccel::hlml

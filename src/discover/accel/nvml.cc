@@ -17,9 +17,12 @@
 #include <algorithm>
 #include <array>
 #include <bitset>
+#include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "discover/accel/backends.h"
@@ -76,6 +79,15 @@ struct Api {
   fn::nvmlDeviceRegisterEvents* nvmlDeviceRegisterEvents = nullptr;
   fn::nvmlEventSetWait_v2* nvmlEventSetWait_v2 = nullptr;
   fn::nvmlEventSetFree* nvmlEventSetFree = nullptr;
+  fn::nvmlGpmSampleAlloc* nvmlGpmSampleAlloc = nullptr;
+  fn::nvmlGpmSampleFree* nvmlGpmSampleFree = nullptr;
+  fn::nvmlGpmSampleGet* nvmlGpmSampleGet = nullptr;
+  fn::nvmlGpmMigSampleGet* nvmlGpmMigSampleGet = nullptr;
+  fn::nvmlGpmMetricsGet* nvmlGpmMetricsGet = nullptr;
+  fn::nvmlGpmQueryDeviceSupport* nvmlGpmQueryDeviceSupport = nullptr;
+  fn::nvmlDeviceGetEncoderUtilization* nvmlDeviceGetEncoderUtilization = nullptr;
+  fn::nvmlDeviceGetDecoderUtilization* nvmlDeviceGetDecoderUtilization = nullptr;
+  fn::nvmlDeviceGetMemoryInfo_v2* nvmlDeviceGetMemoryInfo_v2 = nullptr;
 
   void resolve(SharedLibrary& lib) {
 #define POLYACCEL_NVML_RESOLVE(name) lib.resolve(name, #name)
@@ -119,6 +131,15 @@ struct Api {
     POLYACCEL_NVML_RESOLVE(nvmlDeviceRegisterEvents);
     POLYACCEL_NVML_RESOLVE(nvmlEventSetWait_v2);
     POLYACCEL_NVML_RESOLVE(nvmlEventSetFree);
+    POLYACCEL_NVML_RESOLVE(nvmlGpmSampleAlloc);
+    POLYACCEL_NVML_RESOLVE(nvmlGpmSampleFree);
+    POLYACCEL_NVML_RESOLVE(nvmlGpmSampleGet);
+    POLYACCEL_NVML_RESOLVE(nvmlGpmMigSampleGet);
+    POLYACCEL_NVML_RESOLVE(nvmlGpmMetricsGet);
+    POLYACCEL_NVML_RESOLVE(nvmlGpmQueryDeviceSupport);
+    POLYACCEL_NVML_RESOLVE(nvmlDeviceGetEncoderUtilization);
+    POLYACCEL_NVML_RESOLVE(nvmlDeviceGetDecoderUtilization);
+    POLYACCEL_NVML_RESOLVE(nvmlDeviceGetMemoryInfo_v2);
 #undef POLYACCEL_NVML_RESOLVE
   }
 };
@@ -143,6 +164,10 @@ enum Field : unsigned {
   kRetiredDoubleBit,
   kRemappedRows,
   kThrottle,
+  kEncoder,
+  kDecoder,
+  kMemoryReserved,
+  kGpm,
   kFieldCount,
 };
 
@@ -213,6 +238,11 @@ class NvmlBackend final : public AcceleratorBackend {
  public:
   ~NvmlBackend() override {
     if (events_ && api_.nvmlEventSetFree) api_.nvmlEventSetFree(events_);
+    for (auto& h : handles_) {
+      free_gpm(h.gpm);
+      for (auto& [id, pair] : h.mig_gpm)
+        free_gpm(pair);
+    }
     if (initialized_ && api_.nvmlShutdown) api_.nvmlShutdown();
   }
 
@@ -253,6 +283,7 @@ class NvmlBackend final : public AcceleratorBackend {
       return Error{ErrorCode::internal, report_.path, "NVML is not initialised", "call open()"};
     }
     if (auto st = enumerate(); !st) return st.error();
+    note_gpm_support();
     std::vector<Device> out;
     std::map<std::string, unsigned> switch_links;  // GPU bus id → links to NVSwitches
     for (const auto& h : handles_) {
@@ -335,13 +366,169 @@ class NvmlBackend final : public AcceleratorBackend {
   }
 
  private:
+  // GPM measures between two samples: the one of the last interval and this one.
+  struct GpmPair {
+    nvmlGpmSample_t previous = nullptr;
+    nvmlGpmSample_t current = nullptr;
+    bool have_previous = false;
+  };
+
   struct Handle {
     nvmlDevice_t device = nullptr;
     unsigned index = 0;
     std::string bus_id;
     std::bitset<kFieldCount> worked;  // fields that answered at least once
     bool events_registered = false;
+    std::optional<bool> gpm_supported;  // asked once (nvmlGpmQueryDeviceSupport)
+    GpmPair gpm;
+    std::map<unsigned, GpmPair> mig_gpm;  // by GPU instance id
   };
+
+  void free_gpm(GpmPair& p) const {
+    if (!api_.nvmlGpmSampleFree) return;
+    if (p.previous) api_.nvmlGpmSampleFree(p.previous);
+    if (p.current) api_.nvmlGpmSampleFree(p.current);
+    p = GpmPair{};
+  }
+
+  // Asks each GPU once whether it has GPM; the ones without (before Hopper) are named once in
+  // the library report: their DCGM_FI_PROF_* fields are absent.
+  void note_gpm_support() {
+    std::vector<std::string> without;
+    for (auto& h : handles_) {
+      if (h.gpm_supported) continue;
+      nvmlGpmSupport_t support{};
+      support.version = NVML_GPM_SUPPORT_VERSION;
+      h.gpm_supported = api_.nvmlGpmQueryDeviceSupport && api_.nvmlGpmSampleAlloc &&
+                        api_.nvmlGpmSampleGet && api_.nvmlGpmMetricsGet &&
+                        api_.nvmlGpmQueryDeviceSupport(h.device, &support) == NVML_SUCCESS &&
+                        support.isSupportedDevice != 0;
+      if (!*h.gpm_supported) without.push_back(h.bus_id);
+    }
+    if (without.empty()) return;
+    if (!report_.note.empty()) report_.note += "; ";
+    report_.note += "no GPM (profiling metrics, Hopper and later) on " +
+                    std::to_string(without.size()) + " GPU(s): " + without.front() +
+                    (without.size() > 1 ? " and others" : "");
+  }
+
+  // Takes this interval's GPM sample (`mig`: of that GPU instance) and measures against the
+  // last one. Nothing the first time, or after a failed sample.
+  std::optional<ProfilingSample> gpm_measure(GpmPair& p, nvmlDevice_t dev,
+                                             std::optional<unsigned> mig) const {
+    if (!p.current && api_.nvmlGpmSampleAlloc(&p.current) != NVML_SUCCESS) p.current = nullptr;
+    if (!p.previous && api_.nvmlGpmSampleAlloc(&p.previous) != NVML_SUCCESS) p.previous = nullptr;
+    if (!p.current || !p.previous) return std::nullopt;
+    nvmlReturn_t r =
+        mig ? (api_.nvmlGpmMigSampleGet ? api_.nvmlGpmMigSampleGet(dev, *mig, p.current)
+                                        : NVML_ERROR_NOT_SUPPORTED)
+            : api_.nvmlGpmSampleGet(dev, p.current);
+    if (r != NVML_SUCCESS) {
+      p.have_previous = false;
+      return std::nullopt;
+    }
+    std::optional<ProfilingSample> out;
+    if (p.have_previous) out = gpm_metrics(p.previous, p.current);
+    std::swap(p.previous, p.current);
+    p.have_previous = true;
+    return out;
+  }
+
+  std::optional<ProfilingSample> gpm_metrics(nvmlGpmSample_t first, nvmlGpmSample_t second) const {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    using Into = std::optional<double> ProfilingSample::*;
+    struct Metric {
+      unsigned id;
+      Into into;
+      double scale;  // 0: a percentage
+    };
+    static constexpr Metric kMetrics[] = {
+        {NVML_GPM_METRIC_GRAPHICS_UTIL, &ProfilingSample::graphics_active_percent, 0},
+        {NVML_GPM_METRIC_SM_UTIL, &ProfilingSample::sm_active_percent, 0},
+        {NVML_GPM_METRIC_SM_OCCUPANCY, &ProfilingSample::sm_occupancy_percent, 0},
+        {NVML_GPM_METRIC_ANY_TENSOR_UTIL, &ProfilingSample::tensor_active_percent, 0},
+        {NVML_GPM_METRIC_DRAM_BW_UTIL, &ProfilingSample::dram_active_percent, 0},
+        {NVML_GPM_METRIC_FP64_UTIL, &ProfilingSample::fp64_active_percent, 0},
+        {NVML_GPM_METRIC_FP32_UTIL, &ProfilingSample::fp32_active_percent, 0},
+        {NVML_GPM_METRIC_FP16_UTIL, &ProfilingSample::fp16_active_percent, 0},
+        {NVML_GPM_METRIC_PCIE_TX_PER_SEC, &ProfilingSample::pcie_tx_bytes_per_second, kMiB},
+        {NVML_GPM_METRIC_PCIE_RX_PER_SEC, &ProfilingSample::pcie_rx_bytes_per_second, kMiB},
+        {NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, &ProfilingSample::nvlink_tx_bytes_per_second,
+         kMiB},
+        {NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, &ProfilingSample::nvlink_rx_bytes_per_second,
+         kMiB},
+    };
+    constexpr unsigned kCount = sizeof kMetrics / sizeof kMetrics[0];
+    static_assert(kCount <= NVML_GPM_METRIC_MAX);
+    auto get = std::make_unique<nvmlGpmMetricsGet_t>();  // 3.9 KB: not on a sampler's stack
+    *get = nvmlGpmMetricsGet_t{};
+    get->version = NVML_GPM_METRICS_GET_VERSION;
+    get->numMetrics = kCount;
+    get->sample1 = first;
+    get->sample2 = second;
+    for (unsigned i = 0; i < kCount; ++i)
+      get->metrics[i].metricId = kMetrics[i].id;
+    if (api_.nvmlGpmMetricsGet(get.get()) != NVML_SUCCESS) return std::nullopt;
+    ProfilingSample out;
+    for (unsigned i = 0; i < kCount; ++i) {
+      const nvmlGpmMetric_t& m = get->metrics[i];
+      if (m.metricId != kMetrics[i].id || m.nvmlReturn != NVML_SUCCESS) continue;
+      double v = m.value;
+      // Range-checked: a percentage in [0, 100] (rounding may overshoot a hair), a rate >= 0.
+      if (!std::isfinite(v) || v < 0) continue;
+      if (kMetrics[i].scale == 0) {
+        if (v > 100.5) continue;
+        out.*(kMetrics[i].into) = std::min(v, 100.0);
+      } else {
+        out.*(kMetrics[i].into) = v * kMetrics[i].scale;
+      }
+    }
+    return out;
+  }
+
+  // MIG mode: each instance's own memory and, with GPM, its engines' activity.
+  void read_mig_samples(Handle& h, AcceleratorSample& s) const {
+    if (!api_.nvmlDeviceGetMigMode || !api_.nvmlDeviceGetMaxMigDeviceCount ||
+        !api_.nvmlDeviceGetMigDeviceHandleByIndex || !api_.nvmlDeviceGetGpuInstanceId) {
+      return;
+    }
+    unsigned current = 0, pending = 0, max = 0;
+    if (api_.nvmlDeviceGetMigMode(h.device, &current, &pending) != NVML_SUCCESS ||
+        current != NVML_FEATURE_ENABLED ||
+        api_.nvmlDeviceGetMaxMigDeviceCount(h.device, &max) != NVML_SUCCESS) {
+      return;
+    }
+    std::set<unsigned> seen;
+    for (unsigned i = 0; i < std::min(max, 64u); ++i) {
+      nvmlDevice_t mig = nullptr;
+      if (api_.nvmlDeviceGetMigDeviceHandleByIndex(h.device, i, &mig) != NVML_SUCCESS) continue;
+      MigInstanceSample m;
+      if (api_.nvmlDeviceGetGpuInstanceId(mig, &m.gpu_instance_id) != NVML_SUCCESS) continue;
+      // A GPU instance with several compute instances is one memory: count it once.
+      if (!seen.insert(m.gpu_instance_id).second) continue;
+      if (api_.nvmlDeviceGetMemoryInfo) {
+        nvmlMemory_t mem{};
+        if (api_.nvmlDeviceGetMemoryInfo(mig, &mem) == NVML_SUCCESS && mem.used <= mem.total) {
+          m.memory_used_bytes = mem.used;
+          m.memory_free_bytes = mem.free;
+        }
+      }
+      if (h.gpm_supported.value_or(false)) {
+        if (auto p = gpm_measure(h.mig_gpm[m.gpu_instance_id], h.device, m.gpu_instance_id))
+          m.profiling = *p;
+      }
+      s.mig_instances.push_back(std::move(m));
+    }
+    // Instances destroyed since: their GPM samples go.
+    for (auto it = h.mig_gpm.begin(); it != h.mig_gpm.end();) {
+      if (seen.count(it->first)) {
+        ++it;
+      } else {
+        free_gpm(it->second);
+        it = h.mig_gpm.erase(it);
+      }
+    }
+  }
 
   Error init_error(const std::string& path, nvmlReturn_t r) const {
     std::string text = error_text(r);
@@ -685,6 +872,29 @@ class NvmlBackend final : public AcceleratorBackend {
         s.throttle_reason_names = throttle_names(mask);
       }
     }
+    unsigned percent = 0, period_us = 0;
+    if (api_.nvmlDeviceGetEncoderUtilization &&
+        ok(h, kEncoder, api_.nvmlDeviceGetEncoderUtilization(dev, &percent, &period_us), s) &&
+        percent <= 100) {
+      s.encoder_utilization_percent = percent;
+    }
+    if (api_.nvmlDeviceGetDecoderUtilization &&
+        ok(h, kDecoder, api_.nvmlDeviceGetDecoderUtilization(dev, &percent, &period_us), s) &&
+        percent <= 100) {
+      s.decoder_utilization_percent = percent;
+    }
+    if (api_.nvmlDeviceGetMemoryInfo_v2) {
+      nvmlMemory_v2_t m{};
+      m.version = nvmlMemory_v2;
+      if (ok(h, kMemoryReserved, api_.nvmlDeviceGetMemoryInfo_v2(dev, &m), s) &&
+          m.reserved <= m.total) {
+        s.memory_reserved_bytes = m.reserved;
+      }
+    }
+    if (h.gpm_supported.value_or(false)) {
+      if (auto p = gpm_measure(h.gpm, dev, std::nullopt)) s.profiling = *p;
+    }
+    read_mig_samples(h, s);
   }
 
   // The event set, created and registered on first use; null when the library has no events.

@@ -337,4 +337,82 @@ static_assert(sizeof(nvmlComputeInstanceProfileInfo_t) == 36);
 static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32);
 static_assert(sizeof(nvmlProcessInfo_t) == 24);
 
+// ---- GPM (GPU Performance Monitoring, Hopper and later), encoder/decoder, memory v2 ----------
+// From nvml.h of CUDA 12.x (go-nvml gen/nvml/nvml.h). ../shared/reference/vendor-abi/nvml.json
+// has no entry for these yet (only the function names): the layouts below are nvml.h's, pinned by
+// the static_asserts.
+struct nvmlGpmSample_st;
+using nvmlGpmSample_t = nvmlGpmSample_st*;
+
+inline constexpr unsigned NVML_GPM_METRIC_GRAPHICS_UTIL = 1;
+inline constexpr unsigned NVML_GPM_METRIC_SM_UTIL = 2;
+inline constexpr unsigned NVML_GPM_METRIC_SM_OCCUPANCY = 3;
+inline constexpr unsigned NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5;
+inline constexpr unsigned NVML_GPM_METRIC_DRAM_BW_UTIL = 10;
+inline constexpr unsigned NVML_GPM_METRIC_FP64_UTIL = 11;
+inline constexpr unsigned NVML_GPM_METRIC_FP32_UTIL = 12;
+inline constexpr unsigned NVML_GPM_METRIC_FP16_UTIL = 13;
+inline constexpr unsigned NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20;          // MiB/s
+inline constexpr unsigned NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21;          // MiB/s
+inline constexpr unsigned NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60;  // MiB/s
+inline constexpr unsigned NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61;  // MiB/s
+inline constexpr unsigned NVML_GPM_METRIC_MAX = 98;  // the metrics array of nvmlGpmMetricsGet_t
+inline constexpr unsigned NVML_GPM_METRICS_GET_VERSION = 1;
+inline constexpr unsigned NVML_GPM_SUPPORT_VERSION = 1;
+
+struct nvmlGpmMetric_t {
+  unsigned int metricId;
+  nvmlReturn_t nvmlReturn;
+  double value;
+  struct {
+    char* shortName;
+    char* longName;
+    char* unit;
+  } metricInfo;
+};
+
+struct nvmlGpmMetricsGet_t {
+  unsigned int version;
+  unsigned int numMetrics;
+  nvmlGpmSample_t sample1;
+  nvmlGpmSample_t sample2;
+  nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+};
+
+struct nvmlGpmSupport_t {
+  unsigned int version;
+  unsigned int isSupportedDevice;
+};
+
+// nvmlMemory_v2_t: with the memory the driver reserves (DCGM_FI_DEV_FB_RESERVED).
+struct nvmlMemory_v2_t {
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+};
+// NVML_STRUCT_VERSION(Memory, 2): sizeof | 2 << 24.
+inline constexpr unsigned int nvmlMemory_v2 =
+    static_cast<unsigned>(sizeof(nvmlMemory_v2_t)) | (2u << 24);
+
+namespace fn {
+using nvmlGpmSampleAlloc = nvmlReturn_t(nvmlGpmSample_t*);
+using nvmlGpmSampleFree = nvmlReturn_t(nvmlGpmSample_t);
+using nvmlGpmSampleGet = nvmlReturn_t(nvmlDevice_t, nvmlGpmSample_t);
+using nvmlGpmMigSampleGet = nvmlReturn_t(nvmlDevice_t, unsigned int, nvmlGpmSample_t);
+using nvmlGpmMetricsGet = nvmlReturn_t(nvmlGpmMetricsGet_t*);
+using nvmlGpmQueryDeviceSupport = nvmlReturn_t(nvmlDevice_t, nvmlGpmSupport_t*);
+using nvmlDeviceGetEncoderUtilization = nvmlReturn_t(nvmlDevice_t, unsigned int*, unsigned int*);
+using nvmlDeviceGetDecoderUtilization = nvmlReturn_t(nvmlDevice_t, unsigned int*, unsigned int*);
+using nvmlDeviceGetMemoryInfo_v2 = nvmlReturn_t(nvmlDevice_t, nvmlMemory_v2_t*);
+}  // namespace fn
+
+static_assert(sizeof(nvmlGpmMetric_t) == 40);
+static_assert(offsetof(nvmlGpmMetric_t, value) == 8);
+static_assert(offsetof(nvmlGpmMetricsGet_t, sample1) == 8);
+static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24);
+static_assert(sizeof(nvmlGpmMetricsGet_t) == 24 + 40 * NVML_GPM_METRIC_MAX);
+static_assert(sizeof(nvmlMemory_v2_t) == 40);
+
 }  // namespace polyaccel::nvml

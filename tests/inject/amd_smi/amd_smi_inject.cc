@@ -61,6 +61,7 @@ struct Values {
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> ecc;  // block → (ce, ue)
   std::vector<RetiredPageRecord> bad_pages;
   std::optional<std::uint64_t> indep_throttle_status;
+  std::optional<json> pcie;  // the metrics table's PCIe counters (v1.5 table when given)
   std::optional<std::set<std::string>> violation_active;  // the flags set; unset: unsupported
   Status lost = kSuccess;  // what every call on the device returns, if not success
 };
@@ -71,6 +72,7 @@ struct Device {
   std::string uuid;
   std::string name;
   std::string board_name;
+  std::string model_number;  // the board's part number
   std::string asic_serial;
   std::string serial;
   std::uint64_t vram_bytes = 0;
@@ -217,7 +219,7 @@ void apply_values(const json& j, Values& v) {
       {"busy_percent", "memory_busy_percent", "vram_used_bytes", "temperature_edge_c",
        "temperature_junction_c", "temperature_memory_c", "temperature_hbm_c", "power_average_watts",
        "socket_power_watts", "energy_counter", "sclk_mhz", "mclk_mhz", "pcie_replay_count", "ecc",
-       "bad_pages", "indep_throttle_status", "violation_active", "lost"},
+       "bad_pages", "indep_throttle_status", "pcie", "violation_active", "lost"},
       "step values");
   auto take = [&](const char* key, auto& field) {
     if (j.contains(key))
@@ -236,6 +238,7 @@ void apply_values(const json& j, Values& v) {
   take("mclk_mhz", v.mclk_mhz);
   take("pcie_replay_count", v.pcie_replay);
   take("indep_throttle_status", v.indep_throttle_status);
+  if (j.contains("pcie")) v.pcie = j.at("pcie");
   if (j.contains("temperature_hbm_c")) {
     v.temperature_hbm = j.at("temperature_hbm_c").get<std::vector<std::int64_t>>();
   }
@@ -275,9 +278,9 @@ void apply_values(const json& j, Values& v) {
 Device parse_device(const json& j, const std::set<std::string>& unsupported_everywhere) {
   inject::check_keys(
       j,
-      {"pci_bus_id", "uuid", "name", "board_name", "asic_serial", "serial", "vram_bytes",
-       "gfx_version", "compute_partition", "memory_partition", "xgmi_peers", "power_cap_watts",
-       "ecc_enabled_blocks", "energy_resolution_uj", "unsupported"},
+      {"pci_bus_id", "uuid", "name", "board_name", "model_number", "asic_serial", "serial",
+       "vram_bytes", "gfx_version", "compute_partition", "memory_partition", "xgmi_peers",
+       "power_cap_watts", "ecc_enabled_blocks", "energy_resolution_uj", "unsupported"},
       "device");
   Device d;
   d.bus_id = j.at("pci_bus_id").get<std::string>();
@@ -285,6 +288,7 @@ Device parse_device(const json& j, const std::set<std::string>& unsupported_ever
   d.uuid = j.value("uuid", "");
   d.name = j.value("name", "");
   d.board_name = j.value("board_name", "");
+  d.model_number = j.value("model_number", "");
   d.asic_serial = j.value("asic_serial", "");
   d.serial = j.value("serial", "");
   d.vram_bytes = j.value("vram_bytes", std::uint64_t{0});
@@ -697,6 +701,7 @@ AMDSMI_API Status amdsmi_get_gpu_board_info(ProcessorHandle p, BoardInfo* info) 
     *info = BoardInfo{};
     copy_field(info->product_serial, sizeof info->product_serial, d.serial);
     copy_field(info->product_name, sizeof info->product_name, d.board_name);
+    copy_field(info->model_number, sizeof info->model_number, d.model_number);
     copy_field(info->manufacturer_name, sizeof info->manufacturer_name, "AMD");
     return kSuccess;
   });
@@ -823,7 +828,30 @@ AMDSMI_API Status amdsmi_get_gpu_metrics_info(ProcessorHandle p,
     m.temperature_hotspot = static_cast<std::uint16_t>(v.temperature_hotspot.value_or(UINT16_MAX));
     m.throttle_status = UINT32_MAX;
     m.indep_throttle_status = v.indep_throttle_status.value_or(~0ULL);
-    *metrics = m;
+    if (!v.pcie) {
+      *metrics = m;
+      return kSuccess;
+    }
+    // A v1.5 table (MI300) with the PCIe counters, at amdsmi_gpu_metrics_t's offsets; the
+    // caller's buffer holds the whole struct (4544 bytes).
+    constexpr std::size_t kSize = 4544;
+    m.structure_size = kSize;
+    m.content_revision = 5;
+    auto* raw = reinterpret_cast<unsigned char*>(metrics);
+    std::memset(raw, 0xff, kSize);
+    std::memcpy(raw, &m, sizeof m);
+    const json& pc = *v.pcie;
+    auto put = [&](std::size_t offset, auto value) {
+      std::memcpy(raw + offset, &value, sizeof value);
+    };
+    put(74, static_cast<std::uint16_t>(pc.value("width", 16)));
+    put(76, static_cast<std::uint16_t>(pc.value("speed_gts", 32.0) * 10));
+    put(152, static_cast<std::uint64_t>(pc.value("bandwidth_gbs", 0)));
+    put(160, static_cast<std::uint64_t>(pc.value("recovery", 0)));
+    put(168, static_cast<std::uint64_t>(v.pcie_replay.value_or(0)));
+    put(176, static_cast<std::uint64_t>(pc.value("replay_rollover", 0)));
+    put(416, static_cast<std::uint32_t>(pc.value("nak_sent", 0)));
+    put(420, static_cast<std::uint32_t>(pc.value("nak_received", 0)));
     return kSuccess;
   });
 }

@@ -108,6 +108,7 @@ struct Values {
   unsigned replaced_rows_double_bit = 0;
   bool replaced_rows_pending = false;
   unsigned long long throttle_reasons = 0;
+  unsigned pcie_tx_kbps = 0, pcie_rx_kbps = 0;
   bool lost = false;                       // this step only
   std::vector<unsigned long long> events;  // this step only
 };
@@ -123,6 +124,12 @@ struct Device {
   unsigned power_limit_mw = 0;
   bool ecc_enabled = true;
   bool ecc_pending = true;
+  // Gaudi2 (HL-225) values unless the scenario says otherwise: SoC clock limit, temperature
+  // limits (shutdown, slowdown, HBM, chip), PCIe Gen4 x16, 24 NIC ports.
+  unsigned clock_soc_max_mhz = 1800;
+  unsigned temperature_thresholds[4] = {105, 95, 95, 100};
+  unsigned pcie_generation = 4, pcie_width = 16;
+  std::vector<bool> nic_ports = std::vector<bool>(24, true);
   std::set<std::string> unsupported;
   std::vector<Values> steps;  // one per scenario step
 };
@@ -211,6 +218,10 @@ void apply(Values& v, const json& j) {
       v.replaced_rows_pending = value.get<bool>();
     } else if (key == "throttle_reasons") {
       v.throttle_reasons = value.get<unsigned long long>();
+    } else if (key == "pcie_tx_kbps") {
+      v.pcie_tx_kbps = value.get<unsigned>();
+    } else if (key == "pcie_rx_kbps") {
+      v.pcie_rx_kbps = value.get<unsigned>();
     } else if (key == "lost") {
       v.lost = value.get<bool>();
     } else if (key == "events") {
@@ -267,6 +278,9 @@ hlml_return_t load(State& s) {
       dev->power_limit_mw = d.value("power_limit_mw", 0U);
       dev->ecc_enabled = d.value("ecc_enabled", true);
       dev->ecc_pending = d.value("ecc_pending", dev->ecc_enabled);
+      dev->clock_soc_max_mhz = d.value("clock_soc_max_mhz", dev->clock_soc_max_mhz);
+      if (d.contains("nic_ports_up"))
+        dev->nic_ports = d.at("nic_ports_up").get<std::vector<bool>>();
       dev->unsupported = parse_features(d.value("unsupported", json::array()));
       dev->unsupported.insert(all_unsupported.begin(), all_unsupported.end());
       s.devices.push_back(std::move(dev));
@@ -734,6 +748,62 @@ static_assert(std::is_same_v<decltype(hlml_event_set_create), event_set_create_f
 static_assert(std::is_same_v<decltype(hlml_event_set_free), event_set_free_fn>);
 static_assert(std::is_same_v<decltype(hlml_device_register_events), device_register_events_fn>);
 static_assert(std::is_same_v<decltype(hlml_event_set_wait), event_set_wait_fn>);
+
+INJECT_EXPORT hlml_return_t hlml_device_get_max_clock_info(hlml_device_t device,
+                                                           hlml_clock_type_t type,
+                                                           unsigned int* clock) {
+  return on_device(device, "clock_soc_max", [&](const Device& d, const Values&) {
+    if (type != HLML_CLOCK_SOC) return HLML_ERROR_NOT_SUPPORTED;
+    return put(clock, d.clock_soc_max_mhz);
+  });
+}
+static_assert(std::is_same_v<decltype(hlml_device_get_max_clock_info), device_get_clock_info_fn>);
+
+INJECT_EXPORT hlml_return_t hlml_device_get_temperature_threshold(
+    hlml_device_t device, hlml_temperature_thresholds_t threshold, unsigned int* temp) {
+  return on_device(device, "temperature_threshold", [&](const Device& d, const Values&) {
+    if (threshold < 0 || threshold > 3) return HLML_ERROR_INVALID_ARGUMENT;
+    return put(temp, d.temperature_thresholds[threshold]);
+  });
+}
+static_assert(std::is_same_v<decltype(hlml_device_get_temperature_threshold),
+                             device_get_temperature_threshold_fn>);
+
+INJECT_EXPORT hlml_return_t hlml_device_get_pcie_throughput(hlml_device_t device,
+                                                            hlml_pcie_util_counter_t counter,
+                                                            unsigned int* value) {
+  return on_device(device, "pcie_throughput", [&](const Device&, const Values& v) {
+    if (counter == HLML_PCIE_UTIL_TX_BYTES) return put(value, v.pcie_tx_kbps);
+    if (counter == HLML_PCIE_UTIL_RX_BYTES) return put(value, v.pcie_rx_kbps);
+    return HLML_ERROR_INVALID_ARGUMENT;
+  });
+}
+static_assert(
+    std::is_same_v<decltype(hlml_device_get_pcie_throughput), device_get_pcie_throughput_fn>);
+
+INJECT_EXPORT hlml_return_t hlml_device_get_curr_pcie_link_generation(hlml_device_t device,
+                                                                      unsigned int* generation) {
+  return on_device(device, "pcie_link", [&](const Device& d, const Values&) {
+    return put(generation, d.pcie_generation);
+  });
+}
+static_assert(
+    std::is_same_v<decltype(hlml_device_get_curr_pcie_link_generation), device_get_uint_fn>);
+
+INJECT_EXPORT hlml_return_t hlml_device_get_curr_pcie_link_width(hlml_device_t device,
+                                                                 unsigned int* width) {
+  return on_device(device, "pcie_link",
+                   [&](const Device& d, const Values&) { return put(width, d.pcie_width); });
+}
+static_assert(std::is_same_v<decltype(hlml_device_get_curr_pcie_link_width), device_get_uint_fn>);
+
+INJECT_EXPORT hlml_return_t hlml_nic_get_link(hlml_device_t device, unsigned int port, bool* up) {
+  return on_device(device, "nic", [&](const Device& d, const Values&) {
+    if (port >= d.nic_ports.size()) return HLML_ERROR_INVALID_ARGUMENT;
+    return put(up, static_cast<bool>(d.nic_ports[port]));
+  });
+}
+static_assert(std::is_same_v<decltype(hlml_nic_get_link), nic_get_link_fn>);
 
 #endif  // POLYACCEL_INJECT_HLML_PARTIAL
 

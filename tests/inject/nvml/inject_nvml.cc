@@ -41,6 +41,15 @@ struct polyaccel::nvml::nvmlGpuInstance_st {
   int gpu = 0;
   int mig = 0;
 };
+// A GPM sample: what the device (or one GPU instance) measured at one time. The scenario gives
+// the rates directly ("gpm" values of a step, "gpm_mig" per GPU instance id), as GPM's counters
+// would give them over any interval within that step.
+struct polyaccel::nvml::nvmlGpmSample_st {
+  int gpu = -1;
+  long gpu_instance = -1;  // -1: the whole GPU
+  std::chrono::steady_clock::time_point time{};
+  nlohmann::json values;  // null until taken
+};
 struct polyaccel::nvml::nvmlEventSet_st {
   struct Registration {
     int gpu;
@@ -97,6 +106,7 @@ struct State {
   std::vector<std::vector<json>> values;  // [step][gpu], carried forward from earlier steps
   unsigned step = 0;
   std::vector<std::unique_ptr<nvmlEventSet_st>> event_sets;
+  std::vector<std::unique_ptr<nvmlGpmSample_st>> gpm_samples;
 };
 
 State& state() {
@@ -330,7 +340,9 @@ INJECT_EXPORT nvmlReturn_t nvmlInit_v2() {
       return NVML_ERROR_UNKNOWN;
     }
     if (s.init_error != NVML_SUCCESS) return s.init_error;
-    s.step = 0;
+    // NVML_INJECT_STEP: a test that runs a whole agent starts it at that step.
+    const char* step = std::getenv("NVML_INJECT_STEP");
+    s.step = step ? static_cast<unsigned>(std::strtoul(step, nullptr, 10)) : 0;
     load_mig(s);
   }
   ++s.init_count;
@@ -460,13 +472,31 @@ INJECT_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemo
   const Gpu* g = nullptr;
   if (nvmlReturn_t r = check(s, device, "memory", &g); r != NVML_SUCCESS) return r;
   if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned long long used_mib = values(s, device->gpu).value("memory_used_mib", 0ULL);
   if (device->mig >= 0) {
-    memory->total = g->migs[static_cast<size_t>(device->mig)].memory_bytes;
+    // The GPU's used memory, split over its instances by their size (the last one takes what
+    // rounding leaves), so that the instances add up to the GPU.
+    unsigned long long gpu_used = std::min(used_mib << 20, g->memory_total), sizes = 0, given = 0;
+    for (const auto& m : g->migs)
+      sizes += m.memory_bytes;
+    const size_t me = static_cast<size_t>(device->mig);
     memory->used = 0;
-    memory->free = memory->total;
+    for (size_t i = 0; i < g->migs.size() && sizes > 0; ++i) {
+      unsigned long long share =
+          i + 1 == g->migs.size()
+              ? gpu_used - given
+              : static_cast<unsigned long long>(static_cast<double>(gpu_used) *
+                                                static_cast<double>(g->migs[i].memory_bytes) /
+                                                static_cast<double>(sizes));
+      share = std::min(share, g->migs[i].memory_bytes);
+      if (i == me) memory->used = share;
+      given += share;
+    }
+    memory->total = g->migs[me].memory_bytes;
+    memory->used = std::min<unsigned long long>(memory->used, memory->total);
+    memory->free = memory->total - memory->used;
     return NVML_SUCCESS;
   }
-  unsigned long long used_mib = values(s, device->gpu).value("memory_used_mib", 0ULL);
   memory->total = g->memory_total;
   memory->used = std::min(used_mib << 20, g->memory_total);
   memory->free = memory->total - memory->used;
@@ -912,6 +942,183 @@ INJECT_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   return NVML_ERROR_INVALID_ARGUMENT;
 }
 INJECT_CHECK(nvmlEventSetFree);
+
+// ---- GPM, encoder/decoder, memory v2 --------------------------------------------------------
+
+INJECT_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device,
+                                                     nvmlGpmSupport_t* support) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  const Gpu* g = nullptr;
+  if (nvmlReturn_t r = check(s, device, nullptr, &g); r != NVML_SUCCESS) return r;
+  if (!support || support->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_INVALID_ARGUMENT;
+  // Hopper (9.0) and later, as NVIDIA's GPM.
+  support->isSupportedDevice = g->cc_major >= 9 && !g->unsupported.count("gpm") ? 1 : 0;
+  return NVML_SUCCESS;
+}
+INJECT_CHECK(nvmlGpmQueryDeviceSupport);
+
+INJECT_EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* sample) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (!sample) return NVML_ERROR_INVALID_ARGUMENT;
+  s.gpm_samples.push_back(std::make_unique<nvmlGpmSample_st>());
+  *sample = s.gpm_samples.back().get();
+  return NVML_SUCCESS;
+}
+INJECT_CHECK(nvmlGpmSampleAlloc);
+
+INJECT_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  for (auto it = s.gpm_samples.begin(); it != s.gpm_samples.end(); ++it) {
+    if (it->get() == sample) {
+      s.gpm_samples.erase(it);
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_INVALID_ARGUMENT;
+}
+INJECT_CHECK(nvmlGpmSampleFree);
+
+namespace {
+nvmlReturn_t take_gpm_sample(State& s, nvmlDevice_t device, long gpu_instance,
+                             nvmlGpmSample_t sample) {
+  const Gpu* g = nullptr;
+  if (nvmlReturn_t r = check(s, device, "gpm", &g); r != NVML_SUCCESS) return r;
+  if (g->cc_major < 9) return NVML_ERROR_NOT_SUPPORTED;
+  bool known = std::any_of(s.gpm_samples.begin(), s.gpm_samples.end(),
+                           [&](const auto& p) { return p.get() == sample; });
+  if (!known || device->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+  const json& v = values(s, device->gpu);
+  json taken = v.value("gpm", json::object());
+  if (gpu_instance >= 0) {
+    bool exists = std::any_of(g->migs.begin(), g->migs.end(), [&](const Mig& m) {
+      return static_cast<long>(m.gpu_instance_id) == gpu_instance;
+    });
+    if (g->mig_current == 0 || !exists) return NVML_ERROR_NOT_FOUND;
+    std::string id = std::to_string(gpu_instance);
+    if (v.contains("gpm_mig") && v.at("gpm_mig").contains(id)) taken = v.at("gpm_mig").at(id);
+  }
+  sample->gpu = device->gpu;
+  sample->gpu_instance = gpu_instance;
+  sample->time = std::chrono::steady_clock::now();
+  sample->values = taken;
+  return NVML_SUCCESS;
+}
+}  // namespace
+
+INJECT_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return take_gpm_sample(s, device, -1, sample);
+}
+INJECT_CHECK(nvmlGpmSampleGet);
+
+INJECT_EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpu_instance_id,
+                                               nvmlGpmSample_t sample) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return take_gpm_sample(s, device, static_cast<long>(gpu_instance_id), sample);
+}
+INJECT_CHECK(nvmlGpmMigSampleGet);
+
+INJECT_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* get) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (!get || get->version != NVML_GPM_METRICS_GET_VERSION || get->numMetrics > NVML_GPM_METRIC_MAX)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  const nvmlGpmSample_st* a = get->sample1;
+  const nvmlGpmSample_st* b = get->sample2;
+  auto known = [&](const nvmlGpmSample_st* p) {
+    return std::any_of(s.gpm_samples.begin(), s.gpm_samples.end(),
+                       [&](const auto& q) { return q.get() == p; });
+  };
+  // Two samples of the same device, taken in that order.
+  if (!known(a) || !known(b) || a->values.is_null() || b->values.is_null() || a->gpu != b->gpu ||
+      a->gpu_instance != b->gpu_instance || !(a->time < b->time)) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  static const struct {
+    unsigned id;
+    const char* key;
+    const char* unit;
+  } kKeys[] = {
+      {NVML_GPM_METRIC_GRAPHICS_UTIL, "graphics_util", "%"},
+      {NVML_GPM_METRIC_SM_UTIL, "sm_util", "%"},
+      {NVML_GPM_METRIC_SM_OCCUPANCY, "sm_occupancy", "%"},
+      {NVML_GPM_METRIC_ANY_TENSOR_UTIL, "any_tensor_util", "%"},
+      {NVML_GPM_METRIC_DRAM_BW_UTIL, "dram_bw_util", "%"},
+      {NVML_GPM_METRIC_FP64_UTIL, "fp64_util", "%"},
+      {NVML_GPM_METRIC_FP32_UTIL, "fp32_util", "%"},
+      {NVML_GPM_METRIC_FP16_UTIL, "fp16_util", "%"},
+      {NVML_GPM_METRIC_PCIE_TX_PER_SEC, "pcie_tx_mibps", "MiB/sec"},
+      {NVML_GPM_METRIC_PCIE_RX_PER_SEC, "pcie_rx_mibps", "MiB/sec"},
+      {NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, "nvlink_rx_mibps", "MiB/sec"},
+      {NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, "nvlink_tx_mibps", "MiB/sec"},
+  };
+  for (unsigned i = 0; i < get->numMetrics; ++i) {
+    nvmlGpmMetric_t& m = get->metrics[i];
+    m.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    m.value = 0;
+    for (const auto& k : kKeys) {
+      if (k.id != m.metricId) continue;
+      m.metricInfo.shortName = const_cast<char*>(k.key);
+      m.metricInfo.longName = const_cast<char*>(k.key);
+      m.metricInfo.unit = const_cast<char*>(k.unit);
+      if (b->values.contains(k.key) && b->values.at(k.key).is_number()) {
+        m.value = b->values.at(k.key).get<double>();
+        m.nvmlReturn = NVML_SUCCESS;
+      }
+    }
+  }
+  return NVML_SUCCESS;
+}
+INJECT_CHECK(nvmlGpmMetricsGet);
+
+INJECT_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device,
+                                                           unsigned int* utilization,
+                                                           unsigned int* sampling_period_us) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (!sampling_period_us) return NVML_ERROR_INVALID_ARGUMENT;
+  *sampling_period_us = 167000;
+  return number(s, device, "encoder", "enc_util", utilization);
+}
+INJECT_CHECK(nvmlDeviceGetEncoderUtilization);
+
+INJECT_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device,
+                                                           unsigned int* utilization,
+                                                           unsigned int* sampling_period_us) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (!sampling_period_us) return NVML_ERROR_INVALID_ARGUMENT;
+  *sampling_period_us = 167000;
+  return number(s, device, "decoder", "dec_util", utilization);
+}
+INJECT_CHECK(nvmlDeviceGetDecoderUtilization);
+
+INJECT_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
+                                                      nvmlMemory_v2_t* memory) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  const Gpu* g = nullptr;
+  if (nvmlReturn_t r = check(s, device, "memory", &g); r != NVML_SUCCESS) return r;
+  if (!memory || memory->version != nvmlMemory_v2) return NVML_ERROR_INVALID_ARGUMENT;
+  if (device->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
+  const json& v = values(s, device->gpu);
+  unsigned long long used = std::min(v.value("memory_used_mib", 0ULL) << 20, g->memory_total);
+  unsigned long long reserved =
+      std::min(v.value("memory_reserved_mib", 0ULL) << 20, g->memory_total - used);
+  memory->total = g->memory_total;
+  memory->reserved = reserved;
+  memory->used = used;
+  memory->free = g->memory_total - used - reserved;
+  return NVML_SUCCESS;
+}
+INJECT_CHECK(nvmlDeviceGetMemoryInfo_v2);
 
 #endif  // POLYACCEL_INJECT_PARTIAL
 

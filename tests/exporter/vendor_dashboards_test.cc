@@ -1,0 +1,623 @@
+// The agent as a drop-in for the vendors' exporters, judged by the vendors' own dashboards
+// (../shared/reference/vendor-dashboards): for each scenario (8×H100 through NVML, 8×MI300X
+// through amd-smi, 8×Gaudi2 through HLML) one agent is scraped by its own real Prometheus server,
+// as on a cluster of that vendor. Each dashboard's template variables are resolved from the
+// scraped series the way Grafana does (label_values through Prometheus' HTTP API), then every
+// panel query is evaluated. A panel without data fails, unless the reviewed list below names it
+// with the reason; a listed panel that has data fails too, so that the list stays true. The Gaudi
+// exporter ships no dashboard: its metric list is the contract. Values are checked against the
+// scenarios in the upstream units.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "support/fake_pod_resources.h"
+#include "support/test_support.h"
+
+namespace polyaccel {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using polyaccel::testing::run_command;
+namespace fs = std::filesystem;
+
+const fs::path kDashboards = fs::path(POLYACCEL_SHARED_DIR) / "reference/vendor-dashboards";
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// A process started in the background through the shell; SIGTERM and reaped at the end.
+class Background {
+ public:
+  Background(const std::string& command, const fs::path& log) : log_(log) {
+    auto r = run_command("(" + command + ") > '" + log.string() + "' 2>&1 & echo $!");
+    pid_ = std::atoi(r.output.c_str());
+  }
+  ~Background() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 200 && ::kill(pid_, 0) == 0; ++i)
+      std::this_thread::sleep_for(25ms);
+    if (::kill(pid_, 0) == 0) ::kill(pid_, SIGKILL);
+  }
+  std::string log() const {
+    std::ifstream in(log_);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+ private:
+  fs::path log_;
+  int pid_ = -1;
+};
+
+std::string url_encode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// One vendor's cluster in miniature: a fake kubelet with one pod, the agent on the scenario, and
+// a Prometheus server scraping it every second.
+class VendorStack {
+ public:
+  VendorStack(const std::string& name, const std::string& library_env,
+              std::vector<polyaccel::testing::FakeContainer> pods)
+      : name_(name) {
+    std::string socket = (tmp_.path() / "kubelet.sock").string();
+    kubelet_ = std::make_unique<polyaccel::testing::FakePodResources>(socket);
+    kubelet_->set(std::move(pods));
+    agent_ = std::make_unique<Background>(
+        "POLYACCEL_NVML_LIB=/nonexistent POLYACCEL_AMD_SMI_LIB=/nonexistent "
+        "POLYACCEL_ROCM_SMI_LIB=/nonexistent POLYACCEL_HLML_LIB=/nonexistent " +
+            library_env + " exec '" + polyaccel::testing::polyaccel_binary() +
+            "' agent --accel-backends on --interval 250ms --listen 127.0.0.1:0 --hostname node-7 "
+            "--cluster-name lab --kubelet-dir '' --audit-interval 1m --state '' "
+            "--pod-resources-socket '" +
+            socket + "'",
+        tmp_.path() / "agent.log");
+    std::smatch m;
+    std::string log;
+    const std::regex port_line("on port ([0-9]+)");
+    for (int i = 0; i < 400 && !std::regex_search(log = agent_->log(), m, port_line); ++i)
+      std::this_thread::sleep_for(25ms);
+    if (m.empty()) throw std::runtime_error(name + ": agent did not start: " + log);
+    agent_port_ = std::stoi(m[1]);
+    prometheus_port_ = free_port();
+    fs::path config = tmp_.path() / "prometheus.yml";
+    std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                             "scrape_configs:\n  - job_name: "
+                          << name
+                          << "\n    static_configs:\n      - targets: ['127.0.0.1:" << agent_port_
+                          << "']\n";
+    prometheus_ = std::make_unique<Background>(
+        "exec prometheus --config.file='" + config.string() + "' --storage.tsdb.path='" +
+            (tmp_.path() / "tsdb").string() + "' --web.listen-address=127.0.0.1:" +
+            std::to_string(prometheus_port_) + " --log.level=warn",
+        tmp_.path() / "prometheus.log");
+  }
+
+  // Waits until Prometheus holds enough scrapes for delta() over 15 s windows.
+  void wait_for_scrapes(int scrapes) const {
+    auto deadline = std::chrono::steady_clock::now() + 90s;
+    std::string q = "count_over_time(up[1m]) >= " + std::to_string(scrapes);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!query(q).empty()) return;
+      std::this_thread::sleep_for(250ms);
+    }
+    throw std::runtime_error(
+        name_ + ": Prometheus did not scrape the agent: " + prometheus_->log() + agent_->log());
+  }
+
+  // GET on Prometheus' HTTP API; the parsed answer (status "error" when it did not parse).
+  json api(const std::string& path_and_query) const {
+    auto r =
+        run_command("curl -sS --max-time 20 'http://127.0.0.1:" + std::to_string(prometheus_port_) +
+                    path_and_query + "' 2>/dev/null");
+    json j = json::parse(r.output, nullptr, false);
+    if (j.is_discarded()) return json{{"status", "error"}, {"error", r.output}};
+    return j;
+  }
+  // An instant query: its result vector; an error answer gives `error` its text.
+  json query(const std::string& promql, std::string* error = nullptr) const {
+    json j = api("/api/v1/query?query=" + url_encode(promql));
+    if (j.value("status", "") != "success") {
+      if (error) *error = j.value("error", "no answer");
+      return json::array();
+    }
+    if (error) error->clear();
+    return j["data"]["result"];
+  }
+  // Values of `label` on the series `selector` selects (every series: empty), as Grafana's
+  // label_values(); sorted, without empty values.
+  std::vector<std::string> label_values(const std::string& label,
+                                        const std::string& selector) const {
+    std::string path = "/api/v1/label/" + label + "/values";
+    if (!selector.empty()) path += "?match[]=" + url_encode(selector);
+    json j = api(path);
+    std::vector<std::string> out;
+    if (j.value("status", "") != "success") return out;
+    for (const auto& v : j["data"]) {
+      if (!v.get<std::string>().empty()) out.push_back(v);
+    }
+    return out;
+  }
+  double scalar(const std::string& promql) const {
+    json r = query(promql);
+    if (r.size() != 1) {
+      ADD_FAILURE() << name_ << ": " << promql << " gave " << r.size() << " series";
+      return -1;
+    }
+    return std::stod(r[0]["value"][1].get<std::string>());
+  }
+  std::string agent_metrics() const {
+    return run_command("curl -sS --max-time 20 http://127.0.0.1:" + std::to_string(agent_port_) +
+                       "/metrics")
+        .output;
+  }
+
+ private:
+  std::string name_;
+  polyaccel::testing::TempDir tmp_;
+  std::unique_ptr<polyaccel::testing::FakePodResources> kubelet_;
+  std::unique_ptr<Background> agent_, prometheus_;
+  int agent_port_ = 0, prometheus_port_ = 0;
+};
+
+struct Stacks {
+  std::unique_ptr<VendorStack> nvidia, amd, gaudi;
+};
+Stacks* stacks = nullptr;
+
+class VendorDashboards : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    stacks = new Stacks;
+    const std::string scenarios = SCENARIO_DIR;
+    // NVIDIA at the scenario's training step (GPM busy, memory in use on the MIG GPU). The NVIDIA
+    // pod holds a MIG instance of the MIG-mode GPU (db:00.0), the AMD and Gaudi pods
+    // one whole device each.
+    stacks->nvidia =
+        std::make_unique<VendorStack>("nvidia",
+                                      std::string("POLYACCEL_NVML_LIB=") + NVML_INJECT_LIB +
+                                          " NVML_INJECT_SCENARIO=" + scenarios +
+                                          "/nvml/scenarios/hgx-8xh100.json NVML_INJECT_STEP=1",
+                                      std::vector<polyaccel::testing::FakeContainer>{
+                                          {"llm-0",
+                                           "serve",
+                                           "server",
+                                           "nvidia.com/gpu",
+                                           {"MIG-7c1d9e42-30ab-5f86-b2e4-9a0c6d1f3e58"}},
+                                          {"train-0",
+                                           "ml",
+                                           "worker",
+                                           "nvidia.com/gpu",
+                                           {"GPU-5b2e7a1c-3f0d-8e94-61c2-0a7d4f9b1e21"}}});
+    stacks->amd = std::make_unique<VendorStack>(
+        "amd",
+        std::string("POLYACCEL_AMD_SMI_LIB=") + AMD_SMI_INJECT_LIB +
+            " AMD_SMI_INJECT_SCENARIO=" + scenarios + "/amd_smi/scenarios/mi300x-8x.json",
+        std::vector<polyaccel::testing::FakeContainer>{
+            {"trainer", "ml", "worker", "amd.com/gpu", {"0000:05:00.0"}}});
+    stacks->gaudi = std::make_unique<VendorStack>(
+        "gaudi",
+        std::string("POLYACCEL_HLML_LIB=") + HLML_INJECT_LIB +
+            " HLML_INJECT_SCENARIO=" + scenarios + "/hlml/scenarios/gaudi2-8x.json",
+        std::vector<polyaccel::testing::FakeContainer>{
+            {"finetune", "ml", "worker", "habana.ai/gaudi", {"0000:19:00.0"}}});
+    // delta() over $__interval (15 s) needs two points in the window: wait for 4 scrapes.
+    for (auto* s : {stacks->nvidia.get(), stacks->amd.get(), stacks->gaudi.get()})
+      s->wait_for_scrapes(4);
+  }
+  static void TearDownTestSuite() {
+    delete stacks;
+    stacks = nullptr;
+  }
+};
+
+// ---- Grafana's part: template variables and panel queries ----
+
+std::string variable_query(const json& v) {
+  const json& q = v.contains("query") ? v["query"] : json();
+  if (q.is_string()) return q;
+  if (q.is_object() && q.contains("query") && q["query"].is_string()) return q["query"];
+  return "";
+}
+
+// Replaces $name and ${name} (longest names first, so $g_gpu does not eat $g_gpu_id).
+std::string substitute(std::string text, const std::map<std::string, std::string>& values) {
+  std::vector<std::pair<std::string, std::string>> by_length(values.begin(), values.end());
+  std::sort(by_length.begin(), by_length.end(),
+            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  for (const auto& [name, value] : by_length) {
+    for (const std::string& token : {"${" + name + "}", "$" + name}) {
+      for (size_t at = text.find(token); at != std::string::npos;
+           at = text.find(token, at + value.size()))
+        text.replace(at, token.size(), value);
+    }
+  }
+  return text;
+}
+
+// Resolves every variable of a dashboard from the series in Prometheus, as Grafana does on
+// first load: a query variable takes its first value; one that is multi-valued or has "All"
+// takes all of them (one value alone, several as a regex alternation); no value gives "".
+// Variables are resolved in dependency order.
+std::map<std::string, std::string> resolve_variables(const json& dashboard,
+                                                     const VendorStack& prometheus) {
+  std::map<std::string, std::string> values = {{"__interval", "15s"}, {"__rate_interval", "1m"}};
+  std::vector<json> pending;
+  for (const auto& v : dashboard["templating"]["list"])
+    pending.push_back(v);
+  for (int round = 0; round < 10 && !pending.empty(); ++round) {
+    std::vector<json> later;
+    for (const auto& v : pending) {
+      std::string name = v["name"];
+      std::string type = v.value("type", "");
+      std::string q = variable_query(v);
+      if (type == "textbox" || type == "constant") {
+        values[name] = v.contains("current") && v["current"].contains("value")
+                           ? v["current"]["value"].get<std::string>()
+                           : q;
+        continue;
+      }
+      if (type != "query") continue;  // the datasource variable
+      // Depends on a variable not resolved yet?
+      std::smatch m;
+      std::string rest = q;
+      bool waits = false;
+      static const std::regex ref("\\$\\{?([A-Za-z_][A-Za-z0-9_]*)");
+      while (std::regex_search(rest, m, ref)) {
+        if (!values.count(m[1])) waits = true;
+        rest = m.suffix();
+      }
+      if (waits && round < 9) {
+        later.push_back(v);
+        continue;
+      }
+      q = substitute(q, values);
+      static const std::regex form("^\\s*label_values\\((.*)\\)\\s*$");
+      if (!std::regex_match(q, m, form)) {
+        ADD_FAILURE() << "variable " << name << ": unknown query " << q;
+        continue;
+      }
+      std::string args = m[1];
+      size_t comma = args.rfind(',');
+      std::string selector, label;
+      if (comma == std::string::npos) {
+        label = args;
+      } else {
+        selector = args.substr(0, comma);
+        label = args.substr(comma + 1);
+      }
+      auto trim = [](std::string s) {
+        s.erase(0, s.find_first_not_of(" \t"));
+        s.erase(s.find_last_not_of(" \t") + 1);
+        return s;
+      };
+      auto found = prometheus.label_values(trim(label), trim(selector));
+      bool many = v.value("multi", false) || v.value("includeAll", false);
+      std::string value;
+      if (found.empty()) {
+        value = "";
+      } else if (!many || found.size() == 1) {
+        value = found.front();
+      } else {
+        value = "(";
+        for (size_t i = 0; i < found.size(); ++i)
+          value += (i ? "|" : "") + found[i];
+        value += ")";
+      }
+      values[name] = value;
+    }
+    pending = std::move(later);
+  }
+  return values;
+}
+
+// Prometheus 3 quoting, `{"name", label="x"}`, in the 2.x form `name{label="x"}`.
+std::string prometheus2_form(const std::string& expr) {
+  static const std::regex quoted("\\{\"([A-Za-z_:][A-Za-z0-9_:]*)\"\\s*(,\\s*)?");
+  return std::regex_replace(expr, quoted, "$1{");
+}
+
+struct PanelResult {
+  std::string dashboard, title;
+  bool has_data = false;
+  std::vector<std::string> failures;  // queries that did not parse or disagree across forms
+};
+
+void collect_panels(const json& panels, std::vector<const json*>& out) {
+  for (const auto& p : panels) {
+    out.push_back(&p);
+    if (p.contains("panels")) collect_panels(p["panels"], out);
+  }
+}
+
+std::vector<PanelResult> evaluate_dashboard(const std::string& file,
+                                            const VendorStack& prometheus) {
+  std::ifstream in(kDashboards / file);
+  json d = json::parse(in);
+  auto values = resolve_variables(d, prometheus);
+  std::vector<const json*> panels;
+  collect_panels(d["panels"], panels);
+  std::vector<PanelResult> out;
+  for (const json* p : panels) {
+    if (!p->contains("targets")) continue;
+    PanelResult r{file, p->value("title", ""), false, {}};
+    for (const auto& t : (*p)["targets"]) {
+      if (!t.contains("expr") || !t["expr"].is_string()) continue;  // a math expression
+      std::string written = substitute(t["expr"], values);
+      std::string v2 = prometheus2_form(written);
+      std::string error;
+      json result = prometheus.query(v2, &error);
+      if (!error.empty()) r.failures.push_back(v2 + ": " + error);
+      if (!result.empty()) r.has_data = true;
+      if (v2 != written) {
+        // As written: Debian's Prometheus 2.42 rejects the quoted name; where it parses, the
+        // two forms must agree.
+        json as_written = prometheus.query(written, &error);
+        if (error.empty() && as_written.size() != result.size())
+          r.failures.push_back(written + " and " + v2 + " disagree");
+      }
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+// Panels that stay empty on purpose: dashboard, panel title → why.
+using Reviewed = std::map<std::pair<std::string, std::string>, std::string>;
+
+void expect_every_panel_with_data(const std::vector<std::string>& files,
+                                  const VendorStack& prometheus, const Reviewed& reviewed,
+                                  int min_panels) {
+  int panels = 0, with_data = 0;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const auto& file : files) {
+    for (const auto& r : evaluate_dashboard(file, prometheus)) {
+      ++panels;
+      with_data += r.has_data ? 1 : 0;
+      for (const auto& f : r.failures)
+        ADD_FAILURE() << file << " / " << r.title << ": " << f;
+      auto key = std::make_pair(file, r.title);
+      auto it = reviewed.find(key);
+      if (it == reviewed.end()) {
+        EXPECT_TRUE(r.has_data) << file << " / \"" << r.title << "\" has no data";
+      } else if (r.has_data && !seen.count(key)) {
+        ADD_FAILURE() << file << " / \"" << r.title << "\" has data now: take it off the list ("
+                      << it->second << ")";
+      }
+      if (r.has_data) seen.insert(key);
+    }
+  }
+  std::cout << "panels with data: " << with_data << " of " << panels << "\n";
+  EXPECT_GE(panels, min_panels);
+}
+
+// ---- NVIDIA ----
+
+TEST_F(VendorDashboards, NvidiaDashboardEveryPanel) {
+  expect_every_panel_with_data({"nvidia/dcgm-exporter-dashboard.json"}, *stacks->nvidia, {}, 8);
+}
+
+// Every field of dcgm-exporter's default list that NVML gives is exported.
+TEST_F(VendorDashboards, NvidiaDefaultCounters) {
+  const std::map<std::string, std::string> not_from_nvml = {
+      {"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "a vGPU guest's licence state: no vGPU in the scenario"},
+      {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+       "NVML's NVLink throughput counters (field values) are not read yet"},
+  };
+  std::ifstream in(kDashboards / "nvidia/default-counters.csv");
+  std::string line;
+  int fields = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::string field = line.substr(0, line.find(','));
+    field.erase(0, field.find_first_not_of(" "));
+    field.erase(field.find_last_not_of(" ") + 1);
+    // DCGM_FI_DRIVER_VERSION is a label of every series, not a metric.
+    if (field.rfind("DCGM_", 0) != 0 || line.find("label") != std::string::npos) continue;
+    ++fields;
+    bool present = !stacks->nvidia->query("count(" + field + ")").empty();
+    if (not_from_nvml.count(field)) {
+      EXPECT_FALSE(present) << field << " has data now: take it off the list";
+      continue;
+    }
+    EXPECT_TRUE(present) << field;
+  }
+  EXPECT_EQ(fields, 25);  // its 26 fields but the DCGM_FI_DRIVER_VERSION label
+}
+
+TEST_F(VendorDashboards, NvidiaValuesInDcgmUnits) {
+  const VendorStack& p = *stacks->nvidia;
+  // Training step: 652.34 W on seven GPUs, 699.81 W on 4e:00.0 at its cap, each counted once
+  // (MIG instances carry no power).
+  EXPECT_NEAR(p.scalar("sum(DCGM_FI_DEV_POWER_USAGE)"), 7 * 652.34 + 699.81, 1e-6);
+  EXPECT_TRUE(p.query("DCGM_FI_DEV_POWER_USAGE{GPU_I_ID!=\"\"}").empty());
+  EXPECT_TRUE(p.query("DCGM_FI_DEV_GPU_TEMP{GPU_I_ID!=\"\"}").empty());
+  EXPECT_EQ(p.scalar("count(DCGM_FI_DEV_GPU_TEMP)"), 8);
+  EXPECT_EQ(p.scalar("DCGM_FI_DEV_SM_CLOCK{pci_bus_id=\"00000000:2A:00.0\"}"), 1980);
+  EXPECT_EQ(p.scalar("count(DCGM_FI_DEV_GPU_TEMP{Hostname=\"node-7\"})"), 8);
+  // MIG: memory per instance, in MiB, summing to the GPU's; the pod's series on its instance.
+  EXPECT_EQ(p.scalar("count(DCGM_FI_DEV_FB_USED{pci_bus_id=\"00000000:DB:00.0\"})"), 3);
+  EXPECT_TRUE(
+      p.query("DCGM_FI_DEV_FB_USED{pci_bus_id=\"00000000:DB:00.0\",GPU_I_ID=\"\"}").empty());
+  EXPECT_DOUBLE_EQ(
+      p.scalar("sum(DCGM_FI_DEV_FB_USED{pci_bus_id=\"00000000:DB:00.0\"})"),
+      p.scalar("polyaccel_accelerator_memory_used_bytes{pci_bus_id=\"0000:db:00.0\"}") / 1048576);
+  EXPECT_NEAR(p.scalar("sum(DCGM_FI_DEV_FB_USED{pci_bus_id=\"00000000:DB:00.0\"})"), 30127, 1e-6);
+  EXPECT_EQ(p.scalar("count(DCGM_FI_DEV_FB_USED{pod=\"llm-0\",GPU_I_PROFILE=\"3g.40gb\"})"), 1);
+  EXPECT_EQ(p.scalar("DCGM_FI_DEV_FB_RESERVED{pci_bus_id=\"00000000:2A:00.0\"}"), 546);
+  // GPM as DCGM's ratios and bytes per second; per MIG instance on the MIG GPU.
+  EXPECT_DOUBLE_EQ(p.scalar("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{pci_bus_id=\"00000000:2A:00.0\"}"),
+                   0.6325);
+  EXPECT_DOUBLE_EQ(p.scalar("DCGM_FI_PROF_GR_ENGINE_ACTIVE{pci_bus_id=\"00000000:2A:00.0\"}"),
+                   0.975);
+  EXPECT_DOUBLE_EQ(p.scalar("DCGM_FI_PROF_PCIE_RX_BYTES{pci_bus_id=\"00000000:2A:00.0\"}"),
+                   9216.0 * 1048576);
+  EXPECT_DOUBLE_EQ(p.scalar("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{GPU_I_ID=\"2\"}"), 0.4475);
+  EXPECT_EQ(p.scalar("count(DCGM_FI_PROF_GR_ENGINE_ACTIVE)"), 7 + 3);
+  // The last XID with upstream's labels; clock event reasons as a mask and by name.
+  EXPECT_EQ(p.scalar("count(DCGM_FI_DEV_XID_ERRORS{err_code=\"0\",err_msg=\"No Error\"})"), 8);
+  EXPECT_EQ(p.scalar("DCGM_FI_DEV_CLOCKS_EVENT_REASONS{pci_bus_id=\"00000000:4E:00.0\"}"), 4);
+  EXPECT_EQ(
+      p.scalar("count(polyaccel_accelerator_clock_event_reasons{pci_bus_id=\"0000:4e:00.0\"})"), 1);
+}
+
+// ---- AMD ----
+
+const std::vector<std::string> kAmdDashboards = {"amd/dashboard_overview.json",
+                                                 "amd/dashboard_gpu.json", "amd/dashboard_job.json",
+                                                 "amd/dashboard_system.json"};
+
+Reviewed amd_reviewed() {
+  Reviewed r;
+  // The job dashboard's and system dashboard's profiler panels read gpu_prof_*: AMD's exporter
+  // takes them from rocprofiler-sdk counters, which no SMI library gives.
+  for (const char* f : {"amd/dashboard_job.json", "amd/dashboard_system.json"}) {
+    for (const char* t : {"SM Active", "Occupancy / Compute", "SIMD Utilization", "Tensor Active",
+                          "Occupancy / Active Compute", "GUI Utilization"})
+      r[{f, t}] = "gpu_prof_*: rocprofiler counters, not an SMI field";
+  }
+  // pcie_max_speed is the slot's maximum, from sysfs (max_link_speed) through the host sample:
+  // these agents run on this host's own sysfs, which has no MI300X.
+  for (const auto& f : kAmdDashboards)
+    r[{f, "PCIe Max Speed"}] = "pcie_max_speed: sysfs max_link_speed of a host with the GPUs";
+  return r;
+}
+
+TEST_F(VendorDashboards, AmdDashboardsEveryPanel) {
+  expect_every_panel_with_data(kAmdDashboards, *stacks->amd, amd_reviewed(), 89);
+}
+
+TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
+  const VendorStack& p = *stacks->amd;
+  EXPECT_EQ(p.scalar("gpu_package_power{serial_number=\"PCB05214210\"}"), 131);
+  EXPECT_EQ(p.scalar("sum(gpu_nodes_total)"), 8);
+  // MB as AMD's exporter: 192 GiB.
+  EXPECT_EQ(p.scalar("gpu_total_vram{gpu_id=\"0\"}"), 196608);
+  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous{card_model=~\"102-G30211-.*\"})"), 8);
+  EXPECT_EQ(p.scalar("count(gpu_clock{clock_type=\"system\"})"), 8);
+  EXPECT_EQ(p.scalar("count(gpu_health{gpu_compute_partition_type=\"spx\","
+                     "gpu_memory_partition_type=\"nps1\"})"),
+            8);
+  EXPECT_EQ(p.scalar("count(gpu_health{pod=\"trainer\",cluster_name=\"lab\"})"), 1);
+  EXPECT_EQ(p.scalar("pcie_speed{gpu_id=\"0\"}"), 32);
+  EXPECT_EQ(p.scalar("count(pcie_nack_sent_count)"), 8);
+  EXPECT_EQ(p.scalar("count(gpu_ecc_correct_total)"), 8);
+}
+
+// ---- Gaudi ----
+
+TEST_F(VendorDashboards, GaudiEveryListedMetric) {
+  const std::map<std::string, std::string> reviewed = {};
+  std::ifstream in(kDashboards / "habana/METRICS.md");
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  std::set<std::string> metrics;
+  static const std::regex name("habanalabs_[A-Za-z0-9_]+");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), name); it != std::sregex_iterator();
+       ++it)
+    metrics.insert(it->str());
+  EXPECT_GE(metrics.size(), 29u);
+  int present = 0;
+  for (const auto& m : metrics) {
+    bool has = !stacks->gaudi->query("count(" + m + ")").empty();
+    present += has ? 1 : 0;
+    if (reviewed.count(m)) {
+      EXPECT_FALSE(has) << m << " has data now: take it off the list";
+    } else {
+      EXPECT_TRUE(has) << m;
+    }
+  }
+  std::cout << "Gaudi metrics with data: " << present << " of " << metrics.size() << "\n";
+}
+
+TEST_F(VendorDashboards, GaudiValuesInExporterUnits) {
+  const VendorStack& p = *stacks->gaudi;
+  EXPECT_EQ(p.scalar("habanalabs_power_mW{bus_id=\"0000:19:00.0\"}"), 91250);
+  EXPECT_EQ(p.scalar("habanalabs_temperature_onboard{bus_id=\"0000:19:00.0\"}"), 29);
+  EXPECT_EQ(p.scalar("habanalabs_temperature_onchip{bus_id=\"0000:19:00.0\"}"), 31);
+  EXPECT_EQ(p.scalar("count(habanalabs_utilization{pod_name=\"finetune\",pod_namespace=\"ml\"})"),
+            1);
+  EXPECT_EQ(p.scalar("habanalabs_clock_soc_max_mhz{bus_id=\"0000:19:00.0\"}"), 1800);
+  EXPECT_EQ(p.scalar("habanalabs_pci_link_speed{bus_id=\"0000:19:00.0\"}"), 16);
+  EXPECT_EQ(p.scalar("count(habanalabs_nic_port_status{bus_id=\"0000:19:00.0\"})"), 24);
+  EXPECT_EQ(p.scalar("count(habanalabs_kube_info{pod_name=\"finetune\"})"), 1);
+}
+
+// ---- the agent's own defects found on the way ----
+
+// The tuning audit judges the accelerators' inventory, as `polyaccel audit` does: 2a:00.0 runs
+// without persistence mode.
+TEST_F(VendorDashboards, AuditFindingsIncludeTheGpus) {
+  const VendorStack& p = *stacks->nvidia;
+  double n = -1;
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    json r = p.query("polyaccel_audit_findings{id=\"gpu.persistence\",severity=\"warning\"}");
+    if (r.size() == 1) n = std::stod(r[0]["value"][1].get<std::string>());
+    if (n > 0) break;
+    std::this_thread::sleep_for(250ms);
+  }
+  EXPECT_EQ(n, 1);
+}
+
+// Without the device plugin the agent still writes the node labels, readable by nfd-worker.
+TEST(AgentNodeLabels, WrittenWithoutTheDevicePlugin) {
+  polyaccel::testing::TempDir tmp;
+  auto r = run_command(
+      std::string("POLYACCEL_AMD_SMI_LIB=/nonexistent POLYACCEL_ROCM_SMI_LIB=/nonexistent "
+                  "POLYACCEL_HLML_LIB=/nonexistent POLYACCEL_NVML_LIB=") +
+      NVML_INJECT_LIB + " NVML_INJECT_SCENARIO=" + SCENARIO_DIR +
+      "/nvml/scenarios/hgx-8xh100.json '" + polyaccel::testing::polyaccel_binary() +
+      "' agent --once --accel-backends on --pod-resources-socket '' "
+      "--kubelet-dir '' --nfd-features-dir '" +
+      tmp.path().string() + "' > /dev/null 2>&1");
+  ASSERT_EQ(r.exit_code, 0);
+  fs::path file = tmp.path() / "polyaccel";
+  ASSERT_TRUE(fs::is_regular_file(file));
+  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                fs::perms::others_read);
+  std::ifstream in(file);
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  EXPECT_NE(text.find("nvidia.com/gpu.present=true"), std::string::npos) << text;
+  EXPECT_NE(text.find("nvidia.com/gpu.compute.major=9"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace polyaccel
