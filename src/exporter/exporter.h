@@ -35,7 +35,9 @@ struct ExporterOptions {
   std::string listen = "0.0.0.0:" + std::to_string(kDefaultPort);
   std::set<NameSet> names = {NameSet::polyaccel, NameSet::dcgm, NameSet::amd, NameSet::habana};
   std::string hostname;
-  std::string version;  // polyaccel_build_info
+  std::string version;     // polyaccel_build_info{version, revision, build_type}
+  std::string revision;    // git commit
+  std::string build_type;  // CMake's: Release, Debug
   std::size_t threads = 2;
   // /healthz fails when accelerators are known but no snapshot came for this long.
   std::chrono::milliseconds stall_after{60000};
