@@ -272,9 +272,9 @@ void print_findings(const std::vector<Finding>& findings, std::ostream& out,
     return;
   }
   for (const auto& f : findings) {
-    Tone tone = f.severity == Severity::critical ? Tone::bad
-                : f.severity == Severity::warning  ? Tone::warn
-                                                   : Tone::note;
+    Tone tone = f.severity == Severity::critical  ? Tone::bad
+                : f.severity == Severity::warning ? Tone::warn
+                                                  : Tone::note;
     out << paint(style, upper(f.severity), tone) << "  " << f.id << "  " << f.subject << "\n";
     out << "  observed: " << f.observed << "\n";
     out << "  expected: " << f.expected << "\n";

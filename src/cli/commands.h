@@ -1,8 +1,8 @@
 // The subcommands, one file each; main.cc parses the command line and calls them.
 #pragma once
 
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <optional>

@@ -50,7 +50,9 @@ bool takes_path(const CLI::Option* o) {
   return t.rfind("FILE", 0) == 0 || t.rfind("DIR", 0) == 0;
 }
 
-bool takes_value(const CLI::Option* o) { return o->get_type_size() != 0; }
+bool takes_value(const CLI::Option* o) {
+  return o->get_type_size() != 0;
+}
 
 std::vector<std::string> option_names(const CLI::Option* o) {
   std::vector<std::string> out;
@@ -95,8 +97,10 @@ std::string bash_script(const CLI::App& app) {
   for (const auto& c : commands) {
     for (const CLI::Option* o : named_options(c.app)) {
       for (const auto& n : option_names(o)) {
-        if (takes_path(o)) path_options.push_back(n);
-        else if (takes_value(o)) value_options.push_back(n);
+        if (takes_path(o))
+          path_options.push_back(n);
+        else if (takes_value(o))
+          value_options.push_back(n);
       }
     }
   }
@@ -210,12 +214,13 @@ std::string fish_script(const CLI::App& app) {
       s << "complete -c polyaccel -n " << single_quoted(condition) << " -a " << sub->get_name()
         << " -d " << single_quoted(sub->get_description()) << "\n";
     }
-    if (c.path.empty()) condition = "not __fish_seen_subcommand_from " + [&] {
-      std::vector<std::string> top;
-      for (const CLI::App* sub : subcommands(c.app))
-        top.push_back(sub->get_name());
-      return CLI::detail::join(top, " ");
-    }();
+    if (c.path.empty())
+      condition = "not __fish_seen_subcommand_from " + [&] {
+        std::vector<std::string> top;
+        for (const CLI::App* sub : subcommands(c.app))
+          top.push_back(sub->get_name());
+        return CLI::detail::join(top, " ");
+      }();
     for (const CLI::Option* o : named_options(c.app)) {
       s << "complete -c polyaccel -n " << single_quoted(condition);
       for (const auto& n : o->get_snames())
@@ -294,7 +299,8 @@ std::string man_page(const CLI::App& command) {
   if (!positionals.empty()) {
     s << ".SH ARGUMENTS\n";
     for (const CLI::Option* p : positionals)
-      s << ".TP\n.I " << roff(p->get_name(true, false)) << "\n" << roff(p->get_description()) << "\n";
+      s << ".TP\n.I " << roff(p->get_name(true, false)) << "\n"
+        << roff(p->get_description()) << "\n";
   }
   auto options = named_options(&command);
   if (!options.empty()) {
@@ -311,7 +317,8 @@ std::string man_page(const CLI::App& command) {
       s << "\n";
     }
   }
-  s << ".SH EXIT STATUS\n0 ok, 1 findings or no fit, 2 bad input or failure (one line on stderr).\n";
+  s << ".SH EXIT STATUS\n0 ok, 1 findings or no fit, 2 bad input or failure (one line on "
+       "stderr).\n";
   s << ".SH SEE ALSO\n";
   if (command.get_parent()) {
     std::string parent = name.substr(0, name.rfind('-'));
@@ -348,8 +355,8 @@ std::optional<int> run_completion_commands(const CLI::App& app, const Completion
     std::string file = c.path.empty() ? "polyaccel" : "polyaccel-" + c.path;
     for (auto& ch : file)
       if (ch == ' ') ch = '-';
-    auto written =
-        write_file_atomically(std::filesystem::path(options.man_dir) / (file + ".1"), man_page(*c.app));
+    auto written = write_file_atomically(std::filesystem::path(options.man_dir) / (file + ".1"),
+                                         man_page(*c.app));
     if (!written) return fail(written.error());
     ++pages;
   }

@@ -94,7 +94,8 @@ Status apply_config_file(CLI::App& app, const std::string& given) {
     return bad_input(path + ":" + std::to_string(e.mark.line + 1), "is not YAML: " + e.msg);
   }
   if (root.IsNull()) return Ok{};
-  if (!root.IsMap()) return bad_input(path, "must be a mapping of key: value", "keys: " + key_list());
+  if (!root.IsMap())
+    return bad_input(path, "must be a mapping of key: value", "keys: " + key_list());
   auto commands = selected_path(app);
   for (auto it = root.begin(); it != root.end(); ++it) {
     std::string key = it->first.IsScalar() ? it->first.Scalar() : "";

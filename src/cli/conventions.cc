@@ -16,8 +16,7 @@ class HelpFormatter : public CLI::Formatter {
   std::string make_option_opts(const CLI::Option* opt) const override {
     std::string out = CLI::Formatter::make_option_opts(opt);
     // A transformer's description is its value map: "ENUM:value in {auto->0,...} OR {0,...}".
-    for (auto at = out.find(":value in {"); at != std::string::npos;
-         at = out.find(":value in {")) {
+    for (auto at = out.find(":value in {"); at != std::string::npos; at = out.find(":value in {")) {
       auto close = out.find('}', at);
       if (close == std::string::npos) break;
       if (out.compare(close + 1, 5, " OR {") == 0) close = out.find('}', close + 1);
@@ -39,7 +38,9 @@ std::string one_line_failure(const CLI::App* app, const CLI::Error& e) {
   return "polyaccel" + where + ": " + what + "\n";
 }
 
-bool is_option(const std::string& word) { return !word.empty() && word[0] == '-'; }
+bool is_option(const std::string& word) {
+  return !word.empty() && word[0] == '-';
+}
 
 }  // namespace
 

@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <map>
 #include "cli/mig.h"
+#include "cli/output_format.h"
 #include "core/strings.h"
 #include "share/mig_parted_config.h"
 #include "share/mig_profiles.h"
@@ -332,6 +334,123 @@ void print_plan(const MigPlan& plan, std::ostream& out) {
   out << plan.changes() << " change" << (plan.changes() == 1 ? "" : "s") << "\n";
 }
 
+namespace {
+
+// nvidia-smi mig -lgip and -lgipp in one table per GPU model: each profile's id, slices, memory,
+// how many fit, and where an instance may start.
+int profiles(const GlobalOptions& global, const MigOptions& options, std::ostream& out) {
+  std::vector<std::pair<std::string, const MigGeometry*>> gpus;  // (which GPU, its geometry)
+  if (!options.model.empty()) {
+    const MigGeometry* g = find_mig_geometry(options.model);
+    if (!g) {
+      return fail(bad_input("--model " + options.model, "no MIG profile table for this model",
+                            "models: " + mig_model_names()));
+    }
+    gpus.emplace_back(g->model, g);
+  } else {
+    auto host = open_mig_host({});
+    if (!host) return fail(host.error());
+    for (size_t i = 0; i < host->gpus.size(); ++i) {
+      if (host->inputs[i].geometry)
+        gpus.emplace_back("GPU " + std::to_string(host->gpus[i].index), host->inputs[i].geometry);
+    }
+  }
+  nlohmann::json doc = {{"schema_version", kMigSchemaVersion}, {"gpus", nlohmann::json::array()}};
+  for (const auto& [which, g] : gpus) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& p : g->profiles) {
+      list.push_back({{"name", p.name},
+                      {"profile_id", p.profile_id},
+                      {"compute_slices", p.compute_slices},
+                      {"memory_slices", p.memory_slices},
+                      {"memory_gb", p.memory_gb},
+                      {"max_instances", p.max_instances},
+                      {"starts", p.starts}});
+    }
+    doc["gpus"].push_back({{"gpu", which}, {"model", g->model}, {"profiles", list}});
+  }
+  if (global.json) {
+    out << doc.dump(2) << "\n";
+    return kExitOk;
+  }
+  for (const auto& [which, g] : gpus) {
+    out << which << (which == g->model ? "" : " (" + g->model + ")") << ": " << g->compute_slices
+        << " compute slices, " << g->memory_slices << " memory slices, at most " << g->max_instances
+        << " instances\n";
+    Table t;
+    t.add_row({"profile", "ID", "slices", "memory", "instances", "placements (start:size)"});
+    for (const auto& p : g->profiles) {
+      std::vector<std::string> starts;
+      for (unsigned st : p.starts)
+        starts.push_back(std::to_string(st) + ":" + std::to_string(p.memory_slices));
+      t.add_row({p.name, std::to_string(p.profile_id),
+                 std::to_string(p.compute_slices) + "/" + std::to_string(p.memory_slices),
+                 std::to_string(p.memory_gb) + " GB", std::to_string(p.max_instances),
+                 join(starts, ",")});
+    }
+    t.print(out, global.style);
+  }
+  return kExitOk;
+}
+
+// mig-parted assert: whether applying the request would change nothing.
+int assert_layout(const GlobalOptions& global, const MigOptions& options, std::ostream& out) {
+  auto host = open_mig_host(options);
+  if (!host) return fail(host.error());
+  auto plan = plan_for(options, host->inputs);
+  if (!plan) return fail(plan.error());
+  if (!plan->fit) {
+    return fail(bad_input("mig assert", "the requested layout does not fit these GPUs",
+                          "see `polyaccel mig plan` with the same request"));
+  }
+  bool matches = plan->changes() == 0;
+  for (const auto& g : plan->gpus)
+    matches = matches && !g.mode_change;
+  if (global.json) {
+    out << nlohmann::json{{"schema_version", kMigSchemaVersion},
+                          {"matches", matches},
+                          {"changes", plan->changes()}}
+               .dump(2)
+        << "\n";
+  } else {
+    out << (matches ? "MIG layout matches"
+                    : "MIG layout differs: " + std::to_string(plan->changes()) + " change" +
+                          (plan->changes() == 1 ? "" : "s") + " to apply")
+        << "\n";
+  }
+  return matches ? kExitOk : kExitFindings;
+}
+
+// mig-parted export: one config, "current", with an entry per GPU.
+int export_layout(const GlobalOptions& global, std::ostream& out) {
+  auto host = open_mig_host({});
+  if (!host) return fail(host.error());
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& g : host->gpus) {
+    std::map<std::string, unsigned> counts;
+    for (const auto& i : g.instances)
+      ++counts[i.profile];
+    nlohmann::json devices = nlohmann::json::object();
+    for (const auto& [profile, n] : counts)
+      devices[profile] = n;
+    nlohmann::json e = {{"devices", nlohmann::json::array({g.index})},
+                        {"mig-enabled", g.mig_enabled}};
+    if (g.mig_enabled) e["mig-devices"] = devices;
+    entries.push_back(e);
+  }
+  nlohmann::json config = {{"version", "v1"}, {"mig-configs", {{"current", entries}}}};
+  if (global.json) {
+    out << config.dump(2) << "\n";
+    return kExitOk;
+  }
+  auto yaml = json_to_yaml(config.dump());
+  if (!yaml) return fail(yaml.error());
+  out << *yaml;
+  return kExitOk;
+}
+
+}  // namespace
+
 CLI::App* add_mig_command(CLI::App& app, MigOptions& o,
                           const std::function<void(CLI::App*)>& add_globals) {
   auto* mig = app.add_subcommand("mig", "MIG layouts (NVIDIA) and partition modes (AMD)");
@@ -340,11 +459,19 @@ CLI::App* add_mig_command(CLI::App& app, MigOptions& o,
   auto* plan_cmd = mig->add_subcommand("plan", "place MIG instances (explicit start, size)");
   auto* apply_cmd = mig->add_subcommand("apply", "plan, then change only what must change");
   auto* part_cmd = mig->add_subcommand("partition", "AMD compute/memory partition modes (sysfs)");
-  for (auto* c : {show_cmd, plan_cmd, apply_cmd, part_cmd}) {
+  auto* profiles_cmd = mig->add_subcommand(
+      "profiles",
+      "the GPU instance profiles and placements a GPU offers (nvidia-smi mig -lgip/-lgipp)");
+  profiles_cmd->add_option("--model", o.model, "a GPU model instead of this host's GPUs");
+  auto* assert_cmd = mig->add_subcommand(
+      "assert", "exit 0 when the GPUs are in the requested layout, 1 when not (mig-parted assert)");
+  auto* export_cmd = mig->add_subcommand(
+      "export", "the current layout as a mig-parted config (mig-parted export)");
+  for (auto* c : {show_cmd, plan_cmd, apply_cmd, part_cmd, profiles_cmd, assert_cmd, export_cmd}) {
     add_globals(c);
     c->callback([&o, c] { o.action = c->get_name(); });
   }
-  for (auto* c : {plan_cmd, apply_cmd}) {
+  for (auto* c : {plan_cmd, apply_cmd, assert_cmd}) {
     c->add_option("-f,--file", o.file, "a mig-parted config file")->type_name("FILE");
     c->add_option("-c,--config", o.config, "the config of the file to use")->type_name("NAME");
     c->add_option_function<std::string>(
@@ -378,6 +505,9 @@ int run_mig(const GlobalOptions& global, const MigOptions& options, std::ostream
   if (options.action == "plan") return plan(global, options, out);
   if (options.action == "apply") return run_mig_apply(global, options, out);
   if (options.action == "partition") return partition(global, options, out);
+  if (options.action == "profiles") return profiles(global, options, out);
+  if (options.action == "assert") return assert_layout(global, options, out);
+  if (options.action == "export") return export_layout(global, out);
   return kExitError;
 }
 

@@ -68,7 +68,7 @@ std::size_t display_width(std::string_view text) {
 }
 
 std::string plural(std::size_t count, std::string_view one, std::string_view many) {
-  std::string word = count == 1 ? std::string(one)
+  std::string word = count == 1     ? std::string(one)
                      : many.empty() ? std::string(one) + "s"
                                     : std::string(many);
   return std::to_string(count) + " " + word;
@@ -129,6 +129,8 @@ void Table::print(std::ostream& out, const OutputStyle& style) const {
     columns = std::max(columns, r.cells.size());
   if (columns == 0) return;
   std::vector<std::size_t> widths(columns, 0);
+  for (std::size_t c = 0; c < columns && c < min_widths_.size(); ++c)
+    widths[c] = min_widths_[c];
   for (const auto& row : rows_) {
     for (std::size_t c = 0; c < row.cells.size(); ++c)
       widths[c] = std::max(widths[c], display_width(row.cells[c]));
@@ -138,6 +140,37 @@ void Table::print(std::ostream& out, const OutputStyle& style) const {
   std::size_t total = indent_.size();
   for (std::size_t c = 0; c < columns; ++c)
     total += widths[c] + (c + 1 < columns ? gap : 0);
+  if (split_columns_ && style.width > 0 && total > style.width && columns > 2) {
+    // Groups of columns 1.. that fit beside column 0.
+    std::size_t c = 1;
+    bool first = true;
+    while (c < columns) {
+      std::size_t used = indent_.size() + widths[0];
+      std::size_t end = c;
+      while (end < columns && (end == c || used + gap + widths[end] <= style.width)) {
+        used += gap + widths[end];
+        ++end;
+      }
+      Table part(indent_);
+      for (const auto& row : rows_) {
+        std::vector<std::string> cells;
+        cells.push_back(row.cells.empty() ? "" : row.cells[0]);
+        for (std::size_t k = c; k < end; ++k)
+          cells.push_back(k < row.cells.size() ? row.cells[k] : "");
+        part.add_row(cells);
+      }
+      // Keep the column widths of the whole table, so that groups line up with each other.
+      part.min_widths_ = {widths[0]};
+      for (std::size_t k = c; k < end; ++k)
+        part.min_widths_.push_back(widths[k]);
+      if (!first) out << "\n";
+      part.print(out, OutputStyle{style.color, 0, style.verbose});
+      first = false;
+      c = end;
+    }
+    return;
+  }
+  bool fold_after_wrap = false;
   if (style.width > 0 && total > style.width) {
     // Shrink the wrap column to what is left, but never below its longest word.
     std::size_t longest_word = 1;
@@ -150,11 +183,33 @@ void Table::print(std::ostream& out, const OutputStyle& style) const {
     std::size_t others = total - widths[wrap];
     std::size_t room = style.width > others ? style.width - others : 0;
     widths[wrap] = std::max(longest_word, std::min(widths[wrap], room));
+    if (others + widths[wrap] > style.width && wrap + 1 < columns) {
+      // Still too wide: the cells after the wrap column go below it, on continuation lines.
+      fold_after_wrap = true;
+      std::size_t before = indent_.size();
+      for (std::size_t c = 0; c < wrap; ++c)
+        before += widths[c] + gap;
+      widths[wrap] = std::max(longest_word, style.width > before ? style.width - before : 0);
+    }
   }
   for (const auto& row : rows_) {
-    const auto& r = row.cells;
+    std::vector<std::string> r = row.cells;
     std::vector<std::string> wrapped =
         wrap < r.size() ? wrap_words(r[wrap], widths[wrap]) : std::vector<std::string>{""};
+    if (fold_after_wrap && wrap + 1 < r.size()) {
+      // The trailing cells, whole, packed into lines of the wrap column's width.
+      std::string line;
+      for (std::size_t c = wrap + 1; c < r.size(); ++c) {
+        if (r[c].empty()) continue;
+        if (!line.empty() && display_width(line) + gap + display_width(r[c]) > widths[wrap]) {
+          wrapped.push_back(line);
+          line.clear();
+        }
+        line += (line.empty() ? "" : std::string(gap, ' ')) + r[c];
+      }
+      if (!line.empty()) wrapped.push_back(line);
+      r.resize(wrap + 1);
+    }
     for (std::size_t line = 0; line < wrapped.size(); ++line) {
       std::string text = indent_;
       std::size_t last = r.size();

@@ -49,6 +49,9 @@ class Table {
   }
   // The column that wraps; by default the last one.
   void set_wrap_column(std::size_t column) { wrap_column_ = column; }
+  // Instead of wrapping: when too wide, print the columns in groups that fit, each group with the
+  // first column again (a matrix, as numactl prints long rows).
+  void set_split_columns(bool split) { split_columns_ = split; }
   bool empty() const { return rows_.empty(); }
   void print(std::ostream& out, const OutputStyle& style) const;
 
@@ -60,6 +63,8 @@ class Table {
   };
   std::vector<Row> rows_;
   std::size_t wrap_column_ = static_cast<std::size_t>(-1);
+  bool split_columns_ = false;
+  std::vector<std::size_t> min_widths_;  // a split table's parts keep the whole one's widths
 };
 
 // Breaks `text` into lines of at most `width` columns at blanks (and after commas); a word longer

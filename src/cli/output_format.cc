@@ -14,7 +14,8 @@ bool reads_as_other_type(const std::string& text) {
   std::string lower;
   for (char c : text)
     lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  static const char* const kWords[] = {"true", "false", "yes", "no", "on", "off", "null", "~", "y", "n"};
+  static const char* const kWords[] = {"true", "false", "yes", "no", "on",
+                                       "off",  "null",  "~",   "y",  "n"};
   for (const char* w : kWords) {
     if (lower == w) return true;
   }
@@ -65,11 +66,11 @@ void emit(YAML::Emitter& out, const nlohmann::json& j) {
 
 void add_output_options(CLI::App* cmd, GlobalOptions& g) {
   cmd->add_option("--color", g.color, "colour: auto (on a terminal), always, never")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, ColorMode>{{"auto", ColorMode::automatic},
-                                           {"always", ColorMode::always},
-                                           {"never", ColorMode::never}},
-          CLI::ignore_case))
+      ->transform(
+          CLI::CheckedTransformer(std::map<std::string, ColorMode>{{"auto", ColorMode::automatic},
+                                                                   {"always", ColorMode::always},
+                                                                   {"never", ColorMode::never}},
+                                  CLI::ignore_case))
       ->type_name("WHEN");
   bool has_own_o = cmd->get_name() == "nccl-topo";
   cmd->add_option(has_own_o ? "--format" : "-o,--format", g.format,
@@ -77,7 +78,8 @@ void add_output_options(CLI::App* cmd, GlobalOptions& g) {
       ->check(CLI::IsMember({"table", "json", "yaml"}))
       ->type_name("FORMAT");
   cmd->add_flag("-q,--quiet", g.quiet, "print nothing on stdout; the exit status says it");
-  cmd->add_flag("-v,--verbose", g.verbose, "more detail for people (topo: each device's PCIe path)");
+  cmd->add_flag("-v,--verbose", g.verbose,
+                "more detail for people (topo: each device's PCIe path)");
 }
 
 Status settle_output_options(GlobalOptions& g) {

@@ -1,8 +1,8 @@
 // `polyaccel topo`: the HostModel for people (as nvidia-smi topo -m) or as JSON.
 #include <algorithm>
 #include <cstdio>
-#include <iomanip>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -10,8 +10,8 @@
 
 #include "cli/commands.h"
 #include "core/byte_size.h"
-#include "core/host_model_json.h"
 #include "core/file_io.h"
+#include "core/host_model_json.h"
 #include "core/strings.h"
 
 namespace polyaccel::cli {
@@ -179,9 +179,11 @@ void print_topology(const HostModel& m, std::ostream& out, const OutputStyle& st
 
 void print_topology(const HostModel& m, const std::map<unsigned, std::uint64_t>& free,
                     std::ostream& out, const OutputStyle& style) {
-  out << "Host " << (m.hostname.empty() ? "(unnamed)" : m.hostname) << ", "
-      << (m.architecture.empty() ? "unknown architecture" : m.architecture) << ", page size "
-      << format_byte_size(m.page_size) << " (" << m.source << ")\n";
+  std::string host_line = "Host " + (m.hostname.empty() ? "(unnamed)" : m.hostname) + ", " +
+                          (m.architecture.empty() ? "unknown architecture" : m.architecture) +
+                          ", page size " + format_byte_size(m.page_size) + " (" + m.source + ")";
+  for (const auto& line : wrap_words(host_line, style.width))
+    out << line << "\n";
   out << plural(m.packages.size(), "package") << ", " << plural(m.cores.size(), "core") << ", "
       << plural(m.pus.count(), "PU") << ", " << plural(m.numa_nodes.size(), "NUMA node") << ", "
       << plural(m.accelerators.size(), "accelerator") << ", " << plural(m.nics.size(), "NIC")
@@ -230,9 +232,10 @@ void print_topology(const HostModel& m, const std::map<unsigned, std::uint64_t>&
     for (const auto& a : m.accelerators) {
       std::string name = a.name;
       if (a.partitions > 1) name += " (" + std::to_string(a.partitions) + " partitions)";
-      accelerators.add_row({a.id, a.pci.address.to_string(), to_string(a.vendor), name,
-                            "NUMA " + node_list(a.pci.numa_nodes), "PCIe " + pcie_text(a.pci.link),
-                            a.closest_nics.empty() ? "" : "nearest NIC " + join(a.closest_nics, ",")});
+      accelerators.add_row(
+          {a.id, a.pci.address.to_string(), to_string(a.vendor), name,
+           "NUMA " + node_list(a.pci.numa_nodes), "PCIe " + pcie_text(a.pci.link),
+           a.closest_nics.empty() ? "" : "nearest NIC " + join(a.closest_nics, ",")});
       std::ostringstream details;
       if (style.verbose) details << pci_path(m, a.pci);
       if (a.inventory) print_inventory(*a.inventory, details);
@@ -287,7 +290,7 @@ void print_topology(const HostModel& m, const std::map<unsigned, std::uint64_t>&
                       : "N/A");
     matrix.add_row(row);
   }
-  matrix.set_wrap_column(m.links.devices.size() + 1);
+  matrix.set_split_columns(true);
   matrix.print(out, style);
   if (nvlink_missing(m)) {
     out << "\n";
@@ -301,7 +304,7 @@ void print_topology(const HostModel& m, const std::map<unsigned, std::uint64_t>&
   }
   out << "\nLegend:\n"
          "  X    = self\n"
-         "  SYS  = traverses PCIe and the interconnect between NUMA nodes (QPI/UPI, xGMI, SNC)\n"
+         "  SYS  = traverses PCIe and the link between NUMA nodes (QPI/UPI, xGMI, SNC)\n"
          "  NODE = traverses PCIe and the links between host bridges within a NUMA node\n"
          "  PHB  = traverses PCIe and a host bridge (typically the CPU)\n"
          "  PXB  = traverses multiple PCIe switches (without a host bridge)\n"

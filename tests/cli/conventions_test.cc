@@ -18,7 +18,9 @@ using polyaccel::testing::topology_fixture;
 
 const std::string kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
 
-std::string bin() { return polyaccel_binary(); }
+std::string bin() {
+  return polyaccel_binary();
+}
 
 TEST(Conventions, VersionNamesCommitAndBuildType) {
   for (const char* flag : {"--version", "-V"}) {
@@ -47,7 +49,7 @@ TEST(Conventions, ParseErrorsAreOneLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_EQ(r.output.find("Run with --help"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.rfind("polyaccel topo: ", 0), 0u) << r.output;
+  EXPECT_EQ(r.output, "polyaccel: The following argument was not expected: --no-such-flag\n");
 }
 
 TEST(Conventions, HelpHasOurNameAndNoParserInternals) {
@@ -96,7 +98,8 @@ TEST(ConfigFile, FillsWhatTheCommandLineLeftAndFlagsWin) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = nlohmann::json::parse(r.output);
   // Only the dedicated set is pinned from: CPUs 0-3 were left out by the file.
-  for (const auto& c : j.dump()) (void)c;
+  for (const auto& c : j.dump())
+    (void)c;
   EXPECT_EQ(r.output.find("\"cpus\": [\n        0,"), std::string::npos) << r.output;
   // A flag wins over the file.
   r = run_command(bin() + " place --config " + config + " --topology " + fixture +
@@ -132,7 +135,7 @@ TEST(Completion, ScriptsNameEveryCommandAndParse) {
                        "; COMP_WORDS=(polyaccel mig p); COMP_CWORD=2; _polyaccel; echo "
                        "${COMPREPLY[*]}'");
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.output, "plan partition\n");
+  EXPECT_EQ(r.output, "plan partition profiles\n");
   auto zsh = run_command(bin() + " completion zsh");
   EXPECT_EQ(zsh.exit_code, 0);
   EXPECT_EQ(zsh.output.rfind("#compdef polyaccel", 0), 0u);
@@ -147,8 +150,8 @@ TEST(ManPages, OnePerCommandFromTheOptionDefinitions) {
   TempDir tmp;
   auto r = run_command(bin() + " man " + tmp.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* page : {"polyaccel.1", "polyaccel-topo.1", "polyaccel-mig-plan.1",
-                           "polyaccel-agent.1"}) {
+  for (const char* page :
+       {"polyaccel.1", "polyaccel-topo.1", "polyaccel-mig-plan.1", "polyaccel-agent.1"}) {
     EXPECT_TRUE(std::filesystem::exists(tmp.path() / page)) << page;
   }
   std::ifstream in(tmp.path() / "polyaccel-place.1");

@@ -118,19 +118,23 @@ TEST_P(TerminalWidth, TopoFitsAndAligns) {
   for (const char* fixture : kFixtures) {
     if (!std::filesystem::exists(topology_fixture(fixture))) continue;
     SCOPED_TRACE(fixture);
-    auto r = run_in_pty({polyaccel_binary(), "topo", "--topology", topology_fixture(fixture).string()},
-                        width);
+    auto r = run_in_pty(
+        {polyaccel_binary(), "topo", "--topology", topology_fixture(fixture).string()}, width);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     auto all = lines(strip_colour(r.output));
     ASSERT_GT(all.size(), 10u);
-    for (const auto& l : all)
-      EXPECT_LE(l.size(), width) << "wider than the terminal: " << l;
+    for (const auto& l : all) {
+      // Only a single word longer than the terminal (a long file name) may pass its edge.
+      bool one_word = l.find(' ', l.find_first_not_of(' ')) == std::string::npos;
+      EXPECT_TRUE(l.size() <= width || one_word) << "wider than the terminal: " << l;
+    }
     // NIC and accelerator rows: the PCI address column starts at the same place in every row.
     for (const char* title : {"NICs", "Accelerators"}) {
       std::set<size_t> address_columns;
       for (const auto& row : section(all, title)) {
         auto s = starts(row);
-        if (row.rfind("  nic", 0) == 0 || row.rfind("  gpu", 0) == 0 || row.rfind("  hpu", 0) == 0) {
+        if (row.rfind("  nic", 0) == 0 || row.rfind("  gpu", 0) == 0 ||
+            row.rfind("  hpu", 0) == 0) {
           ASSERT_GE(s.size(), 2u) << row;
           address_columns.insert(s[1]);
         }
@@ -165,7 +169,8 @@ TEST(TerminalColour, OnATerminalOnlyUnlessAsked) {
   std::string fixture = topology_fixture(kFixtures[0]).string();
   auto tty = run_in_pty({polyaccel_binary(), "topo", "--topology", fixture}, 160);
   EXPECT_NE(tty.output.find("\033["), std::string::npos) << "no colour on a terminal";
-  auto never = run_in_pty({polyaccel_binary(), "topo", "--color=never", "--topology", fixture}, 160);
+  auto never =
+      run_in_pty({polyaccel_binary(), "topo", "--color=never", "--topology", fixture}, 160);
   EXPECT_EQ(never.output.find("\033["), std::string::npos);
   auto pipe = run_command(polyaccel_binary() + " topo --topology " + fixture);
   EXPECT_EQ(pipe.output.find("\033["), std::string::npos) << "colour into a pipe";

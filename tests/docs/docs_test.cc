@@ -131,8 +131,8 @@ std::vector<DocBlock> all_blocks() {
 }
 
 // Whether `actual` is `expected`, where an expected "..." line matches any run of lines.
-bool matches(const std::vector<std::string>& expected, size_t e, const std::vector<std::string>& actual,
-             size_t a) {
+bool matches(const std::vector<std::string>& expected, size_t e,
+             const std::vector<std::string>& actual, size_t a) {
   if (e == expected.size()) return a == actual.size();
   if (expected[e] == "...") {
     for (size_t k = a; k <= actual.size(); ++k) {
@@ -160,12 +160,14 @@ TEST(Docs, EveryRunnableExampleRunsAsDocumented) {
     SCOPED_TRACE(b.file + ":" + std::to_string(b.line));
     ASSERT_FALSE(b.commands.empty()) << "a doc-test block without a command";
     TempDir tmp;
-    std::string env = "cd " + quoted(POLYACCEL_SOURCE_DIR) + " && PATH=" + quoted(bin_dir.string()) +
+    std::string env = "cd " + quoted(POLYACCEL_SOURCE_DIR) +
+                      " && PATH=" + quoted(bin_dir.string()) +
                       ":\"$PATH\" TMPDIR=" + quoted(tmp.path().string()) +
                       " COLUMNS=100 POLYACCEL_LOCK_DIR=" + quoted(tmp.path().string());
     if (!b.nvml_scenario.empty()) {
       env += std::string(" POLYACCEL_NVML_LIB=") + quoted(NVML_INJECT_LIB) +
-             " NVML_INJECT_SCENARIO=" + quoted(std::string(NVML_SCENARIO_DIR) + "/" + b.nvml_scenario) +
+             " NVML_INJECT_SCENARIO=" +
+             quoted(std::string(NVML_SCENARIO_DIR) + "/" + b.nvml_scenario) +
              " POLYACCEL_AMD_SMI_LIB=/nonexistent POLYACCEL_ROCM_SMI_LIB=/nonexistent"
              " POLYACCEL_HLML_LIB=/nonexistent";
     }
@@ -184,16 +186,14 @@ TEST(Docs, EveryRunnableExampleRunsAsDocumented) {
           for (auto at = l.find("$TMPDIR"); at != std::string::npos; at = l.find("$TMPDIR"))
             l.replace(at, 7, tmp.path().string());
         }
-        EXPECT_TRUE(matches(expected, 0, actual, 0))
-            << c.command << "\n--- the doc shows:\n"
-            << [&] {
-                 std::string s;
-                 for (const auto& l : c.expected)
-                   s += l + "\n";
-                 return s;
-               }()
-            << "--- it prints:\n"
-            << r.output;
+        EXPECT_TRUE(matches(expected, 0, actual, 0)) << c.command << "\n--- the doc shows:\n"
+                                                     <<
+            [&] {
+              std::string s;
+              for (const auto& l : c.expected)
+                s += l + "\n";
+              return s;
+            }() << "--- it prints:\n" << r.output;
       }
     }
   }
