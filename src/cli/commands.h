@@ -120,6 +120,7 @@ struct MigOptions {
   std::vector<unsigned> gpu_indices;     // -i/--gpu-index on this host
   std::string file, config;              // -f FILE -c CONFIG: a mig-parted config
   std::vector<std::string> request;      // PROFILE=COUNT ...
+  bool exact = false;                    // --exact: the request is the whole GPU set's layout
   bool force = false;                    // destroy busy instances
   std::string amd_gpu, compute, memory;  // partition: --gpu BDF --compute CPX --memory NPS4
 };

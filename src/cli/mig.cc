@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include <map>
@@ -270,6 +271,32 @@ Result<MigPlan> plan_for(const MigOptions& options, const std::vector<MigGpuInpu
     return bad_input("mig plan", "nothing requested",
                      "give PROFILE=COUNT ... or -f FILE -c CONFIG");
   }
+  // Without -i or --exact, the request is the layout of the GPUs it needs and no others: the
+  // fitting subset of GPUs with the fewest changes (then the fewest GPUs) is planned, and the
+  // GPUs outside it are not touched. --exact (or -i) plans the whole set, as mig-parted does.
+  bool on_host = std::any_of(inputs.begin(), inputs.end(), [](const MigGpuInput& in) {
+    return !in.current.empty() || in.mig_enabled;
+  });
+  if (options.exact || !options.gpu_indices.empty() || !on_host || inputs.size() < 2 ||
+      inputs.size() > 8) {
+    return plan_mig_spread(inputs, *request, options.force);
+  }
+  std::optional<MigPlan> best;
+  size_t best_gpus = 0;
+  for (unsigned mask = 1; mask < (1u << inputs.size()); ++mask) {
+    std::vector<MigGpuInput> subset;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (mask & (1u << i)) subset.push_back(inputs[i]);
+    }
+    auto p = plan_mig_spread(subset, *request, options.force);
+    if (!p || !p->fit) continue;
+    if (!best || p->changes() < best->changes() ||
+        (p->changes() == best->changes() && subset.size() < best_gpus)) {
+      best = std::move(*p);
+      best_gpus = subset.size();
+    }
+  }
+  if (best) return *best;
   return plan_mig_spread(inputs, *request, options.force);
 }
 
@@ -490,6 +517,8 @@ CLI::App* add_mig_command(CLI::App& app, MigOptions& o,
          "only these GPUs of this host")
         ->type_name("N,...");
     c->add_flag("--force", o.force, "destroy busy instances (processes on them) if needed");
+    c->add_flag("--exact", o.exact,
+                "the request is the whole layout of the GPUs (default: only the GPUs it needs)");
     c->add_option("request", o.request, "PROFILE=COUNT ... over the GPUs")->type_name("PROFILE=N");
   }
   plan_cmd->add_option("--model", o.model, "plan for GPUs of this model instead of this host");
