@@ -5,7 +5,9 @@ CMAKE_FLAGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: deps configure build run test test-asan test-tsan test-sanitize bench format clean
+PREFIX ?= /usr/local
+
+.PHONY: deps configure build install run test test-asan test-tsan test-sanitize bench format clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -15,6 +17,11 @@ configure: deps
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
+
+# The binary, bash/zsh/fish completion, a man page per command and the systemd units, under
+# $(PREFIX) (DESTDIR for packaging).
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 run: build
 	./$(BUILD_DIR)/src/polyaccel report

@@ -10,11 +10,13 @@
 #include <thread>
 
 #include "cli/agent_plugin.h"
+#include "cli/build_info.h"
 #include "cli/commands.h"
 #include "core/number.h"
 #include "discover/accel/backends.h"
 #include "discover/accel/monitor.h"
 #include "exporter/exporter.h"
+#include "exporter/families_json.h"
 #include "kube/pod_resources.h"
 
 namespace polyaccel::cli {
@@ -56,6 +58,10 @@ Result<std::chrono::milliseconds> parse_duration(const std::string& option,
 }
 
 int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ostream& out) {
+  if (global.json && !options.once) {
+    return fail(bad_input("agent --json", "the agent serves Prometheus text on /metrics",
+                          "--once --json prints one scrape as JSON (docs/exporter.md)"));
+  }
   auto interval = parse_duration("--interval", options.interval);
   if (!interval) return fail(interval.error());
   std::chrono::milliseconds audit_interval{0};
@@ -118,7 +124,9 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   eo.hostname = options.hostname.empty() ? local_hostname(*model) : options.hostname;
   eo.cluster_name = options.cluster_name;
   eo.dcgm_hostname_label = options.dcgm_hostname_label;
-  eo.version = POLYACCEL_VERSION;
+  eo.version = kBuildVersion;
+  eo.revision = kBuildRevision;
+  eo.build_type = kBuildType;
   eo.stall_after = std::max(std::chrono::milliseconds(30000), *interval * 6);
   exporter::Sources sources{
       [&] { return monitor.snapshot(); }, [&] { return host.snapshot(); },
@@ -133,7 +141,11 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
                        [](const MonitoredDevice& d) { return !d.sample; })) {
       snap = monitor.wait_newer(snap->generation, std::chrono::seconds(30));
     }
-    prometheus::TextSerializer().Serialize(out, scraper->scrape());
+    if (global.json) {
+      out << exporter::families_json(scraper->scrape()).dump(2) << "\n";
+    } else {
+      prometheus::TextSerializer().Serialize(out, scraper->scrape());
+    }
     return kExitOk;
   }
   // The port first: a bad --listen fails before the device plugin registers with kubelet.
@@ -144,8 +156,12 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   if (!started) return fail(started.error());
   plugin = std::move(*started);
   say_why_no_node_labels(options);
-  std::cerr << "polyaccel agent: serving /metrics and /healthz on port " << (*http)->port()
-            << ", sampling every " << interval->count() << " ms\n";
+  if (!global.quiet) {
+    // With port 0 the kernel chose: this line is where people (and scripts) read which.
+    std::cerr << "polyaccel agent: serving /metrics and /healthz on port " << (*http)->port()
+              << " (--listen " << options.listen << "), sampling every " << interval->count()
+              << " ms\n";
+  }
   wait_for_signal(signals);
   http->reset();
   if (plugin) plugin->stop();

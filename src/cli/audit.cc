@@ -266,13 +266,17 @@ nlohmann::json audit_json(const HostModel& model, const AuditContext& context,
           {"findings", list}};
 }
 
-void print_findings(const std::vector<Finding>& findings, std::ostream& out) {
+void print_findings(const std::vector<Finding>& findings, std::ostream& out,
+                    const OutputStyle& style) {
   if (findings.empty()) {
     out << "No findings.\n";
     return;
   }
   for (const auto& f : findings) {
-    out << upper(f.severity) << "  " << f.id << "  " << f.subject << "\n";
+    Tone tone = f.severity == Severity::critical  ? Tone::bad
+                : f.severity == Severity::warning ? Tone::warn
+                                                  : Tone::note;
+    out << paint(style, upper(f.severity), tone) << "  " << f.id << "  " << f.subject << "\n";
     out << "  observed: " << f.observed << "\n";
     out << "  expected: " << f.expected << "\n";
     out << "  remedy:   " << f.remedy.summary << "\n";
@@ -361,8 +365,8 @@ int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& a
     out << "Audit of " << (run->model.hostname.empty() ? "(unnamed)" : run->model.hostname) << " ("
         << run->model.source << "), role " << (context.hypervisor ? "hypervisor" : "compute");
     if (!context.pinned.empty()) out << ", pinned CPUs " << context.pinned.to_list();
-    out << ": " << run->findings.size() << " findings\n\n";
-    print_findings(run->findings, out);
+    out << ": " << plural(run->findings.size(), "finding") << "\n\n";
+    print_findings(run->findings, out, options.style);
     if (!audit.emit_dir.empty()) out << "\nRemedy files written to " << audit.emit_dir << "\n";
   }
   if (fix_failed) return kExitError;

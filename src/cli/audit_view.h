@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "audit/audit.h"
+#include "cli/output.h"
 
 namespace polyaccel::cli {
 
@@ -16,7 +17,8 @@ nlohmann::json to_json(const Finding& finding);
 // {"schema_version", "host", "source", "role", "pinned_cpus", "findings", "counts"}
 nlohmann::json audit_json(const HostModel& model, const AuditContext& context,
                           const std::vector<Finding>& findings);
-void print_findings(const std::vector<Finding>& findings, std::ostream& out);
+void print_findings(const std::vector<Finding>& findings, std::ostream& out,
+                    const OutputStyle& style = {});
 
 // One sample of every accelerator that a present vendor backend answers for.
 std::vector<AcceleratorSample> sample_accelerators(const HostModel& model);

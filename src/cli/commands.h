@@ -1,12 +1,15 @@
 // The subcommands, one file each; main.cc parses the command line and calls them.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cli/output.h"
 #include "discover/discover.h"
 
 namespace CLI {
@@ -18,7 +21,13 @@ namespace polyaccel::cli {
 // Options every command accepts.
 struct GlobalOptions {
   DiscoverOptions discover;  // --topology FILE, --fsroot DIR
-  bool json = false;         // --json
+  bool json = false;         // --json, or -o json / -o yaml (main converts the JSON to YAML)
+  std::string format;        // -o/--format json|yaml|table; empty: --json decides
+  ColorMode color = ColorMode::automatic;  // --color
+  OutputStyle style;                       // colour and width, from --color and stdout
+  bool quiet = false;                      // -q: exit status only, nothing on stdout
+  int verbose = 0;                         // -v: more detail in human output
+  std::string config;                      // --config FILE (config_file.h)
 };
 
 // Exit codes (DESIGN.md): 0 ok, 1 findings or no fit, 2 bad input or failure.
@@ -99,7 +108,6 @@ struct AgentOptions {
   std::string audit_interval = "1m";  // the tuning audit's own interval; "0" for none
 };
 
-int run_topo(const GlobalOptions& options, std::ostream& out);
 int run_place(const GlobalOptions& options, const PlaceOptions& place, std::ostream& out);
 int run_release(const GlobalOptions& options, const std::string& state, const std::string& name,
                 std::ostream& out);
@@ -116,6 +124,7 @@ struct MigOptions {
   std::vector<unsigned> gpu_indices;     // -i/--gpu-index on this host
   std::string file, config;              // -f FILE -c CONFIG: a mig-parted config
   std::vector<std::string> request;      // PROFILE=COUNT ...
+  bool exact = false;                    // --exact: the request is the whole GPU set's layout
   bool force = false;                    // destroy busy instances
   std::string amd_gpu, compute, memory;  // partition: --gpu BDF --compute CPX --memory NPS4
 };
@@ -148,6 +157,16 @@ int run_sriov_set(const GlobalOptions& options, const std::string& pf, const std
                   std::ostream& out);
 
 // The topology for people: summary, then the link matrix (shared by topo and report).
-void print_topology(const HostModel& model, std::ostream& out);
+void print_topology(const HostModel& model, std::ostream& out, const OutputStyle& style = {});
+// ... with each NUMA node's free memory (numactl --hardware), where it was read.
+void print_topology(const HostModel& model, const std::map<unsigned, std::uint64_t>& free_bytes,
+                    std::ostream& out, const OutputStyle& style);
+
+// `polyaccel topo` (topo.cc).
+struct TopoOptions {
+  std::string device;  // -C ID: one device's affinity (as nvidia-smi topo -C)
+  std::string of;      // --of xml: the hwloc XML the model was read from
+};
+int run_topo(const GlobalOptions& options, const TopoOptions& topo, std::ostream& out);
 
 }  // namespace polyaccel::cli

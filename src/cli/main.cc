@@ -5,16 +5,16 @@
 
 #include "cli/commands.h"
 #include "core/strings.h"
+#include "cli/completion.h"
+#include "cli/config_file.h"
+#include "cli/conventions.h"
+#include "cli/output_format.h"
 
 int main(int argc, char** argv) {
   using namespace polyaccel::cli;
   CLI::App app{"polyaccel: the accelerator performance layer (topology, audit, placement, agent)"};
+  apply_conventions(app);
   app.require_subcommand(1);
-  // One line, as every error of ours (DESIGN.md), with what the user typed escaped: CLI11's own
-  // formatter adds a second line, "Run with --help for more information."
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "polyaccel: " + polyaccel::printable(e.what()) + "\n";
-  });
   GlobalOptions g;
   auto add_globals = [&](CLI::App* cmd) {
     cmd->add_option("--topology", g.discover.topology_xml, "read the host from an hwloc XML file")
@@ -30,11 +30,21 @@ int main(int argc, char** argv) {
                 {"auto", polyaccel::BackendMode::automatic},
                 {"on", polyaccel::BackendMode::on},
                 {"off", polyaccel::BackendMode::off}},
-            CLI::ignore_case));
+            CLI::ignore_case))
+        ->type_name("auto|on|off");
+    add_output_options(cmd, g);
+    add_config_option(cmd, g.config);
   };
   add_globals(&app);
   auto* topo = app.add_subcommand("topo", "show NUMA nodes, CPUs, accelerators, NICs and links");
   add_globals(topo);
+  TopoOptions topo_options;
+  topo->add_option("-C,--device", topo_options.device,
+                   "one device's affinity: CPUs, NUMA node, links (gpu0, nic1, a PCI address)")
+      ->type_name("ID");
+  topo->add_option("--of", topo_options.of, "xml: the model as hwloc XML, for --topology")
+      ->check(CLI::IsMember({"xml"}))
+      ->type_name("FORMAT");
   auto* report = app.add_subcommand("report", "everything polyaccel knows about this host");
   add_globals(report);
   MigOptions mig_options;
@@ -228,13 +238,25 @@ int main(int argc, char** argv) {
                    "run the tuning audit every (1m; 0: never)")
       ->capture_default_str();
 
+  CompletionOptions completion_options;
+  add_completion_commands(app, completion_options);
+
+  if (std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    std::cerr << unknown << "\n";
+    return kExitError;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitError;
   }
-  if (*topo) return run_topo(g, std::cout);
+  if (auto rc = run_completion_commands(app, completion_options, std::cout)) return *rc;
+  if (auto applied = apply_config_file(app, g.config); !applied) return fail(applied.error());
+  if (auto ready = settle_output_options(g); !ready) return fail(ready.error());
+  // -o yaml and -q: std::cout goes to a buffer, converted or dropped when `output` ends.
+  FormattedOutput output(g);
+  if (*topo) return run_topo(g, topo_options, std::cout);
   if (*report) return run_report(g, std::cout);
   if (*mig) return run_mig(g, mig_options, std::cout);
   if (*run) return run_run(g, run_options, std::cout);

@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
+#include <map>
 #include "cli/mig.h"
 #include "core/json.h"
 #include "core/number.h"
+#include "cli/output_format.h"
 #include "core/strings.h"
 #include "share/mig_parted_config.h"
 #include "share/mig_profiles.h"
@@ -273,6 +276,32 @@ Result<MigPlan> plan_for(const MigOptions& options, const std::vector<MigGpuInpu
     return bad_input("mig plan", "nothing requested",
                      "give PROFILE=COUNT ... or -f FILE -c CONFIG");
   }
+  // Without -i or --exact, the request is the layout of the GPUs it needs and no others: the
+  // fitting subset of GPUs with the fewest changes (then the fewest GPUs) is planned, and the
+  // GPUs outside it are not touched. --exact (or -i) plans the whole set, as mig-parted does.
+  bool on_host = std::any_of(inputs.begin(), inputs.end(), [](const MigGpuInput& in) {
+    return !in.current.empty() || in.mig_enabled;
+  });
+  if (options.exact || !options.gpu_indices.empty() || !on_host || inputs.size() < 2 ||
+      inputs.size() > 8) {
+    return plan_mig_spread(inputs, *request, options.force);
+  }
+  std::optional<MigPlan> best;
+  size_t best_gpus = 0;
+  for (unsigned mask = 1; mask < (1u << inputs.size()); ++mask) {
+    std::vector<MigGpuInput> subset;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (mask & (1u << i)) subset.push_back(inputs[i]);
+    }
+    auto p = plan_mig_spread(subset, *request, options.force);
+    if (!p || !p->fit) continue;
+    if (!best || p->changes() < best->changes() ||
+        (p->changes() == best->changes() && subset.size() < best_gpus)) {
+      best = std::move(*p);
+      best_gpus = subset.size();
+    }
+  }
+  if (best) return *best;
   return plan_mig_spread(inputs, *request, options.force);
 }
 
@@ -337,6 +366,123 @@ void print_plan(const MigPlan& plan, std::ostream& out) {
   out << plan.changes() << " change" << (plan.changes() == 1 ? "" : "s") << "\n";
 }
 
+namespace {
+
+// nvidia-smi mig -lgip and -lgipp in one table per GPU model: each profile's id, slices, memory,
+// how many fit, and where an instance may start.
+int profiles(const GlobalOptions& global, const MigOptions& options, std::ostream& out) {
+  std::vector<std::pair<std::string, const MigGeometry*>> gpus;  // (which GPU, its geometry)
+  if (!options.model.empty()) {
+    const MigGeometry* g = find_mig_geometry(options.model);
+    if (!g) {
+      return fail(bad_input("--model " + options.model, "no MIG profile table for this model",
+                            "models: " + mig_model_names()));
+    }
+    gpus.emplace_back(g->model, g);
+  } else {
+    auto host = open_mig_host({});
+    if (!host) return fail(host.error());
+    for (size_t i = 0; i < host->gpus.size(); ++i) {
+      if (host->inputs[i].geometry)
+        gpus.emplace_back("GPU " + std::to_string(host->gpus[i].index), host->inputs[i].geometry);
+    }
+  }
+  nlohmann::json doc = {{"schema_version", kMigSchemaVersion}, {"gpus", nlohmann::json::array()}};
+  for (const auto& [which, g] : gpus) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& p : g->profiles) {
+      list.push_back({{"name", p.name},
+                      {"profile_id", p.profile_id},
+                      {"compute_slices", p.compute_slices},
+                      {"memory_slices", p.memory_slices},
+                      {"memory_gb", p.memory_gb},
+                      {"max_instances", p.max_instances},
+                      {"starts", p.starts}});
+    }
+    doc["gpus"].push_back({{"gpu", which}, {"model", g->model}, {"profiles", list}});
+  }
+  if (global.json) {
+    out << doc.dump(2) << "\n";
+    return kExitOk;
+  }
+  for (const auto& [which, g] : gpus) {
+    out << which << (which == g->model ? "" : " (" + g->model + ")") << ": " << g->compute_slices
+        << " compute slices, " << g->memory_slices << " memory slices, at most " << g->max_instances
+        << " instances\n";
+    Table t;
+    t.add_row({"profile", "ID", "slices", "memory", "instances", "placements (start:size)"});
+    for (const auto& p : g->profiles) {
+      std::vector<std::string> starts;
+      for (unsigned st : p.starts)
+        starts.push_back(std::to_string(st) + ":" + std::to_string(p.memory_slices));
+      t.add_row({p.name, std::to_string(p.profile_id),
+                 std::to_string(p.compute_slices) + "/" + std::to_string(p.memory_slices),
+                 std::to_string(p.memory_gb) + " GB", std::to_string(p.max_instances),
+                 join(starts, ",")});
+    }
+    t.print(out, global.style);
+  }
+  return kExitOk;
+}
+
+// mig-parted assert: whether applying the request would change nothing.
+int assert_layout(const GlobalOptions& global, const MigOptions& options, std::ostream& out) {
+  auto host = open_mig_host(options);
+  if (!host) return fail(host.error());
+  auto plan = plan_for(options, host->inputs);
+  if (!plan) return fail(plan.error());
+  if (!plan->fit) {
+    return fail(bad_input("mig assert", "the requested layout does not fit these GPUs",
+                          "see `polyaccel mig plan` with the same request"));
+  }
+  bool matches = plan->changes() == 0;
+  for (const auto& g : plan->gpus)
+    matches = matches && !g.mode_change;
+  if (global.json) {
+    out << nlohmann::json{{"schema_version", kMigSchemaVersion},
+                          {"matches", matches},
+                          {"changes", plan->changes()}}
+               .dump(2)
+        << "\n";
+  } else {
+    out << (matches ? "MIG layout matches"
+                    : "MIG layout differs: " + std::to_string(plan->changes()) + " change" +
+                          (plan->changes() == 1 ? "" : "s") + " to apply")
+        << "\n";
+  }
+  return matches ? kExitOk : kExitFindings;
+}
+
+// mig-parted export: one config, "current", with an entry per GPU.
+int export_layout(const GlobalOptions& global, std::ostream& out) {
+  auto host = open_mig_host({});
+  if (!host) return fail(host.error());
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& g : host->gpus) {
+    std::map<std::string, unsigned> counts;
+    for (const auto& i : g.instances)
+      ++counts[i.profile];
+    nlohmann::json devices = nlohmann::json::object();
+    for (const auto& [profile, n] : counts)
+      devices[profile] = n;
+    nlohmann::json e = {{"devices", nlohmann::json::array({g.index})},
+                        {"mig-enabled", g.mig_enabled}};
+    if (g.mig_enabled) e["mig-devices"] = devices;
+    entries.push_back(e);
+  }
+  nlohmann::json config = {{"version", "v1"}, {"mig-configs", {{"current", entries}}}};
+  if (global.json) {
+    out << config.dump(2) << "\n";
+    return kExitOk;
+  }
+  auto yaml = json_to_yaml(config.dump());
+  if (!yaml) return fail(yaml.error());
+  out << *yaml;
+  return kExitOk;
+}
+
+}  // namespace
+
 CLI::App* add_mig_command(CLI::App& app, MigOptions& o,
                           const std::function<void(CLI::App*)>& add_globals) {
   auto* mig = app.add_subcommand("mig", "MIG layouts (NVIDIA) and partition modes (AMD)");
@@ -345,11 +491,19 @@ CLI::App* add_mig_command(CLI::App& app, MigOptions& o,
   auto* plan_cmd = mig->add_subcommand("plan", "place MIG instances (explicit start, size)");
   auto* apply_cmd = mig->add_subcommand("apply", "plan, then change only what must change");
   auto* part_cmd = mig->add_subcommand("partition", "AMD compute/memory partition modes (sysfs)");
-  for (auto* c : {show_cmd, plan_cmd, apply_cmd, part_cmd}) {
+  auto* profiles_cmd = mig->add_subcommand(
+      "profiles",
+      "the GPU instance profiles and placements a GPU offers (nvidia-smi mig -lgip/-lgipp)");
+  profiles_cmd->add_option("--model", o.model, "a GPU model instead of this host's GPUs");
+  auto* assert_cmd = mig->add_subcommand(
+      "assert", "exit 0 when the GPUs are in the requested layout, 1 when not (mig-parted assert)");
+  auto* export_cmd = mig->add_subcommand(
+      "export", "the current layout as a mig-parted config (mig-parted export)");
+  for (auto* c : {show_cmd, plan_cmd, apply_cmd, part_cmd, profiles_cmd, assert_cmd, export_cmd}) {
     add_globals(c);
     c->callback([&o, c] { o.action = c->get_name(); });
   }
-  for (auto* c : {plan_cmd, apply_cmd}) {
+  for (auto* c : {plan_cmd, apply_cmd, assert_cmd}) {
     c->add_option("-f,--file", o.file, "a mig-parted config file")->type_name("FILE");
     c->add_option("-c,--config", o.config, "the config of the file to use")->type_name("NAME");
     c->add_option_function<std::string>(
@@ -367,6 +521,8 @@ CLI::App* add_mig_command(CLI::App& app, MigOptions& o,
          "only these GPUs of this host")
         ->type_name("N,...");
     c->add_flag("--force", o.force, "destroy busy instances (processes on them) if needed");
+    c->add_flag("--exact", o.exact,
+                "the request is the whole layout of the GPUs (default: only the GPUs it needs)");
     c->add_option("request", o.request, "PROFILE=COUNT ... over the GPUs")->type_name("PROFILE=N");
   }
   plan_cmd->add_option("--model", o.model, "plan for GPUs of this model instead of this host");
@@ -382,6 +538,9 @@ int run_mig(const GlobalOptions& global, const MigOptions& options, std::ostream
   if (options.action == "plan") return plan(global, options, out);
   if (options.action == "apply") return run_mig_apply(global, options, out);
   if (options.action == "partition") return partition(global, options, out);
+  if (options.action == "profiles") return profiles(global, options, out);
+  if (options.action == "assert") return assert_layout(global, options, out);
+  if (options.action == "export") return export_layout(global, out);
   return kExitError;
 }
 

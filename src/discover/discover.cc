@@ -17,6 +17,13 @@ std::string filesystem_root(const DiscoverOptions& options) {
   return "/";
 }
 
+Result<std::string> export_hwloc_xml(const DiscoverOptions& options) {
+  if (!options.topology_xml.empty() && !options.fsroot.empty()) {
+    return bad_input("--topology/--fsroot", "give one source, not both");
+  }
+  return detail::export_hwloc_xml(options);
+}
+
 Result<HostModel> discover_host(const DiscoverOptions& options) {
   if (!options.topology_xml.empty() && !options.fsroot.empty()) {
     return bad_input("--topology/--fsroot", "give one source, not both");

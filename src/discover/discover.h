@@ -27,6 +27,10 @@ struct DiscoverOptions {
 // Never throws; a bad input is an Error naming the file and the reason.
 Result<HostModel> discover_host(const DiscoverOptions& options);
 
+// The hwloc XML of the topology discovery reads for these options (hwloc_topology_export_xml):
+// what `topo --of xml` prints and `--topology` reads back.
+Result<std::string> export_hwloc_xml(const DiscoverOptions& options);
+
 // The sysfs/procfs root that discovery reads beside hwloc: "/" for the live host, the fsroot
 // directory for a gathered tree, empty for an XML capture (nothing to read).
 std::string filesystem_root(const DiscoverOptions& options);

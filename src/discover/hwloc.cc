@@ -563,9 +563,8 @@ struct Builder {
   std::map<std::pair<size_t, size_t>, Link> pending_peers;
 };
 
-}  // namespace
-
-Result<HostModel> load_from_hwloc(const DiscoverOptions& options) {
+// hwloc's topology of the source the options name, loaded as discovery reads it.
+Status load_topology(const DiscoverOptions& options, Topology& topo) {
   ScopedEnv env;
   // hwloc's own warnings (out-of-order objects, bad distances) are multi-line banners on
   // stderr; what matters to us comes back as a load failure, which we report in one line.
@@ -586,7 +585,6 @@ Result<HostModel> load_from_hwloc(const DiscoverOptions& options) {
     env.set("HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES", "1");
   }
 
-  Topology topo;
   if (hwloc_topology_init(&topo.t) != 0) {
     return Error{ErrorCode::internal, "hwloc", "hwloc_topology_init failed", {}};
   }
@@ -609,6 +607,27 @@ Result<HostModel> load_from_hwloc(const DiscoverOptions& options) {
     return bad_input(options.topology_xml.empty() ? options.fsroot : options.topology_xml,
                      "holds no CPU (PU) at all");
   }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<std::string> export_hwloc_xml(const DiscoverOptions& options) {
+  Topology topo;
+  if (auto st = load_topology(options, topo); !st) return st.error();
+  char* buffer = nullptr;
+  int length = 0;
+  if (hwloc_topology_export_xmlbuffer(topo.t, &buffer, &length, 0) != 0 || !buffer) {
+    return Error{ErrorCode::internal, "hwloc", "hwloc_topology_export_xmlbuffer failed", {}};
+  }
+  std::string xml(buffer, length > 0 ? static_cast<size_t>(length - 1) : 0);  // without its NUL
+  hwloc_free_xmlbuffer(topo.t, buffer);
+  return xml;
+}
+
+Result<HostModel> load_from_hwloc(const DiscoverOptions& options) {
+  Topology topo;
+  if (auto st = load_topology(options, topo); !st) return st.error();
 
   Builder b{topo.t, {}, {}, {}, {}, {}};
   if (options.topology_xml.empty()) {

@@ -13,6 +13,8 @@ namespace polyaccel::detail {
 // hwloc → CPUs, NUMA nodes, packages, PCI tree, OS devices, distance matrices. Accelerators and
 // NICs are classified here; ids, names and links are filled in later steps.
 Result<HostModel> load_from_hwloc(const DiscoverOptions& options);
+// The same topology as hwloc XML (export_hwloc_xml in discover.h).
+Result<std::string> export_hwloc_xml(const DiscoverOptions& options);
 
 // Direct sysfs/procfs reads under `root` for what hwloc does not keep: free hugepages, PCIe
 // link speed and width (current and maximum), GPU memory NUMA nodes of NVIDIA GPUs.

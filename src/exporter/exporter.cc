@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "exporter/families.h"
+#include "exporter/listen_address.h"
 
 namespace polyaccel::exporter {
 namespace {
@@ -111,7 +112,11 @@ Families Scraper::scrape(const ScrapeInput& input) const {
     note_result(c->name(), error);
   }
   auto build = family("polyaccel_build_info", "The running polyaccel build.", MetricType::Gauge);
-  add_sample(build, {{"version", options_.version}}, 1);
+  add_sample(build,
+             {{"version", options_.version},
+              {"revision", options_.revision},
+              {"build_type", options_.build_type}},
+             1);
   auto start_time =
       family("polyaccel_agent_start_time_seconds",
              "When the agent started, in seconds since the epoch.", MetricType::Gauge);
@@ -157,9 +162,13 @@ Result<std::unique_ptr<HttpExporter>> HttpExporter::start(std::shared_ptr<Scrape
     return cb;
   }();
   const ExporterOptions& o = scraper->options();
+  // Our words for a bad address, before civetweb's "null context" (listen_address.h).
+  auto address = parse_listen_address(o.listen, mg_check_feature(8) != 0);
+  if (!address) return address.error();
+  if (auto st = check_can_listen(*address, o.listen); !st) return st.error();
   try {
     ex->exposer_ = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", o.listen, "num_threads",
+        std::vector<std::string>{"listening_ports", address->civetweb_ports(), "num_threads",
                                  std::to_string(o.threads), "request_timeout_ms",
                                  std::to_string(o.request_timeout.count()),
                                  // headers and body go in two writes: without this, Nagle and

@@ -40,7 +40,9 @@ struct ExporterOptions {
   // The host label of the DCGM names: "Hostname" as released dcgm-exporter, or "hostname" as
   // its main branch (NVIDIA/dcgm-exporter#655).
   std::string dcgm_hostname_label = "Hostname";
-  std::string version;  // polyaccel_build_info
+  std::string version;     // polyaccel_build_info{version, revision, build_type}
+  std::string revision;    // git commit
+  std::string build_type;  // CMake's: Release, Debug
   // civetweb gives each connection a worker thread until its request is read, and waits up to
   // request_timeout for it: enough workers that slow or half-open clients cannot take all of them
   // from a scrape, and a short wait so that those they take come back soon.

@@ -304,9 +304,15 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
     // Without accelerators, ranks spread over the NUMA nodes that have CPUs.
     std::vector<CpuSet> domains;
     if (!pool.empty()) {
+      // A GPU of unknown locality takes the CPUs no GPU is local to (all of them when none is
+      // known): ranks then never overlap, whatever mix of GPUs the host has.
+      CpuSet known;
+      for (const Accelerator* a : pool)
+        known |= local_cpus_of(a->pci, allowed);
+      CpuSet rest = allowed - known;
       for (const Accelerator* a : pool) {
         CpuSet local = local_cpus_of(a->pci, allowed);
-        domains.push_back(local.empty() ? allowed : local);
+        domains.push_back(!local.empty() ? local : !rest.empty() ? rest : allowed);
       }
     } else if (!request.gpu_count && request.gpu_ids.empty() && model.accelerators.empty()) {
       for (const auto& n : model.numa_nodes) {

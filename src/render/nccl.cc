@@ -126,12 +126,24 @@ class Writer {
   }
 
   void build() {
+    // dev is the device's index as the (guest's) NVML/CUDA enumerates it: PCI order of the
+    // addresses the GPUs have there. NCCL matches it to its own GPUs, so inside a guest it must
+    // follow the guest's bus order, not the host's.
+    std::vector<std::pair<PciAddress, PciAddress>> order;  // (address seen, host address)
     for (const auto& a : model_.accelerators) {
       if ((a.vendor == Vendor::nvidia || a.vendor == Vendor::amd) && wanted(a.pci)) {
-        gpu_dev_[a.pci.address] = static_cast<unsigned>(gpu_dev_.size());
+        auto seen = a.pci.address;
+        if (options_.guest) {
+          auto it = options_.guest->addresses.find(a.pci.address);
+          if (it != options_.guest->addresses.end()) seen = it->second;
+        }
+        order.emplace_back(seen, a.pci.address);
         insert(Leaf{&a, {}});
       }
     }
+    std::sort(order.begin(), order.end());
+    for (const auto& [seen, host] : order)
+      gpu_dev_[host] = static_cast<unsigned>(gpu_dev_.size());
     // RDMA NICs; without any, the Ethernet ones for NCCL's socket transport.
     bool any_rdma = std::any_of(model_.nics.begin(), model_.nics.end(),
                                 [](const Nic& n) { return n.rdma_capable(); });
@@ -160,8 +172,11 @@ class Writer {
   void indent(int depth) { out_ << std::string(static_cast<size_t>(depth) * 2, ' '); }
 
   void link_attrs(const PciLink& l) {
+    // Unknown attributes are left out: NCCL fills absent ones from its own detection, and an
+    // empty speed or a zero width would be read as a link it cannot use.
     NcclPciLink nl = nccl_pci_link(l);
-    out_ << " link_speed=\"" << nl.speed << "\" link_width=\"" << nl.width << "\"";
+    if (!nl.speed.empty()) out_ << " link_speed=\"" << nl.speed << "\"";
+    if (nl.width > 0) out_ << " link_width=\"" << nl.width << "\"";
   }
 
   void write_cpu(unsigned numa, const CpuNode& cpu) {
@@ -240,7 +255,8 @@ class Writer {
   void write_gpu(const Accelerator& a, int depth) {
     const unsigned dev = gpu_dev_.at(a.pci.address);
     indent(depth);
-    // rank is rewritten by NCCL for each communicator; dev is the PCI-order index (NVML's).
+    // rank is rewritten by NCCL for each communicator; dev is the PCI-order index (NVML's) of
+    // the addresses written here (the guest's in a guest file).
     out_ << "<gpu dev=\"" << dev << "\"";
     if (auto sm = sm_of(a)) out_ << " sm=\"" << *sm << "\"";
     if (a.inventory && !a.inventory->gfx_version.empty()) {

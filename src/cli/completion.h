@@ -1,0 +1,31 @@
+// Shell completion (bash, zsh, fish) and man pages, generated from the CLI11 definitions in
+// main.cc so that there is one copy of every option's name and text.
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace polyaccel::cli {
+
+struct CompletionOptions {
+  std::string shell;    // completion SHELL
+  std::string man_dir;  // man DIR
+};
+
+// Adds `completion SHELL` and `man DIR` to the app.
+void add_completion_commands(CLI::App& app, CompletionOptions& options);
+
+// Runs them when selected: the exit code, or nullopt when neither was selected.
+std::optional<int> run_completion_commands(const CLI::App& app, const CompletionOptions& options,
+                                           std::ostream& out);
+
+std::string completion_script(const CLI::App& app, const std::string& shell);
+// roff of one command's page: "polyaccel-mig-plan(1)".
+std::string man_page(const CLI::App& command);
+
+}  // namespace polyaccel::cli

@@ -1,0 +1,27 @@
+// The host's config file (/etc/polyaccel/config.yaml, --config FILE): what is the same on every
+// call on a host. Each key fills the option of the same meaning of the command being run, unless
+// the command line gave that option: flags win. Schema and keys: docs/config.md.
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+
+namespace CLI {
+class App;
+}
+
+namespace polyaccel::cli {
+
+inline constexpr const char* kDefaultConfigFile = "/etc/polyaccel/config.yaml";
+
+// Adds --config FILE to `cmd`, bound to `path` (mig plan/apply keep -c/--config for mig-parted's
+// config name; there $POLYACCEL_CONFIG names the file).
+void add_config_option(CLI::App* cmd, std::string& path);
+
+// Reads `path` (or $POLYACCEL_CONFIG, or the default file when it exists) and applies its keys
+// to the options of the selected subcommands that the command line left unset. An unknown key,
+// a value that is not a scalar, or one the option refuses: an Error naming FILE:LINE.
+Status apply_config_file(CLI::App& app, const std::string& path);
+
+}  // namespace polyaccel::cli

@@ -1,0 +1,218 @@
+// The CLI's conventions as a user meets them: --version, unknown commands, one-line errors,
+// -o yaml, -q, the config file, completion scripts and man pages, agent --listen.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace polyaccel {
+namespace {
+
+using polyaccel::testing::polyaccel_binary;
+using polyaccel::testing::run_command;
+using polyaccel::testing::TempDir;
+using polyaccel::testing::topology_fixture;
+
+const std::string kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+
+std::string bin() {
+  return polyaccel_binary();
+}
+
+TEST(Conventions, VersionNamesCommitAndBuildType) {
+  for (const char* flag : {"--version", "-V"}) {
+    auto r = run_command(bin() + " " + flag + " 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.rfind("polyaccel 0.", 0), 0u) << r.output;
+    EXPECT_NE(r.output.find("(commit "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(", Release)"), std::string::npos) << r.output;
+  }
+}
+
+TEST(Conventions, UnknownCommandNamesTheClosest) {
+  auto r = run_command(bin() + " tpoo 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output, "polyaccel: unknown command 'tpoo' (did you mean 'topo'?)\n");
+  r = run_command(bin() + " mig plna 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output, "polyaccel mig: unknown command 'plna' (did you mean 'plan'?)\n");
+  r = run_command(bin() + " zzzzzzzz 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("(commands: topo, report"), std::string::npos) << r.output;
+}
+
+TEST(Conventions, ParseErrorsAreOneLine) {
+  auto r = run_command(bin() + " topo --no-such-flag 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(r.output.find("Run with --help"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output, "polyaccel: The following argument was not expected: --no-such-flag\n");
+}
+
+TEST(Conventions, HelpHasOurNameAndNoParserInternals) {
+  auto r = run_command(bin() + " topo --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("Usage: polyaccel topo [OPTIONS]"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("value in {"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--accel-backends auto|on|off"), std::string::npos) << r.output;
+}
+
+TEST(Conventions, YamlIsTheJsonDocument) {
+  std::string fixture = topology_fixture(kXe8640).string();
+  auto json = run_command(bin() + " topo --json --topology " + fixture);
+  auto yaml = run_command(bin() + " topo -o yaml --topology " + fixture);
+  ASSERT_EQ(json.exit_code, 0);
+  ASSERT_EQ(yaml.exit_code, 0);
+  auto j = nlohmann::json::parse(json.output);
+  YAML::Node y = YAML::Load(yaml.output);
+  EXPECT_EQ(y["schema_version"].as<int>(), j["schema_version"].get<int>());
+  EXPECT_EQ(y["accelerators"].size(), j["accelerators"].size());
+  EXPECT_EQ(y["accelerators"][1]["pci_bus_id"].as<std::string>(), "0000:5f:00.0");
+  EXPECT_EQ(y["accelerators"][1]["id"].as<std::string>(), "gpu1");
+  auto o_json = run_command(bin() + " topo -o json --topology " + fixture);
+  EXPECT_EQ(o_json.output, json.output);
+}
+
+TEST(Conventions, QuietPrintsNothingAndKeepsTheStatus) {
+  std::string fixture = topology_fixture(kXe8640).string();
+  auto r = run_command(bin() + " topo -q --topology " + fixture);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, "");
+  r = run_command(bin() + " topo -q --topology /nonexistent.xml 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("/nonexistent.xml"), std::string::npos);
+}
+
+TEST(ConfigFile, FillsWhatTheCommandLineLeftAndFlagsWin) {
+  TempDir tmp;
+  std::string fixture = topology_fixture(kXe8640).string();
+  std::string state = (tmp.path() / "alloc.json").string();
+  std::string config = (tmp.path() / "config.yaml").string();
+  std::ofstream(config) << "# host settings\ncpu_dedicated_set: 4-27\nstate: " << state
+                        << "\nlisten: \"[::1]:0\"\n";
+  auto r = run_command(bin() + " place --config " + config + " --topology " + fixture +
+                       " --vcpus 2 --memory 1GiB --spec hw:cpu_policy=dedicated --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Without the file the fit pins PUs 0 and 112; the file's dedicated set starts at 4.
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["cells"][0]["cpu_pinning"]["0"], 4) << r.output;
+  EXPECT_EQ(j["cells"][0]["cpu_pinning"]["1"], 5) << r.output;
+  // A flag wins over the file.
+  r = run_command(bin() + " place --config " + config + " --topology " + fixture +
+                  " --cpu-dedicated-set 100-101 --vcpus 2 --memory 1GiB"
+                  " --spec hw:cpu_policy=dedicated --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["cells"][0]["cpu_pinning"]["0"], 100) << r.output;
+  // A value the option refuses is named with the file and line.
+  std::ofstream(config) << "cpu_allocation_ratio: lots\n";
+  r = run_command(bin() + " place --config " + config + " --topology " + fixture +
+                  " --vcpus 2 --memory 1GiB 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output.rfind("polyaccel: " + config + ":1: cpu_allocation_ratio", 0), 0u) << r.output;
+}
+
+TEST(ConfigFile, UnknownKeyIsRefusedWithFileAndLine) {
+  TempDir tmp;
+  std::string config = (tmp.path() / "config.yaml").string();
+  std::ofstream(config) << "state: /tmp/x.json\n\ncpu_dedicated: 1-3\n";
+  auto r = run_command(bin() + " topo --config " + config + " --topology " +
+                       topology_fixture(kXe8640).string() + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output.rfind("polyaccel: " + config + ":3: unknown key 'cpu_dedicated'", 0), 0u)
+      << r.output;
+  r = run_command(bin() + " topo --config " + (tmp.path() / "absent.yaml").string() + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("no such config file"), std::string::npos) << r.output;
+}
+
+TEST(Completion, ScriptsNameEveryCommandAndParse) {
+  auto bash = run_command(bin() + " completion bash");
+  ASSERT_EQ(bash.exit_code, 0);
+  for (const char* word : {"topo", "place", "mig/plan", "--cpu-dedicated-set", "--topology"})
+    EXPECT_NE(bash.output.find(word), std::string::npos) << word;
+  TempDir tmp;
+  std::ofstream(tmp.path() / "c.bash") << bash.output;
+  // bash parses it, and completing "polyaccel mig p" offers plan and partition.
+  auto r = run_command("bash -c 'source " + (tmp.path() / "c.bash").string() +
+                       "; COMP_WORDS=(polyaccel mig p); COMP_CWORD=2; _polyaccel; echo "
+                       "${COMPREPLY[*]}'");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, "plan partition profiles\n");
+  auto zsh = run_command(bin() + " completion zsh");
+  EXPECT_EQ(zsh.exit_code, 0);
+  EXPECT_EQ(zsh.output.rfind("#compdef polyaccel", 0), 0u);
+  auto fish = run_command(bin() + " completion fish");
+  EXPECT_EQ(fish.exit_code, 0);
+  EXPECT_NE(fish.output.find("complete -c polyaccel -n '__fish_use_subcommand' -a topo"),
+            std::string::npos);
+  EXPECT_EQ(run_command(bin() + " completion tcsh 2>/dev/null").exit_code, 2);
+}
+
+TEST(ManPages, OnePerCommandFromTheOptionDefinitions) {
+  TempDir tmp;
+  auto r = run_command(bin() + " man " + tmp.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* page :
+       {"polyaccel.1", "polyaccel-topo.1", "polyaccel-mig-plan.1", "polyaccel-agent.1"}) {
+    EXPECT_TRUE(std::filesystem::exists(tmp.path() / page)) << page;
+  }
+  std::ifstream in(tmp.path() / "polyaccel-place.1");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find(".TH POLYACCEL-PLACE 1"), std::string::npos);
+  EXPECT_NE(text.find("\\-\\-cpu\\-dedicated\\-set"), std::string::npos);
+  EXPECT_NE(text.find("Nova's cpu_dedicated_set"), std::string::npos);
+  if (run_command("command -v man >/dev/null").exit_code == 0) {
+    auto shown = run_command("MANWIDTH=80 man -l " + (tmp.path() / "polyaccel-place.1").string() +
+                             " 2>&1 | head -5");
+    EXPECT_NE(shown.output.find("polyaccel-place"), std::string::npos) << shown.output;
+  }
+}
+
+TEST(AgentListen, BadAddressesInOurWords) {
+  struct Case {
+    const char* listen;
+    const char* says;
+  };
+  for (const Case& c : {Case{"127.0.0.1:99999", "port 99999 is out of range"},
+                        Case{"localhost:9477", "is not an IP address"},
+                        Case{"::1:9477", "an IPv6 address needs brackets"},
+                        Case{"[::1:9477", "needs brackets and a port"},
+                        Case{"192.0.2.1:9477", "cannot listen: Cannot assign requested address"}}) {
+    auto r = run_command(bin() + " agent --topology " + topology_fixture(kXe8640).string() +
+                         " --kubelet-dir '' --pod-resources-socket '' --nfd-features-dir '' "
+                         "--state '' --listen '" +
+                         c.listen + "' 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << c.listen;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.listen << ": " << r.output;
+    EXPECT_EQ(r.output.find("null context"), std::string::npos) << r.output;
+  }
+}
+
+TEST(AgentJson, OnceJsonIsTheScrapeAndPlainJsonIsRefused) {
+  std::string args = " agent --topology " + topology_fixture(kXe8640).string() +
+                     " --kubelet-dir '' --pod-resources-socket '' --nfd-features-dir '' --state ''"
+                     " --audit-interval 0";
+  auto r = run_command(bin() + args + " --once --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["schema_version"], 1);
+  bool build_info = false;
+  for (const auto& f : j["families"]) {
+    if (f["name"] != "polyaccel_build_info") continue;
+    build_info = true;
+    EXPECT_EQ(f["type"], "gauge");
+    EXPECT_EQ(f["samples"][0]["labels"]["build_type"], "Release");
+    EXPECT_FALSE(f["samples"][0]["labels"]["revision"].get<std::string>().empty());
+  }
+  EXPECT_TRUE(build_info) << r.output.substr(0, 2000);
+  r = run_command(bin() + args + " --json 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--once --json"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace polyaccel
