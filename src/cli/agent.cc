@@ -9,6 +9,7 @@
 #include <iostream>
 #include <thread>
 
+#include "cli/agent_dra.h"
 #include "cli/agent_plugin.h"
 #include "cli/commands.h"
 #include "discover/accel/backends.h"
@@ -145,10 +146,13 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   auto started = start_device_plugin(monitor, options, discover);
   if (!started) return fail(started.error());
   plugin = std::move(*started);
+  auto dra = start_dra(monitor, options, discover);  // on the same monitor (agent_dra.h)
+  if (!dra) return fail(dra.error());
   std::cerr << "polyaccel agent: serving /metrics and /healthz on port " << (*http)->port()
             << ", sampling every " << interval->count() << " ms\n";
   wait_for_signal(signals);
   http->reset();
+  if (*dra) (*dra)->stop();
   if (plugin) plugin->stop();
   if (pods) pods->stop();
   host.stop();
