@@ -12,7 +12,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   prometheus libvirt-clients libxml2-utils libxml2-dev
   bzip2 tar curl pci.ids
-  libcurl4-openssl-dev
+  libcurl4-openssl-dev libcivetweb-dev
 )
 
 missing=()

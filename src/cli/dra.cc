@@ -26,8 +26,8 @@ std::string attribute_text(const dra::Device& d, const std::string& key) {
 }  // namespace
 
 std::string dra_node_name(const HostModel& model, const std::string& option) {
-  std::string name = option;
-  if (name.empty()) name = model.hostname;
+  if (!option.empty()) return option;  // checked as given: a Node's name is lower case
+  std::string name = model.hostname;
   if (name.empty()) {
     char buf[256] = {};
     if (::gethostname(buf, sizeof buf - 1) == 0) name = buf;

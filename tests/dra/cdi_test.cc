@@ -166,24 +166,25 @@ TEST_F(Cdi, MigInstancesGetTheirCapabilityNodes) {
   auto backends = make_all_backends();
   merge_accelerators(m, backends);
   ASSERT_FALSE(m.accelerators.empty());
-  const auto& inst = m.accelerators[0].inventory->mig_instances.at(0);
-  write(root() / "proc/driver/nvidia/gpus" / m.accelerators[0].pci.address.to_string() /
-            "information",
-        "Device Minor: 0\n");
-  std::string gi = "gpu0/gi" + std::to_string(inst.gpu_instance_id);
-  write(root() / "proc/driver/nvidia-caps/mig-minors",
-        "config 1\nmonitor 2\n" + gi + "/access 21\n" + gi + "/ci" +
-            std::to_string(inst.compute_instance_id) + "/access 22\n");
   SliceOptions so;
   so.node = "n";
   Pool pool = *build_pool(m, so);
   const Device* d = nullptr;
   for (const auto& dev : pool.slices[0].devices)
-    if (dev.kind == DeviceKind::mig && dev.mig_instance == 0u) d = &dev;
+    if (!d && dev.kind == DeviceKind::mig && dev.mig_instance) d = &dev;
   ASSERT_NE(d, nullptr);
+  const Accelerator& gpu = m.accelerators[d->accelerator];
+  const auto& inst = gpu.inventory->mig_instances.at(*d->mig_instance);
+  write(root() / "proc/driver/nvidia/gpus" / gpu.pci.address.to_string() / "information",
+        "Device Minor: 0\n");
+  std::string gi = "gpu0/gi" + std::to_string(inst.gpu_instance_id);
+  write(root() / "proc/driver/nvidia-caps/mig-minors",
+        "config 1\nmonitor 2\n" + gi + "/access 21\n" + gi + "/ci" +
+            std::to_string(inst.compute_instance_id) + "/access 22\n");
   auto spec = claim_spec(m, {d}, read_cdi_host(m, root().string()), "abc-1", {});
   ASSERT_TRUE(spec) << spec.error().message();
-  EXPECT_TRUE(cdi_problems(to_json(*spec)).empty());
+  auto problems = cdi_problems(to_json(*spec));
+  EXPECT_TRUE(problems.empty()) << problems.front();
   std::vector<std::string> paths;
   for (const auto& n : spec->devices[0].edits.device_nodes)
     paths.push_back(n.path);

@@ -145,7 +145,8 @@ class K8sSchema {
       std::string n = cs.value("name", "");
       if (!dns_label(n)) errors.push_back("counter set " + n + " is not a DNS label");
       if (!sets.insert(n).second) errors.push_back("counter set " + n + " twice");
-      for (const auto& [cn, c] : cs.value("counters", nlohmann::json::object()).items()) {
+      const nlohmann::json counters = cs.value("counters", nlohmann::json::object());
+      for (const auto& [cn, c] : counters.items()) {
         ++shared;
         if (!dns_label(cn)) errors.push_back("counter " + cn + " is not a DNS label");
         if (!quantity(c.value("value", nlohmann::json())))

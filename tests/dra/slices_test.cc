@@ -62,12 +62,14 @@ std::set<std::string> gpus_with_matching_nic(const Pool& p, const std::string& a
   std::set<std::string> out;
   for (const auto& s : p.slices)
     for (const auto& g : s.devices) {
-      if (g.kind != DeviceKind::gpu || !g.attributes.count(attr)) continue;
+      bool gpu = g.kind == DeviceKind::gpu || g.kind == DeviceKind::mig ||
+                 g.kind == DeviceKind::gpu_partition;
+      if (!gpu || !g.attributes.count(attr)) continue;
       for (const auto& s2 : p.slices)
         for (const auto& n : s2.devices)
           if (n.kind == DeviceKind::nic && n.attributes.count(attr) &&
               n.attributes.at(attr) == g.attributes.at(attr))
-            out.insert(g.name);
+            out.insert("gpu-" + std::to_string(g.accelerator));
     }
   return out;
 }
@@ -135,8 +137,8 @@ TEST_P(CapturedMachine, NumaNodeAndPcieRootEqualTheTopologys) {
 INSTANTIATE_TEST_SUITE_P(Dra, CapturedMachine,
                          ::testing::Values(polyaccel::testing::kXe8640, polyaccel::testing::kJureca,
                                            kTioga, "hgx"),
-                         [](const auto& info) {
-                           std::string n = info.param.substr(0, info.param.find('_'));
+                         [](const auto& param_info) {
+                           std::string n = param_info.param.substr(0, param_info.param.find('_'));
                            for (char& c : n)
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return n;
