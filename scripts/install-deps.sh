@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   prometheus libvirt-clients libxml2-utils libxml2-dev
   bzip2 tar curl pci.ids
+  libcurl4-openssl-dev libcivetweb-dev
   # the live multi-NUMA guest of tests/guest: QEMU (TCG), Debian's kernel, busybox for its init
   qemu-system-x86 linux-image-amd64 busybox-static cpio python3 file
 )

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <thread>
 
+#include "cli/agent_dra.h"
 #include "cli/agent_plugin.h"
 #include "cli/build_info.h"
 #include "cli/commands.h"
@@ -155,6 +156,8 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   auto started = start_device_plugin(monitor, options, discover);
   if (!started) return fail(started.error());
   plugin = std::move(*started);
+  auto dra = start_dra(monitor, options, discover);  // on the same monitor (agent_dra.h)
+  if (!dra) return fail(dra.error());
   say_why_no_node_labels(options);
   if (!global.quiet) {
     // With port 0 the kernel chose: this line is where people (and scripts) read which.
@@ -164,6 +167,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   }
   wait_for_signal(signals);
   http->reset();
+  if (*dra) (*dra)->stop();
   if (plugin) plugin->stop();
   if (pods) pods->stop();
   host.stop();

@@ -106,6 +106,14 @@ struct AgentOptions {
   std::string mig_strategy;  // none, single, mixed; empty: the sharing config's, else none
   std::string state = "/var/lib/polyaccel/allocations.json";  // as `place --state`; "" for none
   std::string audit_interval = "1m";  // the tuning audit's own interval; "0" for none
+  // The DRA driver (docs/dra.md; agent_dra.cc adds and reads these options).
+  bool dra = false;
+  std::string dra_plugins_dir = "/var/lib/kubelet/plugins";
+  std::string dra_registry_dir = "/var/lib/kubelet/plugins_registry";
+  std::string cdi_dir = "/var/run/cdi";
+  std::string kubeconfig;  // empty: in-cluster config; "none": publish nothing
+  std::string node_name;   // empty: $NODE_NAME, else the host's name
+  std::string dra_mig_devices = "existing";
 };
 
 int run_place(const GlobalOptions& options, const PlaceOptions& place, std::ostream& out);

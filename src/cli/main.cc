@@ -3,12 +3,13 @@
 #include <iostream>
 #include <map>
 
+#include "cli/agent_dra.h"
 #include "cli/commands.h"
-#include "core/strings.h"
 #include "cli/completion.h"
 #include "cli/config_file.h"
 #include "cli/conventions.h"
 #include "cli/output_format.h"
+#include "cli/dra_commands.h"
 
 int main(int argc, char** argv) {
   using namespace polyaccel::cli;
@@ -238,6 +239,10 @@ int main(int argc, char** argv) {
                    "run the tuning audit every (1m; 0: never)")
       ->capture_default_str();
 
+  add_dra_agent_options(agent, agent_options);
+  DraCliOptions dra_options;
+  DraCommands dra = add_dra_commands(app, dra_options, add_globals);
+
   CompletionOptions completion_options;
   add_completion_commands(app, completion_options);
 
@@ -269,5 +274,7 @@ int main(int argc, char** argv) {
   if (*flavors) return run_flavors(g, flavors_options, std::cout);
   if (*audit) return run_audit_command(g, a, std::cout);
   if (*agent) return run_agent(g, agent_options, std::cout);
+  if (*dra.dra_slices) return run_dra_slices(g, dra_options, std::cout);
+  if (*dra.cdi_generate) return run_cdi_generate(g, dra_options, std::cout);
   return kExitError;
 }

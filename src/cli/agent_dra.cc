@@ -1,0 +1,65 @@
+#include "cli/agent_dra.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/dra_commands.h"
+
+namespace polyaccel::cli {
+
+void add_dra_agent_options(CLI::App* agent, AgentOptions& o) {
+  agent->add_flag("--dra", o.dra,
+                  "run the DRA driver (resource.k8s.io/v1): kubelet plugin and ResourceSlices");
+  agent->add_option("--dra-plugins-dir", o.dra_plugins_dir, "kubelet's plugins directory")
+      ->capture_default_str();
+  agent->add_option("--dra-registry-dir", o.dra_registry_dir, "kubelet's plugin watcher directory")
+      ->capture_default_str();
+  agent->add_option("--cdi-dir", o.cdi_dir, "where CDI specs of prepared claims go")
+      ->capture_default_str();
+  agent
+      ->add_option("--kubeconfig", o.kubeconfig,
+                   "API server access (default: in-cluster; \"none\": publish nothing)")
+      ->type_name("FILE");
+  agent->add_option("--node-name", o.node_name, "the Node's name (default: $NODE_NAME, hostname)");
+  agent
+      ->add_option("--dra-mig-devices", o.dra_mig_devices,
+                   "existing MIG instances, or all placements")
+      ->check(CLI::IsMember({"existing", "all"}))
+      ->capture_default_str();
+}
+
+Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& monitor,
+                                                  const AgentOptions& o,
+                                                  const DiscoverOptions& discover) {
+  if (!o.dra) return std::unique_ptr<dra::DraRunner>();
+  dra::DraRunnerOptions ro;
+  std::string node = o.node_name;
+  if (node.empty()) {
+    const char* env = std::getenv("NODE_NAME");
+    if (env) node = env;
+  }
+  ro.slices.node = dra_node_name(*monitor.snapshot()->host, node);
+  if (!dra::is_dns_subdomain(ro.slices.node))
+    return bad_input("--node-name " + ro.slices.node, "is not a DNS subdomain (a Node's name)");
+  ro.slices.mig = o.dra_mig_devices == "all" ? dra::MigDevices::all : dra::MigDevices::existing;
+  ro.plugin.plugin_dir = o.dra_plugins_dir + "/" + ro.slices.driver;
+  ro.plugin.registry_dir = o.dra_registry_dir;
+  ro.plugin.cdi_dir = o.cdi_dir;
+  ro.root = filesystem_root(discover);
+  std::unique_ptr<dra::KubeClient> client;
+  if (o.kubeconfig != "none") {
+    auto config =
+        o.kubeconfig.empty() ? dra::in_cluster_config() : dra::kubeconfig_file(o.kubeconfig);
+    if (!config) return config.error();
+    client = std::make_unique<dra::KubeClient>(*config);
+  }
+  auto runner = std::make_unique<dra::DraRunner>(monitor, ro, std::move(client));
+  Status st = runner->start(std::chrono::seconds(60));
+  if (!st) return st.error();
+  std::cerr << "polyaccel agent: DRA driver " << ro.slices.driver << " for node " << ro.slices.node
+            << " on " << runner->plugin().endpoint() << "\n";
+  return runner;
+}
+
+}  // namespace polyaccel::cli

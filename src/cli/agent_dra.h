@@ -1,0 +1,22 @@
+// The DRA driver inside `polyaccel agent --dra` (docs/dra.md): started on the agent's accelerator
+// monitor beside the device plugin and the exporter.
+#pragma once
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "discover/accel/monitor.h"
+#include "dra/runner.h"
+
+namespace polyaccel::cli {
+
+// Adds --dra and its options to the agent command.
+void add_dra_agent_options(CLI::App* agent, AgentOptions& options);
+
+// Null when --dra is not given. An Error for a bad option, a kubeconfig that cannot be used, or
+// sockets that cannot be served.
+Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& monitor,
+                                                  const AgentOptions& options,
+                                                  const DiscoverOptions& discover);
+
+}  // namespace polyaccel::cli

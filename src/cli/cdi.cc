@@ -1,0 +1,53 @@
+// `polyaccel cdi generate`: the CDI specs of this node's devices (docs/dra.md), printed or
+// written into a CDI directory (/var/run/cdi) for containerd 2.x, CRI-O and podman.
+#include <iostream>
+
+#include "cli/dra_commands.h"
+#include "dra/cdi.h"
+
+namespace polyaccel::cli {
+
+inline constexpr int kCdiSchemaVersion = 1;
+
+int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, std::ostream& out) {
+  auto model = discover_host(global.discover);
+  if (!model) return fail(model.error());
+  dra::SliceOptions so;
+  so.node = dra_node_name(*model, "");
+  if (!dra::is_dns_subdomain(so.node)) so.node = "node";  // the pool's name plays no part in CDI
+  so.mig = options.mig_devices == "all" ? dra::MigDevices::all : dra::MigDevices::existing;
+  auto pool = dra::build_pool(*model, so);
+  if (!pool) return fail(pool.error());
+  std::string root = options.root.empty() ? filesystem_root(global.discover) : options.root;
+  dra::CdiOptions co;
+  if (!options.cdi_version.empty()) co.version = options.cdi_version;
+  std::vector<std::string> skipped;
+  auto specs = dra::node_specs(*model, *pool, dra::read_cdi_host(*model, root), co, &skipped);
+  if (!options.output.empty()) {
+    for (const auto& s : specs) {
+      Status st = dra::write_cdi_spec(options.output, s);
+      if (!st) return fail(st.error());
+    }
+  }
+  if (global.json) {
+    nlohmann::json j = {{"schema_version", kCdiSchemaVersion},
+                        {"specs", nlohmann::json::array()},
+                        {"skipped", skipped}};
+    for (const auto& s : specs)
+      j["specs"].push_back(dra::to_json(s));
+    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return kExitOk;
+  }
+  for (const auto& s : specs) {
+    out << s.kind << " (" << s.devices.size() << " devices)"
+        << (options.output.empty() ? "" : " written to " + options.output + "/" + s.file_name())
+        << "\n";
+    for (const auto& d : s.devices)
+      out << "  " << s.qualified_name(d.name) << "\n";
+  }
+  for (const auto& k : skipped)
+    out << "skipped: " << k << "\n";
+  return kExitOk;
+}
+
+}  // namespace polyaccel::cli

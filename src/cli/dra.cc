@@ -1,0 +1,113 @@
+// `polyaccel dra slices`: the ResourceSlice objects the agent's DRA driver would publish for this
+// host (docs/dra.md), printed without an API server.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <iomanip>
+#include <iostream>
+
+#include "cli/dra_commands.h"
+#include "dra/cdi.h"
+#include "dra/slices.h"
+
+namespace polyaccel::cli {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string attribute_text(const dra::Device& d, const std::string& key) {
+  auto it = d.attributes.find(key);
+  if (it == d.attributes.end()) return "-";
+  if (it->second.kind == dra::Attribute::Kind::integer) return std::to_string(it->second.integer);
+  return it->second.text;
+}
+
+}  // namespace
+
+std::string dra_node_name(const HostModel& model, const std::string& option) {
+  if (!option.empty()) return option;  // checked as given: a Node's name is lower case
+  std::string name = model.hostname;
+  if (name.empty()) {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof buf - 1) == 0) name = buf;
+  }
+  for (char& c : name)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+DraCommands add_dra_commands(CLI::App& app, DraCliOptions& options,
+                             const std::function<void(CLI::App*)>& add_globals) {
+  DraCommands c;
+  auto* dra = app.add_subcommand("dra", "Kubernetes DRA driver (resource.k8s.io/v1)");
+  dra->require_subcommand(1);
+  c.dra_slices = dra->add_subcommand("slices", "the ResourceSlices this node would publish");
+  add_globals(c.dra_slices);
+  c.dra_slices->add_option("--node", options.node, "the Node's name (default: this host's)");
+  c.dra_slices
+      ->add_option("--mig-devices", options.mig_devices,
+                   "MIG devices: existing instances, or all placements")
+      ->check(CLI::IsMember({"existing", "all"}))
+      ->capture_default_str();
+
+  auto* cdi = app.add_subcommand("cdi", "Container Device Interface specs");
+  cdi->require_subcommand(1);
+  c.cdi_generate = cdi->add_subcommand("generate", "CDI specs for this node's devices");
+  add_globals(c.cdi_generate);
+  c.cdi_generate->add_option("-o,--output", options.output, "write the specs into DIR (atomically)")
+      ->type_name("DIR");
+  c.cdi_generate
+      ->add_option("--root", options.root,
+                   "read device minors under DIR (its sys/, proc/); default: --fsroot or /")
+      ->type_name("DIR");
+  c.cdi_generate->add_option(
+      "--cdi-version", options.cdi_version,
+      "cdiVersion to write (default: the current, " + std::string(dra::kCdiVersion) + ")");
+  c.cdi_generate->add_option("--mig-devices", options.mig_devices, "MIG devices: existing or all")
+      ->check(CLI::IsMember({"existing", "all"}));
+  return c;
+}
+
+int run_dra_slices(const GlobalOptions& global, const DraCliOptions& options, std::ostream& out) {
+  auto model = discover_host(global.discover);
+  if (!model) return fail(model.error());
+  dra::SliceOptions so;
+  so.node = dra_node_name(*model, options.node);
+  so.mig = options.mig_devices == "all" ? dra::MigDevices::all : dra::MigDevices::existing;
+  auto pool = dra::build_pool(*model, so);
+  if (!pool) return fail(pool.error());
+  if (global.json) {
+    json slices = json::array();
+    for (size_t i = 0; i < pool->slices.size(); ++i)
+      slices.push_back(dra::slice_json(*pool, i, 1));
+    json j = {{"schema_version", dra::kSlicesSchemaVersion},
+              {"driver", pool->driver},
+              {"node", pool->node},
+              {"resourceSlices", std::move(slices)}};
+    out << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return kExitOk;
+  }
+  out << "driver " << pool->driver << ", pool " << pool->node << ": " << pool->device_count()
+      << " devices in " << pool->slices.size() << " ResourceSlice(s)\n";
+  for (size_t i = 0; i < pool->slices.size(); ++i) {
+    const auto& s = pool->slices[i];
+    out << "\n"
+        << dra::slice_name(*pool, i) << " (" << s.devices.size() << " devices, "
+        << s.shared_counters.size() << " counter sets)\n";
+    out << std::left << std::setw(28) << "  DEVICE" << std::setw(15) << "TYPE" << std::setw(14)
+        << "PCI" << std::setw(12) << "PCIE-ROOT" << std::setw(6) << "NUMA"
+        << "PRODUCT\n";
+    for (const auto& d : s.devices) {
+      out << "  " << std::setw(26) << d.name << std::setw(15) << attribute_text(d, "type")
+          << std::setw(14) << attribute_text(d, "resource.kubernetes.io/pciBusID") << std::setw(12)
+          << attribute_text(d, "resource.kubernetes.io/pcieRoot") << std::setw(6)
+          << attribute_text(d, "resource.kubernetes.io/numaNode")
+          << attribute_text(d, d.kind == dra::DeviceKind::mig ? "migProfile" : "product")
+          << (d.taints.empty() ? "" : "  [tainted]") << "\n";
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace polyaccel::cli

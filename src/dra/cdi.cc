@@ -1,0 +1,280 @@
+#include "dra/cdi.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/file_io.h"
+#include "core/strings.h"
+
+namespace polyaccel::dra {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+void add_node(CdiEdits& e, const CdiOptions& o, const std::string& rel) {
+  CdiDeviceNode n{"/dev/" + rel, o.dev_root + "/" + rel, "rw"};
+  if (std::find(e.device_nodes.begin(), e.device_nodes.end(), n) == e.device_nodes.end())
+    e.device_nodes.push_back(std::move(n));
+}
+
+void push_unique(std::vector<std::string>& v, const std::string& s) {
+  if (!s.empty() && std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+std::optional<unsigned> trailing_number(const std::string& s, const std::string& prefix) {
+  if (s.rfind(prefix, 0) != 0 || s.size() == prefix.size() || s.size() > prefix.size() + 6)
+    return std::nullopt;
+  return parse_count(std::string_view(s).substr(prefix.size()));
+}
+
+// What one device needs for itself (its nodes) and what the container needs once for any device
+// of its kind (control nodes); `visible` collects the ids the claim-wide environment names.
+struct DeviceNeeds {
+  CdiEdits own;
+  CdiEdits common;
+  std::string nvidia_visible, habana_visible, rdma;
+};
+
+Result<DeviceNeeds> needs_of(const HostModel& model, const Device& d, const CdiHost& host,
+                             const CdiOptions& o) {
+  DeviceNeeds n;
+  if (d.kind == DeviceKind::nic || d.kind == DeviceKind::vf) {
+    if (d.nic >= model.nics.size()) return Error{ErrorCode::internal, d.name, "no such NIC", {}};
+    const Nic& nic = model.nics[d.nic];
+    std::vector<std::string> rdma = nic.rdma_devices;
+    if (d.vf) {
+      if (!nic.pci.sriov || *d.vf >= nic.pci.sriov->vfs.size())
+        return Error{ErrorCode::internal, d.name, "no such VF", {}};
+      rdma = nic.pci.sriov->vfs[*d.vf].rdma_devices;
+    }
+    bool any = false;
+    for (const auto& r : rdma) {
+      auto it = host.uverbs.find(r);
+      if (it == host.uverbs.end()) continue;
+      add_node(n.own, o, "infiniband/uverbs" + std::to_string(it->second));
+      any = true;
+      if (n.rdma.empty()) n.rdma = r;
+    }
+    if (!any) {
+      return Error{ErrorCode::not_found, d.name,
+                   "has no /dev/infiniband/uverbs node (no RDMA device, or ib_uverbs not loaded)",
+                   "modprobe ib_uverbs"};
+    }
+    add_node(n.common, o, "infiniband/rdma_cm");
+    return n;
+  }
+  if (d.accelerator >= model.accelerators.size() || d.accelerator >= host.accelerators.size())
+    return Error{ErrorCode::internal, d.name, "no such accelerator", {}};
+  const Accelerator& a = model.accelerators[d.accelerator];
+  const DeviceNodes& dn = host.accelerators[d.accelerator];
+  const std::string bdf = a.pci.address.to_string();
+  switch (a.vendor) {
+    case Vendor::nvidia: {
+      if (!dn.nvidia_minor) {
+        return Error{ErrorCode::not_found, d.name + " (" + bdf + ")",
+                     "its NVIDIA device minor is unknown", "is the nvidia driver loaded?"};
+      }
+      unsigned minor = *dn.nvidia_minor;
+      add_node(n.own, o, "nvidia" + std::to_string(minor));
+      for (const char* ctl : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"})
+        add_node(n.common, o, ctl);
+      std::string uuid = a.inventory ? a.inventory->uuid : "";
+      if (d.kind == DeviceKind::mig) {
+        if (!d.mig_instance || !a.inventory ||
+            *d.mig_instance >= a.inventory->mig_instances.size()) {
+          return Error{ErrorCode::not_found, d.name, "no MIG instance exists at this placement",
+                       "create it (polyaccel mig apply) or publish existing instances only"};
+        }
+        const MigInstance& m = a.inventory->mig_instances[*d.mig_instance];
+        uuid = m.uuid;
+        std::string gpu = "gpu" + std::to_string(minor);
+        std::string gi = gpu + "/gi" + std::to_string(m.gpu_instance_id);
+        std::string ci = gi + "/ci" + std::to_string(m.compute_instance_id);
+        for (const std::string& cap : {gi + "/access", ci + "/access"}) {
+          auto it = host.mig_caps.find(cap);
+          if (it != host.mig_caps.end())
+            add_node(n.own, o, "nvidia-caps/nvidia-cap" + std::to_string(it->second));
+        }
+      }
+      n.nvidia_visible = uuid.empty() ? bdf : uuid;
+      return n;
+    }
+    case Vendor::amd:
+      if (dn.drm.empty()) {
+        return Error{ErrorCode::not_found, d.name + " (" + bdf + ")",
+                     "has no DRM card or render node", "is the amdgpu driver loaded?"};
+      }
+      for (const auto& node : dn.drm)
+        add_node(n.own, o, "dri/" + node);
+      add_node(n.common, o, "kfd");
+      return n;
+    case Vendor::intel_gaudi: {
+      if (!dn.accel_minor) {
+        return Error{ErrorCode::not_found, d.name + " (" + bdf + ")", "has no /dev/accel node",
+                     "is the habanalabs driver loaded?"};
+      }
+      std::string m = std::to_string(*dn.accel_minor);
+      add_node(n.own, o, "accel/accel" + m);
+      add_node(n.own, o, "accel/accel_controlD" + m);
+      n.habana_visible = m;
+      return n;
+    }
+    case Vendor::other:
+      break;
+  }
+  return Error{ErrorCode::unsupported, d.name, "has no vendor to give a container", {}};
+}
+
+void merge(CdiEdits& into, const CdiEdits& from) {
+  for (const auto& n : from.device_nodes)
+    if (std::find(into.device_nodes.begin(), into.device_nodes.end(), n) == into.device_nodes.end())
+      into.device_nodes.push_back(n);
+  for (const auto& e : from.env)
+    push_unique(into.env, e);
+}
+
+json edits_json(const CdiEdits& e) {
+  json out = json::object();
+  if (!e.env.empty()) out["env"] = e.env;
+  if (!e.device_nodes.empty()) {
+    json nodes = json::array();
+    for (const auto& n : e.device_nodes) {
+      json j = {{"path", n.path}};
+      if (n.host_path != n.path) j["hostPath"] = n.host_path;
+      if (!n.permissions.empty()) j["permissions"] = n.permissions;
+      nodes.push_back(std::move(j));
+    }
+    out["deviceNodes"] = std::move(nodes);
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* cdi_class(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::gpu:
+    case DeviceKind::mig:
+    case DeviceKind::gpu_partition:
+      return "gpu";
+    case DeviceKind::hpu:
+      return "hpu";
+    case DeviceKind::nic:
+    case DeviceKind::vf:
+      return "nic";
+  }
+  return "gpu";
+}
+
+std::string CdiSpec::file_name() const {
+  std::string f = kind;
+  std::replace(f.begin(), f.end(), '/', '-');
+  return f + file_suffix + ".json";
+}
+
+CdiHost read_cdi_host(const HostModel& model, const std::string& root) {
+  CdiHost h;
+  h.accelerators = read_device_nodes(model, root);
+  if (root.empty()) return h;
+  std::error_code ec;
+  // /sys/class/infiniband_verbs/uverbsN/ibdev holds the RDMA device's name.
+  for (const auto& e : fs::directory_iterator(fs::path(root) / "sys/class/infiniband_verbs", ec)) {
+    auto n = trailing_number(e.path().filename().string(), "uverbs");
+    if (!n) continue;
+    auto ibdev = read_first_line(e.path() / "ibdev");
+    if (ibdev && !ibdev->empty() && ibdev->size() < 64) h.uverbs[*ibdev] = *n;
+  }
+  // "gpu0/gi1/access 12" per line.
+  auto caps = read_text_file(fs::path(root) / "proc/driver/nvidia-caps/mig-minors");
+  if (caps && caps->size() < (1u << 20)) {
+    std::istringstream in(*caps);
+    std::string name, minor;
+    while (in >> name >> minor) {
+      if (auto m = parse_count(minor)) h.mig_caps[name] = *m;
+    }
+  }
+  return h;
+}
+
+std::vector<CdiSpec> node_specs(const HostModel& model, const Pool& pool, const CdiHost& host,
+                                const CdiOptions& options, std::vector<std::string>* skipped) {
+  std::map<std::string, CdiSpec> by_class;
+  for (const auto& s : pool.slices) {
+    for (const auto& d : s.devices) {
+      auto needs = needs_of(model, d, host, options);
+      if (!needs) {
+        if (skipped) skipped->push_back(needs.error().message());
+        continue;
+      }
+      std::string cls = cdi_class(d.kind);
+      CdiSpec& spec = by_class[cls];
+      spec.version = options.version;
+      spec.kind = std::string(kCdiVendor) + "/" + cls;
+      CdiDevice dev{d.name, needs->own};
+      // A device alone names itself; a claim's spec names all of them at once.
+      if (!needs->nvidia_visible.empty())
+        dev.edits.env.push_back("NVIDIA_VISIBLE_DEVICES=" + needs->nvidia_visible);
+      if (!needs->habana_visible.empty())
+        dev.edits.env.push_back("HABANA_VISIBLE_DEVICES=" + needs->habana_visible);
+      spec.devices.push_back(std::move(dev));
+      merge(spec.edits, needs->common);
+    }
+  }
+  std::vector<CdiSpec> out;
+  for (auto& [cls, spec] : by_class)
+    out.push_back(std::move(spec));
+  return out;
+}
+
+Result<CdiSpec> claim_spec(const HostModel& model, const std::vector<const Device*>& devices,
+                           const CdiHost& host, const std::string& claim_uid,
+                           const CdiOptions& options) {
+  CdiSpec spec;
+  spec.version = options.version;
+  spec.kind = std::string(kCdiVendor) + "/claim";
+  spec.file_suffix = "_" + claim_uid;
+  std::vector<std::string> nvidia, habana, rdma;
+  for (const Device* d : devices) {
+    auto needs = needs_of(model, *d, host, options);
+    if (!needs) return needs.error();
+    spec.devices.push_back({claim_uid + "-" + d->name, needs->own});
+    merge(spec.edits, needs->common);
+    push_unique(nvidia, needs->nvidia_visible);
+    push_unique(habana, needs->habana_visible);
+    push_unique(rdma, needs->rdma);
+  }
+  if (!nvidia.empty()) spec.edits.env.push_back("NVIDIA_VISIBLE_DEVICES=" + join(nvidia, ","));
+  if (!habana.empty()) spec.edits.env.push_back("HABANA_VISIBLE_DEVICES=" + join(habana, ","));
+  // "=" asks NCCL for exact names: mlx5_1 would otherwise also match mlx5_10.
+  if (!rdma.empty()) spec.edits.env.push_back("NCCL_IB_HCA==" + join(rdma, ","));
+  return spec;
+}
+
+nlohmann::json to_json(const CdiSpec& spec) {
+  json devices = json::array();
+  for (const auto& d : spec.devices)
+    devices.push_back({{"name", d.name}, {"containerEdits", edits_json(d.edits)}});
+  json out = {{"cdiVersion", spec.version}, {"kind", spec.kind}, {"devices", std::move(devices)}};
+  if (!spec.edits.empty()) out["containerEdits"] = edits_json(spec.edits);
+  return out;
+}
+
+Status write_cdi_spec(const fs::path& dir, const CdiSpec& spec) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Error{ErrorCode::io, dir.string(), "cannot create: " + ec.message(), {}};
+  return write_file_atomically(
+      dir / spec.file_name(),
+      to_json(spec).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
+
+Status remove_cdi_spec(const fs::path& dir, const std::string& file) {
+  std::error_code ec;
+  fs::remove(dir / file, ec);
+  if (ec) return Error{ErrorCode::io, (dir / file).string(), "cannot remove: " + ec.message(), {}};
+  return Ok{};
+}
+
+}  // namespace polyaccel::dra

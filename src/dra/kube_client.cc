@@ -1,0 +1,251 @@
+#include "dra/kube_client.h"
+
+#include <curl/curl.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/file_io.h"
+
+namespace polyaccel::dra {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kMaxResponseBytes = 64u << 20;  // a list of every slice of a big cluster fits
+constexpr size_t kMaxCredentialBytes = 1u << 20;
+
+std::optional<std::string> read_small(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec) || fs::file_size(p, ec) > kMaxCredentialBytes)
+    return std::nullopt;
+  return read_text_file(p);
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+// RFC 4648 base64, as kubeconfig's *-data fields hold PEM.
+std::optional<std::string> base64_decode(const std::string& in) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  unsigned acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
+    int v = value(c);
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | static_cast<unsigned>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+size_t on_body(char* data, size_t size, size_t n, void* user) {
+  auto* body = static_cast<std::string*>(user);
+  size_t len = size * n;
+  if (body->size() + len > kMaxResponseBytes) return 0;  // aborts the transfer
+  body->append(data, len);
+  return len;
+}
+
+// A kubeconfig field given as a file (relative to the kubeconfig) or inline as base64.
+Result<std::string> file_or_data(const YAML::Node& node, const std::string& file_key,
+                                 const std::string& data_key, const fs::path& base,
+                                 const std::string& input) {
+  if (node[data_key]) {
+    auto d = base64_decode(node[data_key].as<std::string>());
+    if (!d) return bad_input(input, data_key + " is not base64");
+    return *d;
+  }
+  if (node[file_key]) {
+    fs::path p = node[file_key].as<std::string>();
+    if (p.is_relative()) p = base / p;
+    auto t = read_small(p);
+    if (!t) return bad_input(input, file_key + " " + p.string() + " cannot be read");
+    return *t;
+  }
+  return std::string();
+}
+
+}  // namespace
+
+Result<KubeConfig> in_cluster_config(const std::string& sa_dir) {
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  if (!host || !*host || !port || !*port) {
+    return Error{ErrorCode::not_found, "KUBERNETES_SERVICE_HOST",
+                 "is not set: not running in a pod", "give --kubeconfig FILE"};
+  }
+  std::string h = host;
+  if (h.find(':') != std::string::npos) h = "[" + h + "]";  // IPv6
+  KubeConfig c;
+  c.server = "https://" + h + ":" + port;
+  c.token_file = (fs::path(sa_dir) / "token").string();
+  auto token = read_small(c.token_file);
+  if (!token) return Error{ErrorCode::not_found, c.token_file, "cannot be read", {}};
+  c.token = trim(*token);
+  auto ca = read_small(fs::path(sa_dir) / "ca.crt");
+  if (!ca) return Error{ErrorCode::not_found, sa_dir + "/ca.crt", "cannot be read", {}};
+  c.ca_pem = *ca;
+  return c;
+}
+
+Result<KubeConfig> kubeconfig_file(const std::string& path) {
+  auto text = read_small(path);
+  if (!text) return bad_input("--kubeconfig " + path, "cannot be read");
+  try {
+    YAML::Node root = YAML::Load(*text);
+    std::string current = root["current-context"] ? root["current-context"].as<std::string>() : "";
+    auto named = [&](const char* list, const std::string& name, const char* field) -> YAML::Node {
+      if (!root[list] || !root[list].IsSequence()) return YAML::Node();
+      for (const auto& e : root[list]) {
+        if ((name.empty() || (e["name"] && e["name"].as<std::string>() == name)) && e[field])
+          return e[field];
+      }
+      return YAML::Node();
+    };
+    YAML::Node ctx = named("contexts", current, "context");
+    std::string cluster_name = ctx && ctx["cluster"] ? ctx["cluster"].as<std::string>() : "";
+    std::string user_name = ctx && ctx["user"] ? ctx["user"].as<std::string>() : "";
+    YAML::Node cluster = named("clusters", cluster_name, "cluster");
+    if (!cluster || !cluster["server"])
+      return bad_input("--kubeconfig " + path, "has no cluster server for its current context");
+    fs::path base = fs::path(path).parent_path();
+    KubeConfig c;
+    c.server = cluster["server"].as<std::string>();
+    while (!c.server.empty() && c.server.back() == '/')
+      c.server.pop_back();
+    auto ca = file_or_data(cluster, "certificate-authority", "certificate-authority-data", base,
+                           "--kubeconfig " + path);
+    if (!ca) return ca.error();
+    c.ca_pem = *ca;
+    c.insecure_skip_tls_verify =
+        cluster["insecure-skip-tls-verify"] && cluster["insecure-skip-tls-verify"].as<bool>();
+    YAML::Node user = named("users", user_name, "user");
+    if (user) {
+      if (user["token"]) c.token = user["token"].as<std::string>();
+      if (user["tokenFile"]) {
+        c.token_file = user["tokenFile"].as<std::string>();
+        auto t = read_small(c.token_file);
+        if (!t) return bad_input("--kubeconfig " + path, "tokenFile cannot be read");
+        c.token = trim(*t);
+      }
+      auto cert = file_or_data(user, "client-certificate", "client-certificate-data", base,
+                               "--kubeconfig " + path);
+      if (!cert) return cert.error();
+      auto key = file_or_data(user, "client-key", "client-key-data", base, "--kubeconfig " + path);
+      if (!key) return key.error();
+      c.client_cert_pem = *cert;
+      c.client_key_pem = *key;
+    }
+    return c;
+  } catch (const YAML::Exception& e) {
+    return bad_input("--kubeconfig " + path, std::string("is not valid YAML: ") + e.what());
+  }
+}
+
+std::string url_encode(const std::string& text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+KubeClient::KubeClient(KubeConfig config) : config_(std::move(config)) {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  curl_ = curl_easy_init();
+}
+
+KubeClient::~KubeClient() {
+  if (curl_) curl_easy_cleanup(static_cast<CURL*>(curl_));
+}
+
+std::uint64_t KubeClient::writes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return writes_;
+}
+
+Result<HttpResponse> KubeClient::request(const std::string& method, const std::string& path,
+                                         const std::string& body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CURL* c = static_cast<CURL*>(curl_);
+  if (!c) return Error{ErrorCode::internal, "libcurl", "curl_easy_init failed", {}};
+  curl_easy_reset(c);
+  std::string url = config_.server + path;
+  HttpResponse r;
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(config_.timeout.count()));
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(config_.timeout.count()));
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, "Accept: application/json");
+  std::string token = config_.token;
+  if (!config_.token_file.empty()) {
+    if (auto t = read_small(config_.token_file)) token = trim(*t);
+  }
+  std::string auth = "Authorization: Bearer " + token;
+  if (!token.empty()) headers = curl_slist_append(headers, auth.c_str());
+  if (method == "POST" || method == "PUT" || method == "PATCH") {
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  }
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  curl_blob ca{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_COPY};
+  if (!config_.ca_pem.empty()) curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
+  curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()), config_.client_cert_pem.size(),
+                 CURL_BLOB_COPY};
+  curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
+                CURL_BLOB_COPY};
+  if (!config_.client_cert_pem.empty()) {
+    curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+  }
+  if (config_.insecure_skip_tls_verify) {
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  CURLcode rc = curl_easy_perform(c);
+  curl_slist_free_all(headers);
+  if (rc != CURLE_OK) {
+    return Error{ErrorCode::io, method + " " + url, curl_easy_strerror(rc),
+                 "is the API server reachable?"};
+  }
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+  if (method != "GET" && r.status >= 200 && r.status < 300) ++writes_;
+  return r;
+}
+
+}  // namespace polyaccel::dra

@@ -1,0 +1,63 @@
+// A small Kubernetes API-server client over libcurl (HTTPS, bearer token or client certificate),
+// for the few calls the DRA driver makes: ResourceSlices (list, create, update, delete) and
+// ResourceClaims (get). No HTTP or TLS of our own: libcurl does both.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/error.h"
+
+namespace polyaccel::dra {
+
+struct KubeConfig {
+  std::string server;      // "https://10.96.0.1:443"
+  std::string token;       // bearer token; empty: none
+  std::string token_file;  // re-read on every request when set (bound tokens rotate)
+  std::string ca_pem;      // the cluster's CA, PEM; empty: the system's CAs
+  std::string client_cert_pem, client_key_pem;  // kubeconfig client certificates
+  bool insecure_skip_tls_verify = false;
+  std::chrono::milliseconds timeout{10000};
+};
+
+// In a pod: KUBERNETES_SERVICE_HOST/PORT, the service account's token and ca.crt under `sa_dir`.
+Result<KubeConfig> in_cluster_config(
+    const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+// A kubeconfig file: its current context's cluster (server, certificate-authority[-data],
+// insecure-skip-tls-verify) and user (token, tokenFile, client-certificate[-data],
+// client-key[-data]).
+Result<KubeConfig> kubeconfig_file(const std::string& path);
+
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+};
+
+class KubeClient {
+ public:
+  explicit KubeClient(KubeConfig config);
+  ~KubeClient();
+  KubeClient(const KubeClient&) = delete;
+  KubeClient& operator=(const KubeClient&) = delete;
+
+  // One request; a transport failure (refused, TLS, timeout) is an Error, any HTTP status a
+  // response. `path` starts with "/"; `body` is JSON (sent for POST and PUT).
+  Result<HttpResponse> request(const std::string& method, const std::string& path,
+                               const std::string& body = {});
+  const KubeConfig& config() const { return config_; }
+  // Requests that changed something on the server (POST, PUT, DELETE answered 2xx).
+  std::uint64_t writes() const;
+
+ private:
+  KubeConfig config_;
+  mutable std::mutex mu_;  // one curl handle, used by one request at a time
+  void* curl_ = nullptr;
+  std::uint64_t writes_ = 0;
+};
+
+// Percent-encoding for a query value (field selectors).
+std::string url_encode(const std::string& text);
+
+}  // namespace polyaccel::dra

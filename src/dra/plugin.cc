@@ -1,0 +1,506 @@
+#include "dra/plugin.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <set>
+
+#include "core/file_io.h"
+#include "kube/proto/dra_v1.grpc.pb.h"
+#include "kube/proto/dra_v1beta1.grpc.pb.h"
+#include "kube/proto/pluginregistration_v1.grpc.pb.h"
+
+namespace polyaccel::dra {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+namespace drav1 = k8s::io::kubelet::pkg::apis::dra::v1;
+namespace drav1beta1 = k8s::io::kubelet::pkg::apis::dra::v1beta1;
+
+constexpr size_t kMaxCheckpointBytes = 16u << 20;
+
+// A claim UID goes into file and CDI device names: a UUID's characters only.
+bool valid_uid(const std::string& uid) {
+  if (uid.empty() || uid.size() > 64) return false;
+  return std::all_of(uid.begin(), uid.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+bool valid_object_name(const std::string& s) {
+  return !s.empty() && s.size() <= 253 && is_dns_subdomain(s);
+}
+
+json prepared_json(const PreparedClaim& c) {
+  json devices = json::array();
+  for (const auto& d : c.devices)
+    devices.push_back(
+        {{"request", d.request}, {"pool", d.pool}, {"device", d.device}, {"cdi", d.cdi_ids}});
+  return {{"namespace", c.ns}, {"name", c.name}, {"cdiFile", c.cdi_file}, {"devices", devices}};
+}
+
+}  // namespace
+
+std::string checkpoint_json(const std::map<std::string, PreparedClaim>& claims) {
+  json j = {{"version", kCheckpointVersion}, {"claims", json::object()}};
+  for (const auto& [uid, c] : claims)
+    j["claims"][uid] = prepared_json(c);
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+Result<std::map<std::string, PreparedClaim>> parse_checkpoint(const std::string& text,
+                                                              const std::string& input) {
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object() || j.value("version", 0) != kCheckpointVersion || !j.contains("claims") ||
+      !j["claims"].is_object())
+    return bad_input(input, "is not a polyaccel DRA checkpoint (version 1)");
+  std::map<std::string, PreparedClaim> out;
+  try {
+    for (const auto& [uid, c] : j["claims"].items()) {
+      if (!valid_uid(uid)) return bad_input(input, "holds a claim uid that is not one");
+      PreparedClaim p;
+      p.uid = uid;
+      p.ns = c.at("namespace").get<std::string>();
+      p.name = c.at("name").get<std::string>();
+      p.cdi_file = c.at("cdiFile").get<std::string>();
+      for (const auto& d : c.at("devices")) {
+        p.devices.push_back({d.at("request").get<std::string>(), d.at("pool").get<std::string>(),
+                             d.at("device").get<std::string>(),
+                             d.at("cdi").get<std::vector<std::string>>()});
+      }
+      out[uid] = std::move(p);
+    }
+  } catch (const json::exception& e) {
+    return bad_input(input, std::string("has a bad claim record: ") + e.what());
+  }
+  return out;
+}
+
+Result<ClaimInfo> parse_claim(const json& claim) {
+  if (!claim.is_object() || claim.value("kind", "") != "ResourceClaim")
+    return bad_input("ResourceClaim", "the answer is not a ResourceClaim");
+  ClaimInfo info;
+  const json meta = claim.value("metadata", json::object());
+  info.uid = meta.is_object() ? meta.value("uid", "") : "";
+  const json status = claim.value("status", json::object());
+  if (!status.is_object() || !status.contains("allocation"))
+    return bad_input("ResourceClaim " + meta.value("name", ""), "is not allocated");
+  try {
+    const json& results = status.at("allocation").at("devices").at("results");
+    for (const auto& r : results) {
+      AllocatedDevice d;
+      d.request = r.at("request").get<std::string>();
+      d.driver = r.at("driver").get<std::string>();
+      d.pool = r.at("pool").get<std::string>();
+      d.device = r.at("device").get<std::string>();
+      d.admin_access = r.value("adminAccess", false);
+      info.devices.push_back(std::move(d));
+    }
+  } catch (const json::exception& e) {
+    return bad_input("ResourceClaim " + meta.value("name", ""),
+                     std::string("has a bad allocation result: ") + e.what());
+  }
+  return info;
+}
+
+ClaimLookup api_claim_lookup(KubeClient& client) {
+  return [&client](const std::string& ns, const std::string& name) -> Result<ClaimInfo> {
+    std::string path = "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + name;
+    auto r = client.request("GET", path);
+    if (!r) return r.error();
+    if (r->status != 200) {
+      HttpResponse resp = *r;
+      Error e{ErrorCode::io, "GET " + path, "HTTP " + std::to_string(resp.status), {}};
+      if (resp.status == 403)
+        e.remedy = "grant the agent's service account resourceclaims get (deploy/kubernetes/dra)";
+      return e;
+    }
+    return parse_claim(json::parse(r->body, nullptr, false));
+  };
+}
+
+// ---- the gRPC services ----------------------------------------------------------------------
+
+struct DraPlugin::Impl {
+  DraPluginOptions options;
+  mutable std::mutex mu;  // guards the state below; prepare and unprepare run one at a time
+  HostModel model;
+  Pool pool;
+  CdiHost host;
+  std::map<std::string, PreparedClaim> claims;  // by uid: the checkpoint
+  unsigned registrations = 0;
+  std::string registration_error;
+
+  std::unique_ptr<grpc::Service> v1, v1beta1, registration;
+  std::unique_ptr<grpc::Server> dra_server, registration_server;
+
+  explicit Impl(DraPluginOptions o) : options(std::move(o)) {}
+
+  void log(const std::string& line) const {
+    if (options.log) {
+      options.log(line);
+    } else {
+      std::cerr << "polyaccel agent: dra: " << line << "\n";
+    }
+  }
+
+  std::string endpoint() const { return (fs::path(options.plugin_dir) / "dra.sock").string(); }
+  std::string registration_socket() const {
+    return (fs::path(options.registry_dir) / (options.driver + "-reg.sock")).string();
+  }
+  std::string checkpoint_path() const {
+    return (fs::path(options.plugin_dir) / "checkpoint.json").string();
+  }
+
+  Status save() const { return write_file_atomically(checkpoint_path(), checkpoint_json(claims)); }
+
+  Status load() {
+    std::error_code ec;
+    fs::path p = checkpoint_path();
+    if (!fs::exists(p, ec)) return Ok{};
+    if (!fs::is_regular_file(p, ec) || fs::file_size(p, ec) > kMaxCheckpointBytes)
+      return bad_input(p.string(), "is not a regular file of sane size");
+    auto text = read_text_file(p);
+    if (!text) return Error{ErrorCode::io, p.string(), "cannot be read", {}};
+    auto parsed = parse_checkpoint(*text, p.string());
+    if (!parsed) return parsed.error();
+    claims = std::move(*parsed);
+    return Ok{};
+  }
+
+  // Caller holds mu.
+  PrepareOutcome prepare_one(const ClaimRef& ref) {
+    PrepareOutcome out;
+    if (!valid_uid(ref.uid) || !valid_object_name(ref.ns) || !valid_object_name(ref.name)) {
+      out.error = "claim " + ref.ns + "/" + ref.name + ": namespace, name or uid is not valid";
+      return out;
+    }
+    auto known = claims.find(ref.uid);
+    if (known != claims.end()) {
+      // Prepared before (a repeat, or kubelet or we restarted): the same answer, and the CDI
+      // spec put back if someone removed it.
+      std::error_code ec;
+      if (!fs::exists(fs::path(options.cdi_dir) / known->second.cdi_file, ec)) {
+        std::vector<const Device*> devices;
+        for (const auto& d : known->second.devices)
+          if (const Device* pd = pool.device(d.device)) devices.push_back(pd);
+        if (devices.size() == known->second.devices.size()) {
+          auto spec = claim_spec(model, devices, host, ref.uid, options.cdi);
+          if (spec) (void)write_cdi_spec(options.cdi_dir, *spec);
+        }
+      }
+      out.devices = known->second.devices;
+      return out;
+    }
+    if (!options.lookup) {
+      out.error = "no API server to read claim " + ref.ns + "/" + ref.name + " from";
+      return out;
+    }
+    auto info = options.lookup(ref.ns, ref.name);
+    if (!info) {
+      out.error = info.error().message();
+      return out;
+    }
+    if (!info->uid.empty() && info->uid != ref.uid) {
+      out.error = "claim " + ref.ns + "/" + ref.name + " has uid " + info->uid + ", not " +
+                  ref.uid + " (deleted and made again?)";
+      return out;
+    }
+    std::vector<const Device*> devices;
+    std::vector<PreparedDevice> prepared;
+    std::set<std::string> held;
+    for (const auto& [uid, c] : claims)
+      for (const auto& d : c.devices)
+        held.insert(d.device);
+    for (const auto& a : info->devices) {
+      if (a.driver != options.driver || a.pool != pool.node) continue;
+      const Device* d = pool.device(a.device);
+      if (!d) {
+        out.error = "device " + a.device + " of claim " + ref.ns + "/" + ref.name +
+                    " is not on this node now";
+        return out;
+      }
+      if (held.count(a.device) && !a.admin_access) {
+        out.error = "device " + a.device + " is prepared for another claim already";
+        return out;
+      }
+      devices.push_back(d);
+      prepared.push_back({a.request, a.pool, a.device, {}});
+    }
+    PreparedClaim record{ref.uid, ref.ns, ref.name, {}, {}};
+    if (!devices.empty()) {
+      auto spec = claim_spec(model, devices, host, ref.uid, options.cdi);
+      if (!spec) {
+        out.error = spec.error().message();
+        return out;
+      }
+      for (size_t i = 0; i < prepared.size(); ++i)
+        prepared[i].cdi_ids.push_back(spec->qualified_name(spec->devices[i].name));
+      Status w = write_cdi_spec(options.cdi_dir, *spec);
+      if (!w) {
+        out.error = w.error().message();
+        return out;
+      }
+      record.cdi_file = spec->file_name();
+    }
+    record.devices = prepared;
+    claims[ref.uid] = record;
+    Status saved = save();
+    if (!saved) {
+      claims.erase(ref.uid);
+      if (!record.cdi_file.empty()) (void)remove_cdi_spec(options.cdi_dir, record.cdi_file);
+      out.error = saved.error().message();
+      return out;
+    }
+    out.devices = std::move(prepared);
+    return out;
+  }
+
+  std::string unprepare_one(const ClaimRef& ref) {
+    auto it = claims.find(ref.uid);
+    if (it == claims.end()) return {};
+    if (!it->second.cdi_file.empty()) {
+      Status r = remove_cdi_spec(options.cdi_dir, it->second.cdi_file);
+      if (!r) return r.error().message();
+    }
+    PreparedClaim keep = it->second;
+    claims.erase(it);
+    Status saved = save();
+    if (!saved) {
+      claims[ref.uid] = keep;
+      return saved.error().message();
+    }
+    return {};
+  }
+};
+
+namespace {
+
+template <class Request>
+std::vector<ClaimRef> refs_of(const Request& req) {
+  std::vector<ClaimRef> out;
+  for (const auto& c : req.claims())
+    out.push_back({c.namespace_(), c.uid(), c.name()});
+  return out;
+}
+
+// DRAPlugin for one version's generated types (v1 and v1beta1 carry the same messages).
+template <class ServiceBase, class PrepareRequest, class PrepareResponse, class UnprepareRequest,
+          class UnprepareResponse>
+class DraService final : public ServiceBase {
+ public:
+  explicit DraService(DraPlugin& plugin) : plugin_(plugin) {}
+
+  grpc::Status NodePrepareResources(grpc::ServerContext*, const PrepareRequest* req,
+                                    PrepareResponse* resp) override {
+    for (auto& [uid, outcome] : plugin_.prepare(refs_of(*req))) {
+      auto& claim = (*resp->mutable_claims())[uid];
+      if (!outcome.error.empty()) {
+        claim.set_error(outcome.error);
+        continue;
+      }
+      for (const auto& d : outcome.devices) {
+        auto* dev = claim.add_devices();
+        if (!d.request.empty()) dev->add_request_names(d.request);
+        dev->set_pool_name(d.pool);
+        dev->set_device_name(d.device);
+        for (const auto& id : d.cdi_ids)
+          dev->add_cdi_device_ids(id);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status NodeUnprepareResources(grpc::ServerContext*, const UnprepareRequest* req,
+                                      UnprepareResponse* resp) override {
+    for (auto& [uid, error] : plugin_.unprepare(refs_of(*req))) {
+      auto& claim = (*resp->mutable_claims())[uid];
+      if (!error.empty()) claim.set_error(error);
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  DraPlugin& plugin_;
+};
+
+using V1Service =
+    DraService<drav1::DRAPlugin::Service, drav1::NodePrepareResourcesRequest,
+               drav1::NodePrepareResourcesResponse, drav1::NodeUnprepareResourcesRequest,
+               drav1::NodeUnprepareResourcesResponse>;
+using V1beta1Service =
+    DraService<drav1beta1::DRAPlugin::Service, drav1beta1::NodePrepareResourcesRequest,
+               drav1beta1::NodePrepareResourcesResponse, drav1beta1::NodeUnprepareResourcesRequest,
+               drav1beta1::NodeUnprepareResourcesResponse>;
+
+class RegistrationService final : public pluginregistration::Registration::Service {
+ public:
+  RegistrationService(DraPlugin::Impl& impl, std::string endpoint)
+      : impl_(impl), endpoint_(std::move(endpoint)) {}
+
+  grpc::Status GetInfo(grpc::ServerContext*, const pluginregistration::InfoRequest*,
+                       pluginregistration::PluginInfo* info) override {
+    info->set_type("DRAPlugin");
+    info->set_name(impl_.options.driver);
+    info->set_endpoint(endpoint_);
+    // kubelet takes the first it knows: v1 (1.34+), else v1beta1 (1.32, 1.33).
+    info->add_supported_versions("v1.DRAPlugin");
+    info->add_supported_versions("v1beta1.DRAPlugin");
+    return grpc::Status::OK;
+  }
+
+  grpc::Status NotifyRegistrationStatus(grpc::ServerContext*,
+                                        const pluginregistration::RegistrationStatus* status,
+                                        pluginregistration::RegistrationStatusResponse*) override {
+    std::lock_guard<std::mutex> lock(impl_.mu);
+    if (status->plugin_registered()) {
+      ++impl_.registrations;
+      impl_.registration_error.clear();
+      impl_.log("registered with kubelet as " + impl_.options.driver);
+    } else {
+      impl_.registration_error = status->error();
+      impl_.log("kubelet refused the registration: " + status->error());
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  DraPlugin::Impl& impl_;
+  std::string endpoint_;
+};
+
+}  // namespace
+
+DraPlugin::DraPlugin(DraPluginOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+DraPlugin::~DraPlugin() {
+  stop();
+}
+
+Status DraPlugin::start(HostModel model, Pool pool, CdiHost host) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.model = std::move(model);
+    m.pool = std::move(pool);
+    m.host = std::move(host);
+  }
+  std::error_code ec;
+  fs::create_directories(m.options.plugin_dir, ec);
+  if (ec) return Error{ErrorCode::io, m.options.plugin_dir, "cannot create: " + ec.message(), {}};
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    Status st = m.load();
+    if (!st) return st;
+  }
+  // Our own stale sockets only: both names are ours.
+  std::string endpoint = m.endpoint();
+  ::unlink(endpoint.c_str());
+  m.v1 = std::make_unique<V1Service>(*this);
+  m.v1beta1 = std::make_unique<V1beta1Service>(*this);
+  {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("unix:" + endpoint, grpc::InsecureServerCredentials());
+    b.RegisterService(m.v1.get());
+    b.RegisterService(m.v1beta1.get());
+    m.dra_server = b.BuildAndStart();
+    if (!m.dra_server)
+      return Error{ErrorCode::io, endpoint, "cannot serve the DRA API on it",
+                   "is the kubelet plugins directory writable?"};
+  }
+  // The registration socket last: kubelet dials dra.sock as soon as it sees it.
+  fs::create_directories(m.options.registry_dir, ec);
+  std::string reg = m.registration_socket();
+  ::unlink(reg.c_str());
+  m.registration = std::make_unique<RegistrationService>(m, endpoint);
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + reg, grpc::InsecureServerCredentials());
+  b.RegisterService(m.registration.get());
+  m.registration_server = b.BuildAndStart();
+  if (!m.registration_server) {
+    m.dra_server->Shutdown();
+    m.dra_server.reset();
+    return Error{ErrorCode::io, reg, "cannot serve the plugin registration API on it",
+                 "is kubelet's plugins_registry directory writable?"};
+  }
+  return Ok{};
+}
+
+void DraPlugin::stop() {
+  Impl& m = *impl_;
+  auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(2); };
+  if (m.registration_server) {
+    // Removing the socket is what tells kubelet we are gone.
+    std::string reg = m.registration_socket();
+    ::unlink(reg.c_str());
+    m.registration_server->Shutdown(deadline());
+    m.registration_server->Wait();
+    m.registration_server.reset();
+  }
+  if (m.dra_server) {
+    m.dra_server->Shutdown(deadline());
+    m.dra_server->Wait();
+    m.dra_server.reset();
+    std::string endpoint = m.endpoint();
+    ::unlink(endpoint.c_str());
+  }
+}
+
+void DraPlugin::set_devices(HostModel model, Pool pool, CdiHost host) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->model = std::move(model);
+  impl_->pool = std::move(pool);
+  impl_->host = std::move(host);
+}
+
+std::map<std::string, PrepareOutcome> DraPlugin::prepare(const std::vector<ClaimRef>& claims) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::map<std::string, PrepareOutcome> out;
+  for (const auto& c : claims)
+    out[c.uid] = impl_->prepare_one(c);
+  return out;
+}
+
+std::map<std::string, std::string> DraPlugin::unprepare(const std::vector<ClaimRef>& claims) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::map<std::string, std::string> out;
+  for (const auto& c : claims)
+    out[c.uid] = impl_->unprepare_one(c);
+  return out;
+}
+
+std::vector<PreparedClaim> DraPlugin::prepared() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<PreparedClaim> out;
+  for (const auto& [uid, c] : impl_->claims)
+    out.push_back(c);
+  return out;
+}
+
+unsigned DraPlugin::registrations() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->registrations;
+}
+
+std::string DraPlugin::registration_error() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->registration_error;
+}
+
+std::string DraPlugin::endpoint() const {
+  return impl_->endpoint();
+}
+
+std::string DraPlugin::registration_socket() const {
+  return impl_->registration_socket();
+}
+
+}  // namespace polyaccel::dra

@@ -1,0 +1,117 @@
+// The DRA kubelet plugin (../shared/reference/kubernetes/dra-kubelet-api.md 2, 3): DRAPlugin v1
+// and v1beta1 on <plugin dir>/dra.sock, and the plugin watcher's Registration service on
+// <registry dir>/<driver>-reg.sock (created last, removed on stop).
+//
+// NodePrepareResources reads each claim's allocation (through ClaimLookup: the API server), keeps
+// the devices of our driver and pool, writes the claim's CDI spec and records the claim in a
+// checkpoint file (written atomically) before it answers. A claim that is prepared already is
+// answered from the checkpoint, so a repeat, a kubelet restart or an agent restart never prepares
+// it twice; a device that another claim holds is refused. NodeUnprepareResources removes the CDI
+// spec and the record; an unknown claim is fine (idempotent).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/host_model.h"
+#include "dra/cdi.h"
+#include "dra/kube_client.h"
+#include "dra/slices.h"
+
+namespace polyaccel::dra {
+
+// A device of a claim's allocation result (status.allocation.devices.results[]).
+struct AllocatedDevice {
+  std::string request, driver, pool, device;
+  bool admin_access = false;
+};
+
+struct ClaimInfo {
+  std::string uid;
+  std::vector<AllocatedDevice> devices;
+};
+
+// Reads a ResourceClaim's allocation by namespace and name.
+using ClaimLookup =
+    std::function<Result<ClaimInfo>(const std::string& ns, const std::string& name)>;
+// GET /apis/resource.k8s.io/v1/namespaces/<ns>/resourceclaims/<name>.
+ClaimLookup api_claim_lookup(KubeClient& client);
+// The allocation of a ResourceClaim object; an Error when it has none or is not a claim.
+Result<ClaimInfo> parse_claim(const nlohmann::json& claim);
+
+struct PreparedDevice {
+  std::string request, pool, device;
+  std::vector<std::string> cdi_ids;
+};
+
+struct PreparedClaim {
+  std::string uid, ns, name;
+  std::vector<PreparedDevice> devices;
+  std::string cdi_file;  // in the CDI directory
+};
+
+struct ClaimRef {
+  std::string ns, uid, name;
+};
+
+// Per claim uid: the devices, or the error text kubelet gets for that claim.
+struct PrepareOutcome {
+  std::vector<PreparedDevice> devices;
+  std::string error;
+};
+
+struct DraPluginOptions {
+  std::string driver = kDriverName;
+  std::string plugin_dir = "/var/lib/kubelet/plugins/polyaccel.io";  // dra.sock, checkpoint.json
+  std::string registry_dir = "/var/lib/kubelet/plugins_registry";
+  std::string cdi_dir = kCdiDir;
+  CdiOptions cdi;
+  ClaimLookup lookup;
+  // One line per event worth a person's attention; stderr when empty.
+  std::function<void(const std::string&)> log;
+};
+
+inline constexpr int kCheckpointVersion = 1;
+
+class DraPlugin {
+ public:
+  explicit DraPlugin(DraPluginOptions options);
+  ~DraPlugin();
+  DraPlugin(const DraPlugin&) = delete;
+  DraPlugin& operator=(const DraPlugin&) = delete;
+
+  // Loads the checkpoint, serves dra.sock, then creates the registration socket. An unreadable
+  // checkpoint is an Error: starting empty would forget prepared claims.
+  Status start(HostModel model, Pool pool, CdiHost host);
+  // Removes the registration socket and stops both servers; the checkpoint stays.
+  void stop();
+  // The devices changed (MIG layout, a GPU lost and back).
+  void set_devices(HostModel model, Pool pool, CdiHost host);
+
+  // What the gRPC services call; public for tests and benchmarks.
+  std::map<std::string, PrepareOutcome> prepare(const std::vector<ClaimRef>& claims);
+  std::map<std::string, std::string> unprepare(const std::vector<ClaimRef>& claims);
+
+  std::vector<PreparedClaim> prepared() const;
+  // Times kubelet said "registered" (NotifyRegistrationStatus true), and its last error.
+  unsigned registrations() const;
+  std::string registration_error() const;
+  std::string endpoint() const;             // <plugin dir>/dra.sock
+  std::string registration_socket() const;  // <registry dir>/<driver>-reg.sock
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The checkpoint's text and back (plugin.cc); exposed for tests.
+std::string checkpoint_json(const std::map<std::string, PreparedClaim>& claims);
+Result<std::map<std::string, PreparedClaim>> parse_checkpoint(const std::string& text,
+                                                              const std::string& input);
+
+}  // namespace polyaccel::dra

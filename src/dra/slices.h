@@ -1,0 +1,153 @@
+// The DRA devices of a node and the ResourceSlice objects (resource.k8s.io/v1) that publish them:
+// a pure function of the HostModel (../shared/reference/kubernetes/dra-kubelet-api.md 4, the
+// OpenAPI schema next to it).
+//
+//   gpu-<i>                 a whole GPU (NVIDIA, AMD) or HPU (hpu-<i>, Gaudi)
+//   gpu-<i>-mig-<profile>-s<start>  a MIG instance: consumes memory slices, compute slices and the
+//                           media extension of its GPU's counter set, so two instances that
+//                           overlap can never both be allocated
+//   gpu-<i>-part-<k>        an AMD compute partition (CPX, QPX ...): consumes its GPU's counters
+//   nic-<k>, nic-<k>-vf-<n> an RDMA NIC and its SR-IOV virtual functions
+//
+// Every device carries resource.kubernetes.io/{pciBusID, pcieRoot, numaNode} where the model
+// knows them (numaNode is left out, never guessed, when the device has no single NUMA node) and
+// polyaccel.io attributes (docs/dra.md). The pool is split into as many slices as the API's
+// per-slice limits need.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/host_model.h"
+
+namespace polyaccel::dra {
+
+inline constexpr const char* kDriverName = "polyaccel.io";
+inline constexpr const char* kStandardPrefix = "resource.kubernetes.io/";
+inline constexpr const char* kUnhealthyTaint = "polyaccel.io/unhealthy";
+// --json schema of `polyaccel dra slices` (docs/dra.md).
+inline constexpr int kSlicesSchemaVersion = 1;
+
+// The documented limits of resource.k8s.io/v1 (ResourceSliceSpec, Device, CounterSet).
+inline constexpr size_t kMaxDevicesPerSlice = 128;
+// Kubernetes 1.35 allows only 64 devices in a slice that uses counters or taints; kept here so
+// that the same slices are valid on 1.34 and later.
+inline constexpr size_t kMaxDevicesPerSliceWithCountersOrTaints = 64;
+inline constexpr size_t kMaxSharedCountersPerSlice = 32;      // all counters of all sets
+inline constexpr size_t kMaxConsumedCountersPerSlice = 1024;  // all counters of all devices
+inline constexpr size_t kMaxAttributesAndCapacities = 32;     // per device
+inline constexpr size_t kMaxTaintsPerDevice = 4;
+inline constexpr size_t kMaxAttributeValueLength = 64;
+inline constexpr size_t kMaxDnsLabelLength = 63;
+
+struct Attribute {
+  enum class Kind { integer, boolean, string, version };
+  Kind kind = Kind::string;
+  std::int64_t integer = 0;
+  bool boolean = false;
+  std::string text;  // string and version
+
+  static Attribute of_int(std::int64_t v) { return {Kind::integer, v, false, {}}; }
+  static Attribute of_bool(bool v) { return {Kind::boolean, 0, v, {}}; }
+  static Attribute of_string(std::string v);  // cut to kMaxAttributeValueLength
+  bool operator==(const Attribute&) const = default;
+};
+
+struct CounterConsumption {
+  std::string counter_set;
+  std::map<std::string, std::string> counters;  // name → Quantity
+  bool operator==(const CounterConsumption&) const = default;
+};
+
+struct Taint {
+  std::string key, value, effect;  // effect: NoSchedule or NoExecute
+  bool operator==(const Taint&) const = default;
+};
+
+enum class DeviceKind { gpu, mig, gpu_partition, hpu, nic, vf };
+const char* to_string(DeviceKind kind);
+
+struct Device {
+  std::string name;  // a DNS label, unique in the pool
+  std::map<std::string, Attribute> attributes;
+  std::map<std::string, std::string> capacity;  // name → Quantity
+  std::vector<CounterConsumption> consumes;
+  std::vector<Taint> taints;
+
+  // What prepare and CDI need; not published.
+  DeviceKind kind = DeviceKind::gpu;
+  size_t accelerator = 0;              // index into HostModel::accelerators (gpu, mig, partition)
+  size_t nic = 0;                      // index into HostModel::nics (nic, vf)
+  std::optional<size_t> mig_instance;  // index into the inventory's mig_instances, if it exists
+  std::string mig_profile;             // "3g.40gb"
+  unsigned mig_start = 0, mig_size = 0;
+  unsigned partition = 0;    // AMD partition index
+  std::optional<size_t> vf;  // index into the NIC's sriov->vfs
+
+  bool published_equal(const Device& o) const {
+    return name == o.name && attributes == o.attributes && capacity == o.capacity &&
+           consumes == o.consumes && taints == o.taints;
+  }
+};
+
+struct CounterSet {
+  std::string name;                             // a DNS label
+  std::map<std::string, std::string> counters;  // name (DNS label) → Quantity
+  bool operator==(const CounterSet&) const = default;
+};
+
+struct Slice {
+  std::vector<CounterSet> shared_counters;
+  std::vector<Device> devices;
+};
+
+// Which MIG devices a MIG-enabled GPU publishes.
+enum class MigDevices {
+  existing,  // the instances that exist now (made by `polyaccel mig apply`), default
+  all,       // every placement of every profile, for a scheduler that may pick any (the counters
+             // keep overlapping ones apart); prepare needs the instance to exist (docs/dra.md)
+};
+
+struct SliceOptions {
+  std::string node;  // the Node's name: the pool name and spec.nodeName
+  std::string driver = kDriverName;
+  MigDevices mig = MigDevices::existing;
+  // Devices by PCI bus id that are unhealthy now: tainted NoSchedule (or left out, withdraw).
+  std::set<std::string> unhealthy;
+  bool withdraw_unhealthy = false;
+};
+
+struct Pool {
+  std::string driver, node;
+  std::vector<Slice> slices;
+  // Every device in slice order, for lookups by name.
+  const Device* device(const std::string& name) const;
+  size_t device_count() const;
+};
+
+// The node's pool. Errors: an empty or invalid node name, a GPU whose counter set alone breaks a
+// per-slice limit (cannot be published at all).
+Result<Pool> build_pool(const HostModel& model, const SliceOptions& options);
+
+// The name of slice `index` of the pool: "<node>-polyaccel-<index>" (a DNS subdomain).
+std::string slice_name(const Pool& pool, size_t index);
+
+// The ResourceSlice object of slice `index`, as the API server takes it (apiVersion, kind,
+// metadata.name, spec). `generation` is the pool generation.
+nlohmann::json slice_json(const Pool& pool, size_t index, std::int64_t generation);
+
+// A Kubernetes Quantity for a byte count: "80Gi", "40192Mi", or the plain number.
+std::string bytes_quantity(std::uint64_t bytes);
+
+// Whether text is a DNS label (RFC 1123: a-z, 0-9, '-', at most 63, alphanumeric ends).
+bool is_dns_label(const std::string& text);
+bool is_dns_subdomain(const std::string& text);
+
+}  // namespace polyaccel::dra

@@ -1,0 +1,208 @@
+// A small walker of Kubernetes' OpenAPI v3 schema (../shared/reference/kubernetes/
+// resource.k8s.io-v1-openapi.json): checks an object against a component schema — required
+// fields, JSON types, no unknown fields, enums — and the limits resource.k8s.io/v1 documents in
+// its descriptions (devices per slice, attributes and capacities per device, counters, taints,
+// DNS names, value lengths). Header-only, for the DRA tests.
+#pragma once
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace polyaccel::testing {
+
+class K8sSchema {
+ public:
+  K8sSchema() {
+    std::ifstream in(shared_dir() / "reference/kubernetes/resource.k8s.io-v1-openapi.json");
+    doc_ = nlohmann::json::parse(in);
+    schemas_ = &doc_.at("components").at("schemas");
+  }
+
+  // Problems found, one line each; empty when the object is valid.
+  std::vector<std::string> validate(
+      const nlohmann::json& value,
+      const std::string& component = "io.k8s.api.resource.v1.ResourceSlice") const {
+    std::vector<std::string> errors;
+    walk(value, schemas_->at(component), component, errors);
+    if (component == "io.k8s.api.resource.v1.ResourceSlice") check_slice_limits(value, errors);
+    return errors;
+  }
+
+  bool has_component(const std::string& name) const { return schemas_->contains(name); }
+
+ private:
+  const nlohmann::json& resolve(const nlohmann::json& s) const {
+    const nlohmann::json* cur = &s;
+    while (true) {
+      if (cur->contains("$ref")) {
+        std::string ref = (*cur)["$ref"].get<std::string>();
+        cur = &schemas_->at(ref.substr(ref.rfind('/') + 1));
+      } else if (cur->contains("allOf") && (*cur)["allOf"].size() == 1 && !cur->contains("type") &&
+                 !cur->contains("properties")) {
+        cur = &(*cur)["allOf"][0];
+      } else {
+        return *cur;
+      }
+    }
+  }
+
+  void walk(const nlohmann::json& v, const nlohmann::json& raw, const std::string& path,
+            std::vector<std::string>& errors) const {
+    const nlohmann::json& s = resolve(raw);
+    if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end())
+      errors.push_back(path + ": " + v.dump() + " is not one of " + s["enum"].dump());
+    std::string type = s.value("type", "");
+    // Quantity and IntOrString are strings (or numbers) with a format; RawExtension anything.
+    if (type.empty() && s.contains("properties")) type = "object";
+    if (type.empty()) return;
+    if (type == "object") {
+      if (!v.is_object()) {
+        errors.push_back(path + ": not an object");
+        return;
+      }
+      for (const auto& r : s.value("required", nlohmann::json::array())) {
+        if (!v.contains(r.get<std::string>()))
+          errors.push_back(path + ": required field " + r.get<std::string>() + " is missing");
+      }
+      const auto props = s.value("properties", nlohmann::json::object());
+      for (const auto& [k, child] : v.items()) {
+        if (props.contains(k)) {
+          walk(child, props[k], path + "." + k, errors);
+        } else if (s.contains("additionalProperties") && s["additionalProperties"].is_object()) {
+          walk(child, s["additionalProperties"], path + "[" + k + "]", errors);
+        } else {
+          errors.push_back(path + ": unknown field " + k);
+        }
+      }
+    } else if (type == "array") {
+      if (!v.is_array()) {
+        errors.push_back(path + ": not an array");
+        return;
+      }
+      for (size_t i = 0; i < v.size(); ++i)
+        walk(v[i], s.at("items"), path + "[" + std::to_string(i) + "]", errors);
+    } else if (type == "string") {
+      if (!v.is_string()) errors.push_back(path + ": not a string");
+    } else if (type == "integer") {
+      if (!v.is_number_integer()) errors.push_back(path + ": not an integer");
+    } else if (type == "boolean") {
+      if (!v.is_boolean()) errors.push_back(path + ": not a boolean");
+    } else if (type == "number") {
+      if (!v.is_number()) errors.push_back(path + ": not a number");
+    }
+  }
+
+  static bool dns_label(const std::string& s) {
+    static const std::regex re("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$");
+    return s.size() <= 63 && std::regex_match(s, re);
+  }
+  static bool dns_subdomain(const std::string& s) {
+    static const std::regex re(
+        "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$");
+    return s.size() <= 253 && std::regex_match(s, re);
+  }
+  // QualifiedName: a C identifier of at most 32, optionally "<DNS subdomain of at most 63>/".
+  static bool qualified_name(const std::string& s) {
+    static const std::regex id("^[A-Za-z_][A-Za-z0-9_]*$");
+    auto slash = s.find('/');
+    std::string name = slash == std::string::npos ? s : s.substr(slash + 1);
+    if (slash != std::string::npos) {
+      std::string domain = s.substr(0, slash);
+      if (domain.size() > 63 || !dns_subdomain(domain)) return false;
+    }
+    return name.size() <= 32 && std::regex_match(name, id);
+  }
+  static bool quantity(const nlohmann::json& v) {
+    static const std::regex re("^[+-]?[0-9]+(\\.[0-9]+)?([KMGTPE]i|[mkMGTPE]|[eE][+-]?[0-9]+)?$");
+    return v.is_string() && std::regex_match(v.get<std::string>(), re);
+  }
+
+  // The limits of ResourceSliceSpec, Device, CounterSet and DeviceCounterConsumption that the
+  // schema states in prose (the API server's validation enforces them).
+  static void check_slice_limits(const nlohmann::json& slice, std::vector<std::string>& errors) {
+    if (!slice.is_object() || !slice.contains("spec")) return;
+    const auto& spec = slice["spec"];
+    auto name = slice.value("metadata", nlohmann::json::object()).value("name", "");
+    if (!dns_subdomain(name)) errors.push_back("metadata.name " + name + " is not a DNS subdomain");
+    if (!dns_subdomain(spec.value("driver", "")))
+      errors.push_back("spec.driver is not a DNS subdomain");
+    int selectors = spec.contains("nodeName") + spec.contains("nodeSelector") +
+                    spec.value("allNodes", false) + spec.value("perDeviceNodeSelection", false);
+    if (selectors != 1)
+      errors.push_back("exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection");
+    const auto devices = spec.value("devices", nlohmann::json::array());
+    if (devices.size() > 128) errors.push_back("more than 128 devices");
+    size_t shared = 0;
+    std::set<std::string> sets;
+    for (const auto& cs : spec.value("sharedCounters", nlohmann::json::array())) {
+      std::string n = cs.value("name", "");
+      if (!dns_label(n)) errors.push_back("counter set " + n + " is not a DNS label");
+      if (!sets.insert(n).second) errors.push_back("counter set " + n + " twice");
+      const nlohmann::json counters = cs.value("counters", nlohmann::json::object());
+      for (const auto& [cn, c] : counters.items()) {
+        ++shared;
+        if (!dns_label(cn)) errors.push_back("counter " + cn + " is not a DNS label");
+        if (!quantity(c.value("value", nlohmann::json())))
+          errors.push_back("counter " + cn + " value");
+      }
+    }
+    if (shared > 32)
+      errors.push_back("more than 32 counters in all sets: " + std::to_string(shared));
+    size_t consumed = 0;
+    std::set<std::string> names;
+    bool counters_or_taints = !sets.empty();
+    for (const auto& d : devices) {
+      std::string dn = d.value("name", "");
+      if (!dns_label(dn)) errors.push_back("device " + dn + " is not a DNS label");
+      if (!names.insert(dn).second) errors.push_back("device " + dn + " twice");
+      const auto attrs = d.value("attributes", nlohmann::json::object());
+      const auto caps = d.value("capacity", nlohmann::json::object());
+      if (attrs.size() + caps.size() > 32)
+        errors.push_back(dn + ": more than 32 attributes+capacities");
+      for (const auto& [k, a] : attrs.items()) {
+        if (!qualified_name(k)) errors.push_back(dn + ": attribute name " + k);
+        if (a.size() != 1)
+          errors.push_back(dn + ": attribute " + k + " must set exactly one value");
+        for (const char* m : {"string", "version"})
+          if (a.contains(m) && a[m].get<std::string>().size() > 64)
+            errors.push_back(dn + ": attribute " + k + " longer than 64");
+      }
+      for (const auto& [k, c] : caps.items()) {
+        if (!qualified_name(k)) errors.push_back(dn + ": capacity name " + k);
+        if (!quantity(c.value("value", nlohmann::json()))) errors.push_back(dn + ": capacity " + k);
+      }
+      const auto taints = d.value("taints", nlohmann::json::array());
+      if (taints.size() > 4) errors.push_back(dn + ": more than 4 taints");
+      if (!taints.empty()) counters_or_taints = true;
+      std::set<std::string> used;
+      const auto cc = d.value("consumesCounters", nlohmann::json::array());
+      if (cc.size() > 32) errors.push_back(dn + ": more than 32 counter consumptions");
+      for (const auto& c : cc) {
+        counters_or_taints = true;
+        std::string set = c.value("counterSet", "");
+        if (!sets.count(set))
+          errors.push_back(dn + ": consumes counter set " + set + " not in the slice");
+        if (!used.insert(set).second) errors.push_back(dn + ": counter set " + set + " twice");
+        const auto counters = c.value("counters", nlohmann::json::object());
+        if (counters.size() > 32) errors.push_back(dn + ": more than 32 counters");
+        consumed += counters.size();
+      }
+    }
+    if (consumed > 1024) errors.push_back("more than 1024 consumed counters in the slice");
+    // Kubernetes 1.35: at most 64 devices in a slice with counters or taints.
+    if (counters_or_taints && devices.size() > 64)
+      errors.push_back("more than 64 devices with counters or taints");
+  }
+
+  nlohmann::json doc_;
+  const nlohmann::json* schemas_ = nullptr;
+};
+
+}  // namespace polyaccel::testing

@@ -1,0 +1,248 @@
+// The DRA kubelet plugin with a test that plays kubelet over real gRPC (the DRA v1 and v1beta1
+// and plugin registration protos): registration through the plugin watcher's socket, prepare,
+// unprepare, repeats, and restarts of either side. CDI specs land in a CDI directory.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "dra/plugin.h"
+#include "kube/models.h"
+#include "kube/proto/dra_v1.grpc.pb.h"
+#include "kube/proto/dra_v1beta1.grpc.pb.h"
+#include "kube/proto/pluginregistration_v1.grpc.pb.h"
+
+namespace polyaccel::dra {
+namespace {
+
+namespace fs = std::filesystem;
+using polyaccel::testing::TempDir;
+namespace v1 = k8s::io::kubelet::pkg::apis::dra::v1;
+namespace v1beta1 = k8s::io::kubelet::pkg::apis::dra::v1beta1;
+
+const std::string kUidA = "0b8e1c2a-1111-2222-3333-444455556666";
+const std::string kUidB = "7f3a9d10-aaaa-bbbb-cccc-ddddeeeeffff";
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+class Kubelet : public ::testing::Test {
+ protected:
+  Kubelet() {
+    model_ = polyaccel::testing::load_fixture(polyaccel::testing::kXe8640);
+    // What the nvidia driver and ib_uverbs show in /proc and /sys.
+    for (size_t i = 0; i < model_.accelerators.size(); ++i)
+      write(root() / "proc/driver/nvidia/gpus" / model_.accelerators[i].pci.address.to_string() /
+                "information",
+            "Model: NVIDIA H100\nDevice Minor: " + std::to_string(i) + "\n");
+    for (unsigned k = 0; k < 4; ++k)
+      write(root() / "sys/class/infiniband_verbs" / ("uverbs" + std::to_string(k)) / "ibdev",
+            "mlx5_" + std::to_string(k) + "\n");
+    SliceOptions so;
+    so.node = "node-1";
+    pool_ = *build_pool(model_, so);
+    allocation_[kUidA] = {{"gpu", kDriverName, "node-1", "gpu-0"},
+                          {"nic", kDriverName, "node-1", "nic-2"},
+                          {"x", "gpu.nvidia.com", "node-1", "gpu-0"}};
+    allocation_[kUidB] = {{"gpu", kDriverName, "node-1", "gpu-0"}};
+  }
+  ~Kubelet() override {
+    if (plugin_) plugin_->stop();
+  }
+
+  fs::path root() const { return dir_.path() / "root"; }
+  fs::path cdi_dir() const { return dir_.path() / "cdi"; }
+
+  void start_plugin() {
+    DraPluginOptions o;
+    o.plugin_dir = (dir_.path() / "plugins/polyaccel.io").string();
+    o.registry_dir = (dir_.path() / "plugins_registry").string();
+    o.cdi_dir = cdi_dir().string();
+    o.log = [](const std::string&) {};
+    o.lookup = [this](const std::string& ns, const std::string& name) -> Result<ClaimInfo> {
+      ++lookups_;
+      std::string uid = name == "a" ? kUidA : name == "b" ? kUidB : "";
+      if (ns != "ns1" || uid.empty()) return Error{ErrorCode::not_found, name, "no such claim", {}};
+      return ClaimInfo{uid, allocation_[uid]};
+    };
+    plugin_ = std::make_unique<DraPlugin>(o);
+    Status st = plugin_->start(model_, pool_, read_cdi_host(model_, root().string()));
+    ASSERT_TRUE(st) << st.error().message();
+  }
+
+  // kubelet's plugin watcher: GetInfo, then NotifyRegistrationStatus.
+  pluginregistration::PluginInfo register_plugin() {
+    auto ch = grpc::CreateChannel("unix:" + plugin_->registration_socket(),
+                                  grpc::InsecureChannelCredentials());
+    auto reg = pluginregistration::Registration::NewStub(ch);
+    pluginregistration::PluginInfo info;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(reg->GetInfo(&ctx, {}, &info).ok());
+    pluginregistration::RegistrationStatus st;
+    st.set_plugin_registered(true);
+    pluginregistration::RegistrationStatusResponse r;
+    grpc::ClientContext ctx2;
+    EXPECT_TRUE(reg->NotifyRegistrationStatus(&ctx2, st, &r).ok());
+    return info;
+  }
+
+  template <class Stub>
+  std::unique_ptr<Stub> dial() {
+    auto ch =
+        grpc::CreateChannel("unix:" + plugin_->endpoint(), grpc::InsecureChannelCredentials());
+    return std::make_unique<Stub>(ch);
+  }
+
+  v1::NodePrepareResourcesResponse prepare_v1(
+      const std::vector<std::pair<std::string, std::string>>& claims) {
+    auto stub = dial<v1::DRAPlugin::Stub>();
+    v1::NodePrepareResourcesRequest req;
+    for (const auto& [name, uid] : claims) {
+      auto* c = req.add_claims();
+      c->set_namespace_("ns1");
+      c->set_name(name);
+      c->set_uid(uid);
+    }
+    v1::NodePrepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(45));
+    grpc::Status s = stub->NodePrepareResources(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  }
+
+  v1::NodeUnprepareResourcesResponse unprepare_v1(const std::string& name, const std::string& uid) {
+    auto stub = dial<v1::DRAPlugin::Stub>();
+    v1::NodeUnprepareResourcesRequest req;
+    auto* c = req.add_claims();
+    c->set_namespace_("ns1");
+    c->set_name(name);
+    c->set_uid(uid);
+    v1::NodeUnprepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub->NodeUnprepareResources(&ctx, req, &resp).ok());
+    return resp;
+  }
+
+  TempDir dir_;
+  HostModel model_;
+  Pool pool_;
+  std::map<std::string, std::vector<AllocatedDevice>> allocation_;
+  std::unique_ptr<DraPlugin> plugin_;
+  int lookups_ = 0;
+};
+
+TEST_F(Kubelet, RegistersAsDraPluginWithV1First) {
+  start_plugin();
+  EXPECT_TRUE(fs::exists(plugin_->registration_socket()));
+  EXPECT_EQ(fs::path(plugin_->registration_socket()).filename(), "polyaccel.io-reg.sock");
+  auto info = register_plugin();
+  EXPECT_EQ(info.type(), "DRAPlugin");
+  EXPECT_EQ(info.name(), "polyaccel.io");
+  EXPECT_EQ(info.endpoint(), plugin_->endpoint());
+  EXPECT_TRUE(fs::path(info.endpoint()).is_absolute());
+  ASSERT_EQ(info.supported_versions_size(), 2);
+  EXPECT_EQ(info.supported_versions(0), "v1.DRAPlugin");
+  EXPECT_EQ(info.supported_versions(1), "v1beta1.DRAPlugin");
+  EXPECT_EQ(plugin_->registrations(), 1u);
+  plugin_->stop();
+  EXPECT_FALSE(fs::exists(plugin_->registration_socket())) << "removing it deregisters";
+}
+
+TEST_F(Kubelet, PrepareReturnsCdiIdsAndWritesTheClaimsSpec) {
+  start_plugin();
+  register_plugin();
+  auto resp = prepare_v1({{"a", kUidA}});
+  ASSERT_EQ(resp.claims().count(kUidA), 1u);
+  const auto& c = resp.claims().at(kUidA);
+  ASSERT_EQ(c.error(), "");
+  ASSERT_EQ(c.devices_size(), 2) << "the other driver's device is not ours";
+  EXPECT_EQ(c.devices(0).pool_name(), "node-1");
+  EXPECT_EQ(c.devices(0).device_name(), "gpu-0");
+  EXPECT_EQ(c.devices(0).request_names(0), "gpu");
+  EXPECT_EQ(c.devices(0).cdi_device_ids(0), "polyaccel.io/claim=" + kUidA + "-gpu-0");
+  EXPECT_EQ(c.devices(1).cdi_device_ids(0), "polyaccel.io/claim=" + kUidA + "-nic-2");
+  fs::path spec = cdi_dir() / ("polyaccel.io-claim_" + kUidA + ".json");
+  ASSERT_TRUE(fs::exists(spec));
+  auto j = nlohmann::json::parse(std::ifstream(spec));
+  EXPECT_EQ(j["kind"], "polyaccel.io/claim");
+  EXPECT_EQ(j["devices"][0]["containerEdits"]["deviceNodes"][0]["path"], "/dev/nvidia0");
+  EXPECT_EQ(j["devices"][1]["containerEdits"]["deviceNodes"][0]["path"], "/dev/infiniband/uverbs0");
+  auto env = j["containerEdits"]["env"].get<std::vector<std::string>>();
+  EXPECT_NE(std::find(env.begin(), env.end(), "NVIDIA_VISIBLE_DEVICES=0000:4e:00.0"), env.end());
+  EXPECT_NE(std::find(env.begin(), env.end(), "NCCL_IB_HCA==mlx5_0"), env.end());
+}
+
+TEST_F(Kubelet, RepeatsAndBothVersionsGetTheSameAnswerWithoutPreparingTwice) {
+  start_plugin();
+  auto first = prepare_v1({{"a", kUidA}});
+  auto again = prepare_v1({{"a", kUidA}});
+  EXPECT_EQ(first.SerializeAsString(), again.SerializeAsString());
+  auto stub = dial<v1beta1::DRAPlugin::Stub>();
+  v1beta1::NodePrepareResourcesRequest req;
+  auto* c = req.add_claims();
+  c->set_namespace_("ns1");
+  c->set_name("a");
+  c->set_uid(kUidA);
+  v1beta1::NodePrepareResourcesResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub->NodePrepareResources(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.claims().at(kUidA).devices(0).cdi_device_ids(0),
+            first.claims().at(kUidA).devices(0).cdi_device_ids(0));
+  EXPECT_EQ(lookups_, 1) << "a prepared claim is answered from the checkpoint";
+  // Claim b wants gpu-0 too: refused for that claim only, the call itself is OK.
+  auto both = prepare_v1({{"b", kUidB}, {"a", kUidA}});
+  EXPECT_NE(both.claims().at(kUidB).error().find("another claim"), std::string::npos);
+  EXPECT_EQ(both.claims().at(kUidA).error(), "");
+  // A claim the API server does not know, and a uid that is not one.
+  auto unknown = prepare_v1({{"zzz", "1234"}, {"a", "../../etc"}});
+  EXPECT_NE(unknown.claims().at("1234").error(), "");
+  EXPECT_NE(unknown.claims().at("../../etc").error().find("not valid"), std::string::npos);
+}
+
+TEST_F(Kubelet, AgentRestartKeepsPreparedClaimsAndUnprepareIsIdempotent) {
+  start_plugin();
+  prepare_v1({{"a", kUidA}});
+  plugin_->stop();
+  plugin_.reset();
+  start_plugin();  // a new process: the checkpoint is all it has
+  ASSERT_EQ(plugin_->prepared().size(), 1u);
+  // kubelet restarted too: it registers the plugin again and prepares the claim again.
+  register_plugin();
+  auto resp = prepare_v1({{"a", kUidA}});
+  EXPECT_EQ(resp.claims().at(kUidA).devices_size(), 2);
+  EXPECT_EQ(lookups_, 1);
+  auto b = prepare_v1({{"b", kUidB}});
+  EXPECT_NE(b.claims().at(kUidB).error(), "") << "gpu-0 stays held across the restart";
+
+  fs::path spec = cdi_dir() / ("polyaccel.io-claim_" + kUidA + ".json");
+  ASSERT_TRUE(fs::exists(spec));
+  auto u = unprepare_v1("a", kUidA);
+  ASSERT_EQ(u.claims().count(kUidA), 1u);
+  EXPECT_EQ(u.claims().at(kUidA).error(), "");
+  EXPECT_FALSE(fs::exists(spec));
+  EXPECT_TRUE(plugin_->prepared().empty());
+  auto u2 = unprepare_v1("a", kUidA);
+  EXPECT_EQ(u2.claims().at(kUidA).error(), "");
+  // gpu-0 is free again.
+  auto b2 = prepare_v1({{"b", kUidB}});
+  EXPECT_EQ(b2.claims().at(kUidB).error(), "");
+}
+
+TEST_F(Kubelet, ACheckpointThatIsNotOneStopsTheStart) {
+  write(dir_.path() / "plugins/polyaccel.io/checkpoint.json", "{\"version\": 9}");
+  DraPluginOptions o;
+  o.plugin_dir = (dir_.path() / "plugins/polyaccel.io").string();
+  o.registry_dir = (dir_.path() / "plugins_registry").string();
+  o.cdi_dir = cdi_dir().string();
+  DraPlugin p(o);
+  Status st = p.start(model_, pool_, read_cdi_host(model_, root().string()));
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().code, ErrorCode::bad_input);
+  EXPECT_FALSE(fs::exists(p.registration_socket()));
+}
+
+}  // namespace
+}  // namespace polyaccel::dra
