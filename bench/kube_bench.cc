@@ -61,7 +61,12 @@ void allocate(benchmark::State& state) {
   std::vector<std::string> ids;
   for (size_t i = 0; i < m.accelerators.size(); ++i) {
     std::string uuid = "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(i);
-    r.devices.push_back({uuid, i, std::nullopt, 0, uuid, m.accelerators[i].pci.numa_nodes});
+    PluginDevice d;
+    d.id = uuid;
+    d.accelerator = i;
+    d.visible_id = uuid;
+    d.numa_nodes = m.accelerators[i].pci.numa_nodes;
+    r.devices.push_back(std::move(d));
     ids.push_back(uuid);
   }
   auto nodes = read_device_nodes(m, "");
