@@ -1,7 +1,7 @@
 // read_device_nodes: NVIDIA's minor number (/proc/driver/nvidia/gpus/<bdf>/information), the DRM
 // and accel nodes under each device's sysfs directory, from a tree built from the input.
-#include "fuzz_support.h"
 #include "kube/device_nodes.h"
+#include "fuzz_support.h"
 #include "tree_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -14,7 +14,7 @@ namespace {
 const std::vector<polyaccel::place::PciAlias>& aliases() {
   static const std::vector<polyaccel::place::PciAlias> list = [] {
     std::vector<polyaccel::place::PciAlias> out;
-    for (const char* option : {"h100=10de:2330:required", "a100=10de:20b0", "mlx=15b3:preferred"}) {
+    for (const char* option : {"h100=10de:2330:required", "a100=10de:20b0", "mlx=15b3"}) {
       auto alias = polyaccel::place::parse_pci_alias_option(option);
       if (!alias) std::abort();
       out.push_back(*alias);

@@ -1,7 +1,7 @@
 // parse_flavor_file: `openstack flavor show -f json` output (properties as a dict or Nova's
 // "key='value'" string) or our own YAML; then the request it makes, as `place --flavor` does.
-#include "fuzz_support.h"
 #include "place/flavor_file.h"
+#include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto flavor =

@@ -24,13 +24,12 @@ inline std::string as_string(const std::uint8_t* data, std::size_t size) {
 }
 
 // An invariant the parser promised and broke: abort, so libFuzzer keeps the input.
-#define POLYACCEL_FUZZ_CHECK(condition)                                                  \
-  do {                                                                                   \
-    if (!(condition)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: fuzz invariant failed: %s\n", __FILE__, __LINE__,     \
-                   #condition);                                                          \
-      std::abort();                                                                      \
-    }                                                                                    \
+#define POLYACCEL_FUZZ_CHECK(condition)                                                           \
+  do {                                                                                            \
+    if (!(condition)) {                                                                           \
+      std::fprintf(stderr, "%s:%d: fuzz invariant failed: %s\n", __FILE__, __LINE__, #condition); \
+      std::abort();                                                                               \
+    }                                                                                             \
   } while (0)
 
 // One scratch directory per process, under $TMPDIR, removed at exit.

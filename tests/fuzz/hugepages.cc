@@ -9,7 +9,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   polyaccel::HostModel model = polyaccel::fuzz::tree_model(tree.root());
   for (auto& node : model.numa_nodes) {
     polyaccel::detail::read_hugepages(node, tree.root());
-    for (const auto& h : node.hugepages) POLYACCEL_FUZZ_CHECK(h.size_bytes > 0);
+    for (const auto& h : node.hugepages)
+      POLYACCEL_FUZZ_CHECK(h.size_bytes > 0);
   }
   return 0;
 }

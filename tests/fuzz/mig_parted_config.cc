@@ -1,6 +1,6 @@
 // parse_mig_parted_config: NVIDIA mig-parted's config YAML (`mig plan/apply -f FILE`).
-#include "fuzz_support.h"
 #include "share/mig_parted_config.h"
+#include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto config =

@@ -7,6 +7,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   polyaccel::fuzz::FuzzTree tree(polyaccel::fuzz::as_string(data, size));
   polyaccel::TuningFacts facts = polyaccel::read_tuning_facts(tree.root().string());
-  for (const auto& p : facts.problems) POLYACCEL_FUZZ_CHECK(!p.path.empty());
+  for (const auto& p : facts.problems)
+    POLYACCEL_FUZZ_CHECK(!p.path.empty());
   return 0;
 }
