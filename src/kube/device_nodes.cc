@@ -15,6 +15,9 @@ namespace fs = std::filesystem;
 std::optional<unsigned> number_after(const std::string& name, const std::string& prefix) {
   if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) return std::nullopt;
   std::string digits = name.substr(prefix.size());
+  // Device numbers are small: more digits than an unsigned holds is no device number (and would
+  // make std::stoul throw, or the cast wrap).
+  if (digits.size() > 9) return std::nullopt;
   if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
     return std::nullopt;
   return static_cast<unsigned>(std::stoul(digits));
