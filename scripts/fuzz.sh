@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer target of a clang ASan+UBSan build tree for a bounded time (`make fuzz`).
 #   scripts/fuzz.sh BUILD_DIR SECONDS [TARGET...]        (no TARGET: every one of targets.txt)
-# FUZZ_SECONDS_OVERRIDES="name=seconds ..." gives some targets another duration.
+# FUZZ_SECONDS_OVERRIDES="name=seconds ..." gives some targets another duration; FUZZ_TIMEOUT
+# (default 10) is the seconds one input may take before it counts as a hang.
 # Each target grows its own working corpus in BUILD_DIR/fuzz-corpus/<target> (seeded from
 # tests/fuzz/corpus/<target>, which is only read); a crash, leak, timeout or out-of-memory leaves
 # its reproducer in BUILD_DIR/fuzz-artifacts/ and makes the script exit 1 after the last target.
@@ -48,9 +49,10 @@ for t in "${targets[@]}"; do
   mkdir -p "$work"
   secs=${override[$t]:-$seconds}
   log="$logs/$t.log"
-  # -timeout: one input taking longer is a finding; -rss_limit_mb/-malloc_limit_mb: so is an
-  # input that makes the parser take memory without bound. Our inputs are small files.
-  "$bin" -max_total_time="$secs" -max_len="${max_len[$t]}" -timeout=10 -rss_limit_mb=2048 \
+  # -timeout: one input taking longer is a finding (on a machine to itself; a loaded one needs
+  # more); -rss_limit_mb/-malloc_limit_mb: so is an input that makes the parser take memory
+  # without bound. Our inputs are small files.
+  "$bin" -max_total_time="$secs" -max_len="${max_len[$t]}" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
     -malloc_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/$t-" \
     "$work" "$seeds" >"$log" 2>&1
   rc=$?
