@@ -52,7 +52,8 @@ for t in "${targets[@]}"; do
   # -timeout: one input taking longer is a finding (on a machine to itself; a loaded one needs
   # more); -rss_limit_mb/-malloc_limit_mb: so is an input that makes the parser take memory
   # without bound. Our inputs are small files.
-  "$bin" -max_total_time="$secs" -max_len="${max_len[$t]}" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
+  "$bin" -max_total_time="$secs" -max_len="${max_len[$t]}" -timeout="${FUZZ_TIMEOUT:-10}" \
+    -rss_limit_mb=2048 \
     -malloc_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/$t-" \
     "$work" "$seeds" >"$log" 2>&1
   rc=$?
