@@ -28,8 +28,9 @@ test: build
 # of tests/fuzz (`make fuzz`); the agent's threaded parts (monitor, exporter, device plugin,
 # pod-resources client) under ThreadSanitizer.
 TSAN_TESTS ?= monitor_test exporter_test pod_resources_test kube_plugin_test
-SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
+LSAN_ENV := LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp
+SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 $(LSAN_ENV) \
+  UBSAN_OPTIONS=print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 
 # A build-asan/ configured with another compiler (GCC before) is started afresh.
 build-asan: deps
@@ -48,7 +49,7 @@ test-asan: build-asan
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 fuzz: build-asan
-	bash scripts/fuzz.sh build-asan $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	$(LSAN_ENV) bash scripts/fuzz.sh build-asan $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 test-tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DPOLYACCEL_SANITIZE=thread \
