@@ -44,12 +44,15 @@ build-asan: deps
 test-asan: build-asan
 	cd build-asan && $(SANITIZE_ENV) ctest --output-on-failure -j$(JOBS)
 
-# Each fuzz target for FUZZ_SECONDS (scripts/fuzz.sh; FUZZ_TARGETS to pick some). A crash, leak,
-# timeout or out-of-memory fails and leaves its reproducer under build-asan/fuzz-artifacts/.
+# Each fuzz target for FUZZ_SECONDS (scripts/fuzz.sh; FUZZ_TARGETS to pick some,
+# FUZZ_SECONDS_OVERRIDES="name=seconds ..." for other durations). A crash, leak, timeout or
+# out-of-memory fails and leaves its reproducer under build-asan/fuzz-artifacts/.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
+FUZZ_SECONDS_OVERRIDES ?=
 fuzz: build-asan
-	$(LSAN_ENV) bash scripts/fuzz.sh build-asan $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	$(LSAN_ENV) FUZZ_SECONDS_OVERRIDES="$(FUZZ_SECONDS_OVERRIDES)" \
+	  bash scripts/fuzz.sh build-asan $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 test-tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DPOLYACCEL_SANITIZE=thread \
