@@ -7,7 +7,8 @@ export CCACHE_NOHASHDIR := true
 
 PREFIX ?= /usr/local
 
-.PHONY: deps configure build install run test test-asan test-tsan test-sanitize bench format clean
+.PHONY: deps configure build install run test build-asan test-asan test-tsan test-sanitize fuzz bench \
+  format clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -30,19 +31,35 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
 
 # Sanitizer variants (CI runs both after `make test`): the whole suite under AddressSanitizer and
-# UndefinedBehaviorSanitizer; the agent's threaded parts (monitor, exporter, device plugin,
+# UndefinedBehaviorSanitizer, built with clang so that the same tree holds the libFuzzer targets
+# of tests/fuzz (`make fuzz`); the agent's threaded parts (monitor, exporter, device plugin,
 # pod-resources client) under ThreadSanitizer.
 TSAN_TESTS ?= monitor_test exporter_test pod_resources_test kube_plugin_test
-# Leak checking is off: the test builds of the vendor libraries (tests/inject) keep their scenario
-# state for the life of the process by design, and LeakSanitizer reports it once they are dlclosed.
-SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
+LSAN_ENV := LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp
+SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 $(LSAN_ENV) \
+  UBSAN_OPTIONS=print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 
-test-asan: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DPOLYACCEL_SANITIZE=address,undefined \
-	  -DPOLYACCEL_BENCH=OFF >/dev/null
+# A build-asan/ configured with another compiler (GCC before) is started afresh.
+build-asan: deps
+	@if [ -f build-asan/CMakeCache.txt ] && \
+	  ! grep -q '^CMAKE_CXX_COMPILER:.*clang++' build-asan/CMakeCache.txt; then rm -rf build-asan; fi
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DPOLYACCEL_SANITIZE=address,undefined -DPOLYACCEL_BENCH=OFF \
+	  >/dev/null
 	@cmake --build build-asan -j$(JOBS)
+
+test-asan: build-asan
 	cd build-asan && $(SANITIZE_ENV) ctest --output-on-failure -j$(JOBS)
+
+# Each fuzz target for FUZZ_SECONDS (scripts/fuzz.sh; FUZZ_TARGETS to pick some,
+# FUZZ_SECONDS_OVERRIDES="name=seconds ..." for other durations). A crash, leak, timeout or
+# out-of-memory fails and leaves its reproducer under build-asan/fuzz-artifacts/.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+FUZZ_SECONDS_OVERRIDES ?=
+fuzz: build-asan
+	$(LSAN_ENV) FUZZ_SECONDS_OVERRIDES="$(FUZZ_SECONDS_OVERRIDES)" \
+	  bash scripts/fuzz.sh build-asan $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 test-tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DPOLYACCEL_SANITIZE=thread \

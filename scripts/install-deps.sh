@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config ccache clang-format
+  clang llvm libclang-rt-14-dev
   libhwloc-dev hwloc libnuma-dev
   prometheus-cpp-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler

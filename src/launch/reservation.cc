@@ -87,7 +87,7 @@ Result<std::optional<place::Placement>> try_fit(const place::HostView& view,
   }
   for (const auto& [key, value] : r.extra_specs) {
     auto same = std::find_if(input.extra_specs.begin(), input.extra_specs.end(),
-                             [&](const auto& kv) { return kv.first == key; });
+                             [&wanted = key](const auto& kv) { return kv.first == wanted; });
     if (same != input.extra_specs.end()) {
       same->second = value;
     } else {

@@ -212,7 +212,9 @@ Result<MigRequest> normalise(const MigRequest& request) {
   MigRequest out;
   for (const auto& [name, count] : request) {
     if (count == 0) return bad_input(name, "a count of 0 asks for nothing", "leave it out");
-    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == name; });
+    // An init-capture: clang 14 cannot capture a structured binding itself.
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&wanted = name](const auto& e) { return e.first == wanted; });
     if (it == out.end()) {
       out.emplace_back(name, count);
     } else {
@@ -426,8 +428,9 @@ Result<MigPlan> plan_mig_spread(const std::vector<MigGpuInput>& gpus, const MigR
   auto request = normalise(given);
   if (!request) return request.error();
   for (const auto& [name, count] : *request) {
-    bool known = std::any_of(gpus.begin(), gpus.end(),
-                             [&](const auto& g) { return g.geometry->profile(name) != nullptr; });
+    bool known = std::any_of(gpus.begin(), gpus.end(), [&wanted = name](const auto& g) {
+      return g.geometry->profile(wanted) != nullptr;
+    });
     if (!known) {
       return bad_input(name, "unknown MIG profile for " + gpus.front().geometry->model,
                        "profiles: " + profile_names(*gpus.front().geometry));

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -110,8 +111,25 @@ struct State {
 };
 
 State& state() {
-  static State* s = new State();  // never destroyed: a dlclose'd library must not race on exit
+  // Never destroyed, and not on the heap: a thread still inside the library (the hang shim's)
+  // must not race a destructor at exit or dlclose. What the scenario allocates is freed by the
+  // last nvmlShutdown (release_scenario), so LeakSanitizer finds nothing once we are dlclosed.
+  alignas(State) static unsigned char storage[sizeof(State)];
+  static State* s = new (storage) State();
   return *s;
+}
+
+void release_mig();  // inject_nvml_mig.inc
+
+// Frees everything load() and the calls since allocated. Caller holds mu.
+void release_scenario(State& s) {
+  release_mig();
+  std::string().swap(s.driver_version);
+  std::set<std::string>().swap(s.nvswitches);
+  std::vector<Gpu>().swap(s.gpus);
+  std::vector<std::vector<json>>().swap(s.values);
+  std::vector<std::unique_ptr<nvmlEventSet_st>>().swap(s.event_sets);
+  s.step = 0;
 }
 
 unsigned parse_hex(const json& v, unsigned fallback) {
@@ -354,7 +372,7 @@ INJECT_EXPORT nvmlReturn_t nvmlShutdown() {
   State& s = state();
   std::lock_guard lock(s.mu);
   if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
-  if (--s.init_count == 0) s.event_sets.clear();
+  if (--s.init_count == 0) release_scenario(s);
   return NVML_SUCCESS;
 }
 INJECT_CHECK(nvmlShutdown);

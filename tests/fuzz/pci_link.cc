@@ -1,0 +1,15 @@
+// read_pci_link: current/max link speed and width of each PCI function of a tree built from the
+// input (fuzz_support.h's FuzzTree format).
+#include "discover/hwloc_source.h"
+#include "fuzz_support.h"
+#include "tree_model.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  polyaccel::fuzz::FuzzTree tree(polyaccel::fuzz::as_string(data, size));
+  polyaccel::HostModel model = polyaccel::fuzz::tree_model(tree.root());
+  for (auto& nic : model.nics) {
+    polyaccel::detail::read_pci_link(nic.pci, tree.root());
+    POLYACCEL_FUZZ_CHECK(nic.pci.link.width <= 32 && nic.pci.link.max_width <= 32);
+  }
+  return 0;
+}
