@@ -1,5 +1,7 @@
 #include "kube/nic_resources.h"
 
+#include "core/number.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -42,13 +44,11 @@ Result<std::vector<std::uint16_t>> pci_ids(const YAML::Node& v, const std::strin
   auto list = strings(v, where);
   if (!list) return list.error();
   std::vector<std::uint16_t> out;
-  for (std::string s : *list) {
-    if (s.rfind("0x", 0) == 0 || s.rfind("0X", 0) == 0) s = s.substr(2);
-    if (s.empty() || s.size() > 4 ||
-        !std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c) != 0; })) {
-      return bad_input(where, "'" + s + "' is not a 16-bit hexadecimal PCI id", "write 15b3");
-    }
-    out.push_back(static_cast<std::uint16_t>(std::stoul(s, nullptr, 16)));
+  for (const std::string& s : *list) {
+    auto id = parse_hex(s, where, 0xffff);
+    if (!id)
+      return bad_input(where, quote_input(s) + " is not a 16-bit hexadecimal PCI id", "write 15b3");
+    out.push_back(static_cast<std::uint16_t>(*id));
   }
   return out;
 }
@@ -212,13 +212,11 @@ bool pf_name_selects(const std::string& entry, const std::string& netdev, unsign
     std::string part =
         ranges.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     auto dash = part.find('-');
-    try {
-      unsigned long lo = std::stoul(part.substr(0, dash));
-      unsigned long hi = dash == std::string::npos ? lo : std::stoul(part.substr(dash + 1));
-      if (vf_index >= lo && vf_index <= hi) return true;
-    } catch (const std::exception&) {
-      return false;  // a range that is not numbers selects nothing
-    }
+    auto lo = parse_unsigned(part.substr(0, dash), "pfNames range");
+    auto hi =
+        dash == std::string::npos ? lo : parse_unsigned(part.substr(dash + 1), "pfNames range");
+    if (!lo || !hi) return false;  // a range that is not numbers selects nothing
+    if (vf_index >= *lo && vf_index <= *hi) return true;
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
