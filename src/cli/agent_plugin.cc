@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "share/time_slicing.h"
 #include "render/labels.h"
+#include "share/time_slicing.h"
 
 namespace polyaccel::cli {
 

@@ -8,8 +8,8 @@
 #include "cli/completion.h"
 #include "cli/config_file.h"
 #include "cli/conventions.h"
-#include "cli/output_format.h"
 #include "cli/dra_commands.h"
+#include "cli/output_format.h"
 
 int main(int argc, char** argv) {
   using namespace polyaccel::cli;

@@ -9,9 +9,9 @@
 
 #include <map>
 #include "cli/mig.h"
+#include "cli/output_format.h"
 #include "core/json.h"
 #include "core/number.h"
-#include "cli/output_format.h"
 #include "core/strings.h"
 #include "share/mig_parted_config.h"
 #include "share/mig_profiles.h"

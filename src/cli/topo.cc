@@ -182,10 +182,10 @@ void print_topology(const HostModel& m, const std::map<unsigned, std::uint64_t>&
                     std::ostream& out, const OutputStyle& style) {
   // Names come from captures and the hardware: escaped, so that a capture cannot write control
   // characters to the terminal (the tables escape their cells).
-  std::string host_line = "Host " + (m.hostname.empty() ? "(unnamed)" : printable(m.hostname)) +
-                          ", " +
-                          (m.architecture.empty() ? "unknown architecture" : printable(m.architecture)) +
-                          ", page size " + format_byte_size(m.page_size) + " (" + m.source + ")";
+  std::string host_line =
+      "Host " + (m.hostname.empty() ? "(unnamed)" : printable(m.hostname)) + ", " +
+      (m.architecture.empty() ? "unknown architecture" : printable(m.architecture)) +
+      ", page size " + format_byte_size(m.page_size) + " (" + m.source + ")";
   for (const auto& line : wrap_words(host_line, style.width))
     out << line << "\n";
   out << plural(m.packages.size(), "package") << ", " << plural(m.cores.size(), "core") << ", "

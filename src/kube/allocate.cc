@@ -44,7 +44,8 @@ Status add_rdma_nodes(ContainerAllocation& out, const AllocateOptions& options,
 }
 
 // The model's NICs that carry any of these RDMA devices, in the model's order.
-std::vector<const Nic*> nics_with_hcas(const HostModel& model, const std::vector<std::string>& hcas) {
+std::vector<const Nic*> nics_with_hcas(const HostModel& model,
+                                       const std::vector<std::string>& hcas) {
   std::vector<const Nic*> out;
   for (const Nic& nic : model.nics) {
     for (const auto& r : nic.rdma_devices) {
@@ -212,7 +213,8 @@ Result<ContainerAllocation> compute_allocation(const HostModel& model,
         out.envs[k] = v;
     }
     if (options.gpu_rdma_devices) {
-      Status st = add_rdma_nodes(out, options, nic_nodes, closest_rdma_devices(model, accelerators));
+      Status st =
+          add_rdma_nodes(out, options, nic_nodes, closest_rdma_devices(model, accelerators));
       if (!st) return st.error();
     }
   }
