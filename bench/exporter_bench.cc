@@ -36,7 +36,7 @@ struct Agent {
       snap = monitor->wait_newer(snap->generation, std::chrono::seconds(30));
     host = std::make_unique<exporter::HostSampler>(model, "/", std::chrono::seconds(10));
     // The placement state (absent here: nothing allocated) and the audit, as the agent runs them.
-    host->set_extras({"/nonexistent/allocations.json", std::chrono::hours(1), nullptr});
+    host->set_extras({"/nonexistent/allocations.json", std::chrono::hours(1), nullptr, nullptr});
     host->start();
     exporter::ExporterOptions eo;
     eo.hostname = "bench";

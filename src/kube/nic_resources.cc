@@ -1,6 +1,7 @@
 #include "kube/nic_resources.h"
 
 #include "core/number.h"
+#include "core/strings.h"
 
 #include <yaml-cpp/yaml.h>
 

@@ -291,7 +291,7 @@ hlml_return_t load(State& s) {
       const json per_device = steps[i].value("devices", json::object());
       for (const auto& [bus_id, _] : per_device.items()) {
         bool known = std::any_of(s.devices.begin(), s.devices.end(),
-                                 [&](const auto& d) { return d->pci_bus_id == bus_id; });
+                                 [&, &id = bus_id](const auto& d) { return d->pci_bus_id == id; });
         if (!known) throw std::runtime_error("step names an unknown device " + bus_id);
       }
       for (auto& dev : s.devices) {
