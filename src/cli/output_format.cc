@@ -72,7 +72,10 @@ void add_output_options(CLI::App* cmd, GlobalOptions& g) {
                                                                    {"never", ColorMode::never}},
                                   CLI::ignore_case))
       ->type_name("WHEN");
-  bool has_own_o = cmd->get_name() == "nccl-topo";
+  // nccl-topo and cdi generate write files: their -o is the output, as in nvidia-ctk.
+  bool has_own_o = cmd->get_name() == "nccl-topo" ||
+                   (cmd->get_name() == "generate" && cmd->get_parent() &&
+                    cmd->get_parent()->get_name() == "cdi");
   cmd->add_option(has_own_o ? "--format" : "-o,--format", g.format,
                   "output format: table (for people), json (as --json) or yaml")
       ->check(CLI::IsMember({"table", "json", "yaml"}))
