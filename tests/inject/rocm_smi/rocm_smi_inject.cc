@@ -46,6 +46,7 @@ constexpr rsmi_status_t RSMI_STATUS_PERMISSION = 4;
 constexpr rsmi_status_t RSMI_STATUS_INIT_ERROR = 8;
 constexpr rsmi_status_t RSMI_STATUS_NOT_FOUND = 10;
 constexpr rsmi_status_t RSMI_STATUS_INSUFFICIENT_SIZE = 11;
+[[maybe_unused]] constexpr rsmi_status_t RSMI_STATUS_NO_DATA = 14;
 constexpr rsmi_status_t RSMI_STATUS_UNEXPECTED_DATA = 15;
 constexpr rsmi_status_t RSMI_STATUS_BUSY = 16;
 constexpr rsmi_status_t RSMI_STATUS_UNKNOWN_ERROR = 0xFFFFFFFF;
