@@ -91,7 +91,7 @@ class HostCollectors : public ::testing::Test {
 };
 
 TEST_F(HostCollectors, AbsentStateIsNothingAllocated) {
-  auto f = scrape({state_.string(), 0ms, nullptr});
+  auto f = scrape({state_.string(), 0ms, nullptr, nullptr});
   EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "placement"}}), 1.0);
   EXPECT_EQ(value(f, "polyaccel_placement_allocations", {}), 0.0);
   auto view = place::build_host_view(model_, {});
@@ -117,7 +117,7 @@ TEST_F(HostCollectors, CommittedPlacementShowsPinnedPusPagesAndDevice) {
   }));
   ASSERT_FALSE(held_device_.empty());
 
-  auto f = scrape({state_.string(), 0ms, nullptr});
+  auto f = scrape({state_.string(), 0ms, nullptr, nullptr});
   EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "placement"}}), 1.0);
   EXPECT_EQ(value(f, "polyaccel_placement_allocations", {}), 1.0);
   unsigned node1_pus = view->cell(1)->pcpus.count();
@@ -144,7 +144,7 @@ TEST_F(HostCollectors, CommittedPlacementShowsPinnedPusPagesAndDevice) {
 TEST_F(HostCollectors, BrokenStateIsCollectorFailureAndTheRestGoOn) {
   fs::create_directories(state_.parent_path());
   std::ofstream(state_) << "{\"schema\": \"polyaccel-allocations\", \"schema_version\": 1, ";
-  auto f = scrape({state_.string(), 0ms, nullptr});
+  auto f = scrape({state_.string(), 0ms, nullptr, nullptr});
   EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "placement"}}), 0.0);
   EXPECT_EQ(count(f, "polyaccel_placement_pinned_pus"), 0u);
   EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "hugepages"}}), 1.0);
@@ -180,7 +180,7 @@ void expect_gauges_match(const Families& f, const fs::path& root) {
 }
 
 TEST_F(HostCollectors, AuditFindingsPerIdMatchTheAuditCommand) {
-  auto before = scrape({"", 1h, nullptr});
+  auto before = scrape({"", 1h, nullptr, nullptr});
   EXPECT_EQ(value(before, "polyaccel_collector_success", {{"collector", "audit"}}), 1.0);
   EXPECT_EQ(count(before, "polyaccel_placement_allocations"), 0u);  // no --state: none
   EXPECT_GT(value(before, "polyaccel_audit_last_run_timestamp_seconds", {}).value_or(0), 0);
@@ -194,7 +194,7 @@ TEST_F(HostCollectors, AuditFindingsPerIdMatchTheAuditCommand) {
     fs::create_directories(e.path() / "cpufreq");
     std::ofstream(e.path() / "cpufreq/scaling_governor") << "powersave\n";
   }
-  auto after = scrape({"", 1h, nullptr});
+  auto after = scrape({"", 1h, nullptr, nullptr});
   expect_gauges_match(after, root_);
   EXPECT_EQ(
       value(after, "polyaccel_audit_findings", {{"id", "cpu.governor"}, {"severity", "warning"}}),
@@ -203,7 +203,7 @@ TEST_F(HostCollectors, AuditFindingsPerIdMatchTheAuditCommand) {
 
 TEST_F(HostCollectors, AuditRunsAtItsOwnIntervalNotEverySample) {
   HostSampler sampler(model_, root_.string(), 10ms);
-  sampler.set_extras({"", 1h, nullptr});
+  sampler.set_extras({"", 1h, nullptr, nullptr});
   sampler.start();
   auto first = sampler.snapshot();
   ASSERT_NE(first->audit->time.time_since_epoch().count(), 0);
