@@ -321,7 +321,7 @@ TEST_F(HostileInput, HwlocShapesThatCrashHwloc) {
 TEST_F(HostileInput, ParserErrorsAreOneLine) {
   refused("place --no-such-option", "--no-such-option");
   refused("topo --accel-backends sometimes", "--accel-backends");
-  refused("nosuchcommand", "subcommand");
+  refused("nosuchcommand", "nosuchcommand");
 }
 
 }  // namespace
