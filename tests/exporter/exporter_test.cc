@@ -102,9 +102,12 @@ TEST_F(Exporter, EveryNameSetWithTheScenarioValues) {
   EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL"), 8u);
   // 5f:00.0 has no memory temperature: no series, not a zero.
   EXPECT_FALSE(value(f, "DCGM_FI_DEV_MEMORY_TEMP", {{"pci_bus_id", "00000000:5F:00.0"}}));
-  // db:00.0 runs three MIG instances: physical values repeat on each, utilization does not.
-  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_TEMP", {{"pci_bus_id", "00000000:DB:00.0"}}), 4u);
+  // db:00.0 runs three MIG instances: GPU-wide values (temperature, power, clocks) once, on the
+  // GPU, so that no sum over the series counts them twice; memory per instance.
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_TEMP", {{"pci_bus_id", "00000000:DB:00.0"}}), 1u);
   EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_TEMP", {{"GPU_I_PROFILE", "3g.40gb"}, {"GPU_I_ID", "2"}}),
+            0u);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_FB_USED", {{"GPU_I_PROFILE", "3g.40gb"}, {"GPU_I_ID", "2"}}),
             1u);
   EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pci_bus_id", "00000000:DB:00.0"}}), 1u);
   // AMD device-metrics-exporter's names for the MI300X.
@@ -156,7 +159,7 @@ TEST_F(Exporter, PodLabelsOneSeriesPerPod) {
   EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pod", "infer-a"}, {"namespace", "serve"}}), 1u);
   EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pod", "infer-b"}, {"container", "server"}}), 1u);
   EXPECT_EQ(count(f, "polyaccel_accelerator_power_watts", {{"pod", "infer-b"}}), 1u);
-  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_TEMP",
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_FB_USED",
                   {{"pod", "trainer"}, {"GPU_I_PROFILE", "3g.40gb"}, {"namespace", "ml"}}),
             1u);
   EXPECT_EQ(count(f, "polyaccel_accelerator_mig_instance_info", {{"pod", "trainer"}}), 1u);
@@ -213,7 +216,7 @@ TEST_F(Exporter, FailingCollectorShowsAsSuccessZeroAndTheRestGoOn) {
   EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "failing"}}), 0);
   EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "throwing"}}), 0);
   EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "dcgm"}}), 1);
-  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_TEMP"), 11u);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_TEMP"), 8u);  // one per GPU, none per MIG instance
 }
 
 // Fetches a URL with curl: the body, or the response headers with `headers_only`.

@@ -22,7 +22,7 @@ std::string scrape_once(const std::string& env, const std::string& compat) {
       "POLYACCEL_NVML_LIB=/nonexistent POLYACCEL_ROCM_SMI_LIB=/nonexistent "
       "POLYACCEL_HLML_LIB=/nonexistent " +
       env + " '" + polyaccel::testing::polyaccel_binary() +
-      "' agent --once --accel-backends on --interval 50ms --compat " + compat +
+      "' agent --once --accel-backends on --interval 100ms --compat " + compat +
       " --pod-resources-socket ''";
   auto r = run_command(cmd);
   EXPECT_EQ(r.exit_code, 0) << cmd;
