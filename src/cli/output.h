@@ -38,16 +38,41 @@ std::string plural(std::size_t count, std::string_view one, std::string_view man
 // Trailing and repeated blanks removed (hwloc's CPUModel is padded: "Intel(R) Xeon(R) ...   ").
 std::string squeeze_blanks(std::string_view text);
 
+// printable() for a table cell, keeping the colour codes paint() put there (SGR: ESC [ digits and
+// semicolons m); any other control byte is escaped.
+inline std::string printable_cell(const std::string& c) {
+  std::string out;
+  std::size_t start = 0;
+  for (std::size_t i = c.find('\033'); i != std::string::npos; i = c.find('\033', start)) {
+    out += printable(std::string_view(c).substr(start, i - start));
+    std::size_t j = i + 1;
+    if (j < c.size() && c[j] == '[') {
+      ++j;
+      while (j < c.size() && ((c[j] >= '0' && c[j] <= '9') || c[j] == ';'))
+        ++j;
+      if (j < c.size() && c[j] == 'm') {
+        out.append(c, i, j - i + 1);
+        start = j + 1;
+        continue;
+      }
+    }
+    out += printable(std::string_view(c).substr(i, 1));
+    start = i + 1;
+  }
+  out += printable(std::string_view(c).substr(start));
+  return out;
+}
+
 // Rows of cells printed with every column aligned. When the rows are wider than the style's
 // width, the wrap column's cells are broken at blanks and commas onto continuation lines (a
 // single word longer than its column is kept whole); other columns never break.
 class Table {
  public:
   explicit Table(std::string indent = "  ") : indent_(std::move(indent)) {}
-  // Cells are escaped (printable): names from captures never reach the terminal raw.
+  // Cells are escaped (printable_cell): names from captures never reach the terminal raw.
   void add_row(std::vector<std::string> cells) {
     for (auto& c : cells)
-      c = printable(c);
+      c = printable_cell(c);
     rows_.push_back({std::move(cells), {}});
   }
   // Lines printed as they are right after the last row (its details), outside the columns.

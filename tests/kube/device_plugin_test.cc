@@ -340,7 +340,7 @@ TEST(DevicePlugin, AMalformedSharingConfigKeepsTheLastGoodOne) {
     std::this_thread::sleep_for(10ms);
   auto err = plugin.sharing_config_error();
   ASSERT_TRUE(err);
-  EXPECT_THAT(err->message(), HasSubstr("sharing.yaml: bad value"));
+  EXPECT_THAT(err->message(), HasSubstr("is not a whole number"));
   {
     std::lock_guard lock(lines_mutex);
     ASSERT_FALSE(lines.empty());
