@@ -52,13 +52,15 @@ test-asan: build-asan
 	cd build-asan && $(SANITIZE_ENV) ctest --output-on-failure -j$(JOBS) -LE guest
 
 # Each fuzz target for FUZZ_SECONDS (scripts/fuzz.sh; FUZZ_TARGETS to pick some,
-# FUZZ_SECONDS_OVERRIDES="name=seconds ..." for other durations). A crash, leak, timeout or
-# out-of-memory fails and leaves its reproducer under build-asan/fuzz-artifacts/.
+# FUZZ_SECONDS_OVERRIDES="name=seconds ..." for other durations, FUZZ_JOBS targets at once).
+# A crash, leak, timeout or out-of-memory fails and leaves its reproducer under
+# build-asan/fuzz-artifacts/.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 FUZZ_SECONDS_OVERRIDES ?=
+FUZZ_JOBS ?= 1
 fuzz: build-asan
-	$(LSAN_ENV) FUZZ_SECONDS_OVERRIDES="$(FUZZ_SECONDS_OVERRIDES)" \
+	$(LSAN_ENV) FUZZ_SECONDS_OVERRIDES="$(FUZZ_SECONDS_OVERRIDES)" FUZZ_JOBS=$(FUZZ_JOBS) \
 	  bash scripts/fuzz.sh build-asan $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 test-tsan: deps

@@ -2,7 +2,8 @@
 # Runs each libFuzzer target of a clang ASan+UBSan build tree for a bounded time (`make fuzz`).
 #   scripts/fuzz.sh BUILD_DIR SECONDS [TARGET...]        (no TARGET: every one of targets.txt)
 # FUZZ_SECONDS_OVERRIDES="name=seconds ..." gives some targets another duration; FUZZ_TIMEOUT
-# (default 10) is the seconds one input may take before it counts as a hang.
+# (default 10) is the seconds one input may take before it counts as a hang; FUZZ_JOBS (default
+# 1) how many targets run at once.
 # Each target grows its own working corpus in BUILD_DIR/fuzz-corpus/<target> (seeded from
 # tests/fuzz/corpus/<target>, which is only read); a crash, leak, timeout or out-of-memory leaves
 # its reproducer in BUILD_DIR/fuzz-artifacts/ and makes the script exit 1 after the last target.
@@ -37,18 +38,22 @@ mkdir -p "$artifacts" "$logs"
 export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
-failed=()
 for t in "${targets[@]}"; do
   if [ -z "${max_len[$t]:-}" ]; then
     echo "fuzz: unknown target $t (see $list)" >&2
     exit 2
   fi
-  bin="$build_dir/tests/fuzz/fuzz_$t"
-  seeds="tests/fuzz/corpus/$t"
-  work="$build_dir/fuzz-corpus/$t"
+done
+
+# One target: its verdict goes to $logs/$t.verdict (first line "ok" or "failed", then what to say).
+fuzz_one() {
+  local t=$1
+  local bin="$build_dir/tests/fuzz/fuzz_$t"
+  local seeds="tests/fuzz/corpus/$t"
+  local work="$build_dir/fuzz-corpus/$t"
+  local secs=${override[$t]:-$seconds}
+  local log="$logs/$t.log"
   mkdir -p "$work"
-  secs=${override[$t]:-$seconds}
-  log="$logs/$t.log"
   # -timeout: one input taking longer is a finding (on a machine to itself; a loaded one needs
   # more); -rss_limit_mb/-malloc_limit_mb: so is an input that makes the parser take memory
   # without bound. Our inputs are small files.
@@ -56,16 +61,48 @@ for t in "${targets[@]}"; do
     -rss_limit_mb=2048 \
     -malloc_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/$t-" \
     "$work" "$seeds" >"$log" 2>&1
-  rc=$?
+  local rc=$?
+  local execs cov reproducer
   execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log")
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
   if [ $rc -eq 0 ]; then
-    echo "fuzz: $t ok: ${secs}s, ${execs:-?} runs, ${cov:-cov: ?}, corpus $(ls "$work" | wc -l) inputs"
+    {
+      echo ok
+      echo "fuzz: $t ok: ${secs}s, ${execs:-?} runs, ${cov:-cov: ?}, corpus $(ls "$work" | wc -l) inputs"
+    } >"$logs/$t.verdict"
   else
     reproducer=$(grep -o "Test unit written to [^ ]*" "$log" | tail -1 | sed 's/Test unit written to //')
-    echo "fuzz: $t FAILED (exit $rc) after ${execs:-?} runs; log $log" >&2
-    grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error|.*fuzz invariant failed)' "$log" | head -5 >&2
-    echo "fuzz: reproducer ${reproducer:-(none written)}; rerun: $bin ${reproducer:-}" >&2
+    {
+      echo failed
+      echo "fuzz: $t FAILED (exit $rc) after ${execs:-?} runs; log $log"
+      grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error|.*fuzz invariant failed)' "$log" | head -5
+      echo "fuzz: reproducer ${reproducer:-(none written)}; rerun: $bin ${reproducer:-}"
+    } >"$logs/$t.verdict"
+  fi
+}
+
+# FUZZ_JOBS targets at a time (default 1; CI gives one per core). Each target is one process.
+jobs=${FUZZ_JOBS:-1}
+running=0
+for t in "${targets[@]}"; do
+  rm -f "$logs/$t.verdict"
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+
+failed=()
+for t in "${targets[@]}"; do
+  verdict="$logs/$t.verdict"
+  if [ -f "$verdict" ] && [ "$(head -1 "$verdict")" = ok ]; then
+    tail -n +2 "$verdict"
+  else
+    [ -f "$verdict" ] && tail -n +2 "$verdict" >&2
+    [ -f "$verdict" ] || echo "fuzz: $t gave no verdict" >&2
     failed+=("$t")
   fi
 done

@@ -129,6 +129,8 @@ void release_scenario(State& s) {
   std::vector<Gpu>().swap(s.gpus);
   std::vector<std::vector<json>>().swap(s.values);
   std::vector<std::unique_ptr<nvmlEventSet_st>>().swap(s.event_sets);
+  // Samples the caller did not free are freed with the rest (and the vector's own buffer).
+  std::vector<std::unique_ptr<nvmlGpmSample_st>>().swap(s.gpm_samples);
   s.step = 0;
 }
 
@@ -353,11 +355,16 @@ INJECT_EXPORT nvmlReturn_t nvmlInit_v2() {
   State& s = state();
   std::lock_guard lock(s.mu);
   if (s.init_count == 0) {
+    // A refused init keeps nothing of what load() read (nvmlShutdown will not be called).
     if (std::string err = load(s); !err.empty()) {
       std::fprintf(stderr, "inject nvml: %s\n", err.c_str());
+      release_scenario(s);
       return NVML_ERROR_UNKNOWN;
     }
-    if (s.init_error != NVML_SUCCESS) return s.init_error;
+    if (s.init_error != NVML_SUCCESS) {
+      release_scenario(s);
+      return s.init_error;
+    }
     // NVML_INJECT_STEP: a test that runs a whole agent starts it at that step.
     const char* step = std::getenv("NVML_INJECT_STEP");
     s.step = step ? static_cast<unsigned>(std::strtoul(step, nullptr, 10)) : 0;
