@@ -74,8 +74,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
       Error e = a.error();
       auto zero = polyaccel::parse_duration(options.audit_interval, "--audit-interval",
                                             std::chrono::milliseconds(0), std::chrono::hours(24));
-      if (zero && zero->count() == 0)
-        e.remedy = "write --audit-interval off to run no audit";
+      if (zero && zero->count() == 0) e.remedy = "write --audit-interval off to run no audit";
       return fail(e);
     }
     audit_interval = *a;
