@@ -65,10 +65,18 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   }
   auto interval = parse_duration("--interval", options.interval);
   if (!interval) return fail(interval.error());
+  // "off" is the only way to run no audit: 0 (in any unit) is refused as for --interval, since
+  // a zero period reads as "all the time" as easily as "never".
   std::chrono::milliseconds audit_interval{0};
-  if (options.audit_interval != "0") {
+  if (options.audit_interval != "off") {
     auto a = parse_duration("--audit-interval", options.audit_interval);
-    if (!a) return fail(a.error());
+    if (!a) {
+      Error e = a.error();
+      auto zero = polyaccel::parse_duration(options.audit_interval, "--audit-interval",
+                                            std::chrono::milliseconds(0), std::chrono::hours(24));
+      if (zero && zero->count() == 0) e.remedy = "write --audit-interval off to run no audit";
+      return fail(e);
+    }
     audit_interval = *a;
   }
   auto names = exporter::parse_compat(options.compat);

@@ -77,6 +77,39 @@ std::string single_quoted(const std::string& s) {
   return out + "'";
 }
 
+// The command's path as the scripts' `case` arms spell it: "/mig/plan"; "" for polyaccel itself.
+std::string case_path(const Command& c) {
+  std::string p = c.path.empty() ? "" : "/" + c.path;
+  for (auto& ch : p)
+    if (ch == ' ') ch = '/';
+  return p;
+}
+
+// The arms of the loop over the words typed so far, the same in bash and zsh: each subcommand
+// word moves `path` one command down.
+void path_walk_arms(std::ostream& s, const std::vector<Command>& commands) {
+  for (const auto& c : commands) {
+    if (c.path.empty()) continue;
+    std::string p = case_path(c);
+    s << "      " << single_quoted(p) << ") path=" << single_quoted(p) << " ;;\n";
+  }
+}
+
+// Every option name of every command that takes a file or directory, sorted, each once.
+std::vector<std::string> path_option_names(const std::vector<Command>& commands) {
+  std::vector<std::string> out;
+  for (const auto& c : commands) {
+    for (const CLI::Option* o : named_options(c.app)) {
+      if (!takes_path(o)) continue;
+      for (const auto& n : option_names(o))
+        out.push_back(n);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::string bash_script(const CLI::App& app) {
   auto commands = all_commands(app);
   std::ostringstream s;
@@ -85,31 +118,9 @@ std::string bash_script(const CLI::App& app) {
        "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} path= i\n"
        "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
        "    case \"$path/${COMP_WORDS[i]}\" in\n";
-  for (const auto& c : commands) {
-    if (c.path.empty()) continue;
-    std::string p = "/" + c.path;
-    for (auto& ch : p)
-      if (ch == ' ') ch = '/';
-    s << "      " << single_quoted(p) << ") path=" << single_quoted(p) << " ;;\n";
-  }
+  path_walk_arms(s, commands);
   s << "    esac\n  done\n  case \"$prev\" in\n";
-  std::vector<std::string> path_options, value_options;
-  for (const auto& c : commands) {
-    for (const CLI::Option* o : named_options(c.app)) {
-      for (const auto& n : option_names(o)) {
-        if (takes_path(o))
-          path_options.push_back(n);
-        else if (takes_value(o))
-          value_options.push_back(n);
-      }
-    }
-  }
-  auto unique = [](std::vector<std::string> v) {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-    return v;
-  };
-  auto paths = unique(path_options);
+  auto paths = path_option_names(commands);
   if (!paths.empty()) {
     s << "    " << CLI::detail::join(paths, "|")
       << ") COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n";
@@ -123,11 +134,8 @@ std::string bash_script(const CLI::App& app) {
       for (const auto& n : option_names(o))
         words.push_back(n);
     }
-    std::string p = c.path.empty() ? "" : "/" + c.path;
-    for (auto& ch : p)
-      if (ch == ' ') ch = '/';
-    s << "    " << single_quoted(p) << ") words=" << single_quoted(CLI::detail::join(words, " "))
-      << " ;;\n";
+    s << "    " << single_quoted(case_path(c))
+      << ") words=" << single_quoted(CLI::detail::join(words, " ")) << " ;;\n";
   }
   s << "  esac\n"
        "  COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
@@ -145,33 +153,15 @@ std::string zsh_script(const CLI::App& app) {
        "  local path= i\n"
        "  for ((i = 2; i < CURRENT; i++)); do\n"
        "    case \"$path/${words[i]}\" in\n";
-  for (const auto& c : commands) {
-    if (c.path.empty()) continue;
-    std::string p = "/" + c.path;
-    for (auto& ch : p)
-      if (ch == ' ') ch = '/';
-    s << "      " << single_quoted(p) << ") path=" << single_quoted(p) << " ;;\n";
-  }
+  path_walk_arms(s, commands);
   s << "    esac\n  done\n  case \"${words[CURRENT-1]}\" in\n";
-  std::vector<std::string> path_options;
-  for (const auto& c : commands) {
-    for (const CLI::Option* o : named_options(c.app)) {
-      if (!takes_path(o)) continue;
-      for (const auto& n : option_names(o))
-        path_options.push_back(n);
-    }
-  }
-  std::sort(path_options.begin(), path_options.end());
-  path_options.erase(std::unique(path_options.begin(), path_options.end()), path_options.end());
-  if (!path_options.empty()) {
-    s << "    " << CLI::detail::join(path_options, "|") << ") _files; return ;;\n";
+  auto paths = path_option_names(commands);
+  if (!paths.empty()) {
+    s << "    " << CLI::detail::join(paths, "|") << ") _files; return ;;\n";
   }
   s << "  esac\n  local -a entries\n  case \"$path\" in\n";
   for (const auto& c : commands) {
-    std::string p = c.path.empty() ? "" : "/" + c.path;
-    for (auto& ch : p)
-      if (ch == ' ') ch = '/';
-    s << "    " << single_quoted(p) << ") entries=(";
+    s << "    " << single_quoted(case_path(c)) << ") entries=(";
     for (const CLI::App* sub : subcommands(c.app))
       s << " " << single_quoted(sub->get_name() + ":" + sub->get_description());
     for (const CLI::Option* o : named_options(c.app)) {

@@ -236,7 +236,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   agent
       ->add_option("--audit-interval", agent_options.audit_interval,
-                   "run the tuning audit every (1m; 0: never)")
+                   "run the tuning audit every (1m; 100ms..24h, or off: never)")
       ->capture_default_str();
 
   add_dra_agent_options(agent, agent_options);

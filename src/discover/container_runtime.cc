@@ -116,8 +116,15 @@ RuntimeConfigFacts read_containerd(const std::string& root) {
   const std::string main_file = "/etc/containerd/config.toml";
   auto config = parse_toml(root, main_file, c.problem);
   if (!config) return c;
+  // Compared before narrowing: 4294967299 must not read as version 3.
+  const std::int64_t version = config->at_path("version").value_or<std::int64_t>(1);
+  if (version < 1 || version > 3) {
+    c.problem = main_file + ": version " + std::to_string(version) +
+                " is not one containerd reads (1, 2 or 3)";
+    return c;
+  }
   c.config_path = main_file;
-  c.config_version = static_cast<int>(config->at_path("version").value_or<std::int64_t>(1));
+  c.config_version = static_cast<int>(version);
   read_containerd_cri(*config, c);
   // Imported files are merged over the main one, in order.
   for (const auto& path : expand_imports(root, *config)) {

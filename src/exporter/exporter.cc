@@ -8,7 +8,10 @@
 #include <cstring>
 #include <iostream>
 
+#include <unistd.h>
+
 #include "exporter/families.h"
+#include "exporter/http_front.h"
 #include "exporter/listen_address.h"
 
 namespace polyaccel::exporter {
@@ -165,34 +168,50 @@ Result<std::unique_ptr<HttpExporter>> HttpExporter::start(std::shared_ptr<Scrape
   // Our words for a bad address, before civetweb's "null context" (listen_address.h).
   auto address = parse_listen_address(o.listen, mg_check_feature(8) != 0);
   if (!address) return address.error();
-  if (auto st = check_can_listen(*address, o.listen); !st) return st.error();
+  auto listen_fd = open_listen_socket(*address, o.listen);
+  if (!listen_fd) return listen_fd.error();
   try {
+    // civetweb serves on loopback only, one request per connection: the front hands it complete
+    // request heads and relays each answer until civetweb closes.
     ex->exposer_ = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", address->civetweb_ports(), "num_threads",
+        std::vector<std::string>{"listening_ports", "127.0.0.1:0", "num_threads",
                                  std::to_string(o.threads), "request_timeout_ms",
                                  std::to_string(o.request_timeout.count()),
                                  // headers and body go in two writes: without this, Nagle and
-                                 // delayed ACKs add 40 ms to every keep-alive scrape
-                                 "tcp_nodelay", "1", "enable_keep_alive", "yes"},
+                                 // delayed ACKs add 40 ms to every answer
+                                 "tcp_nodelay", "1", "enable_keep_alive", "no"},
         &callbacks);
   } catch (const std::exception& e) {
-    return bad_input("--listen " + o.listen, "cannot listen: " + std::string(e.what()),
-                     "is the port in use or the address not on this host?");
+    ::close(*listen_fd);
+    return Error{ErrorCode::internal,
+                 "agent HTTP server",
+                 "civetweb cannot listen on 127.0.0.1: " + std::string(e.what()),
+                 {}};
   }
   ex->exposer_->RegisterCollectable(ex->collectable_);
   g_exporter.store(ex.get());
+  auto backend_ports = ex->exposer_->GetListeningPorts();
+  if (backend_ports.empty()) {
+    ::close(*listen_fd);
+    return Error{ErrorCode::internal, "agent HTTP server", "civetweb has no port", {}};
+  }
+  HttpFrontOptions front;
+  front.head_timeout = o.request_timeout;
+  auto started = HttpFront::start(*listen_fd, backend_ports.front(), front);
+  if (!started) return started.error();
+  ex->front_ = std::move(*started);
   return ex;
 }
 
 HttpExporter::~HttpExporter() {
+  front_.reset();    // no new request reaches civetweb
   exposer_.reset();  // joins civetweb's threads: no request can still look at us
   const HttpExporter* self = this;
   g_exporter.compare_exchange_strong(self, nullptr);
 }
 
 int HttpExporter::port() const {
-  auto ports = exposer_->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
+  return front_ ? front_->port() : 0;
 }
 
 Health HttpExporter::health() const {

@@ -1,6 +1,7 @@
 // The agent's HTTP side: /metrics through prometheus-cpp's Exposer (civetweb; gzip when the
-// scraper asks), /healthz, and the self-metrics of every scrape. A scrape reads the snapshots the
-// samplers published and serialises them: it never waits on a vendor call or on kubelet.
+// scraper asks) behind a non-blocking front (http_front.h), /healthz, and the self-metrics of every
+// scrape. A scrape reads the snapshots the samplers published and serialises them: it never waits
+// on a vendor call or on kubelet.
 #pragma once
 
 #include <chrono>
@@ -43,10 +44,10 @@ struct ExporterOptions {
   std::string version;     // polyaccel_build_info{version, revision, build_type}
   std::string revision;    // git commit
   std::string build_type;  // CMake's: Release, Debug
-  // civetweb gives each connection a worker thread until its request is read, and waits up to
-  // request_timeout for it: enough workers that slow or half-open clients cannot take all of them
-  // from a scrape, and a short wait so that those they take come back soon.
-  std::size_t threads = 32;
+  // Clients talk to the front (http_front.h), which reads each request head without a thread
+  // and gives civetweb only complete ones: its workers serve, they never wait on a client. A
+  // client must send its request head within request_timeout.
+  std::size_t threads = 4;
   std::chrono::milliseconds request_timeout{3000};
   // /healthz fails when accelerators are known but no snapshot came for this long.
   std::chrono::milliseconds stall_after{60000};
@@ -82,6 +83,8 @@ struct Health {
 Health agent_health(const AcceleratorSnapshot& snapshot, std::chrono::system_clock::time_point now,
                     std::chrono::milliseconds stall_after);
 
+class HttpFront;
+
 class HttpExporter {
  public:
   // Binds and serves; an Error names the address when it cannot (busy port, bad address).
@@ -97,7 +100,8 @@ class HttpExporter {
   HttpExporter() = default;
   std::shared_ptr<Scraper> scraper_;
   std::shared_ptr<prometheus::Collectable> collectable_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<prometheus::Exposer> exposer_;  // civetweb on 127.0.0.1, behind front_
+  std::unique_ptr<HttpFront> front_;              // the --listen address
 };
 
 }  // namespace polyaccel::exporter

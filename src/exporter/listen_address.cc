@@ -77,10 +77,13 @@ Result<ListenAddress> parse_listen_address(const std::string& text, bool ipv6_su
   return a;
 }
 
-Status check_can_listen(const ListenAddress& address, const std::string& option_text) {
+Result<int> open_listen_socket(const ListenAddress& address, const std::string& option_text) {
   int family = address.ipv6 ? AF_INET6 : AF_INET;
-  int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Ok{};  // no socket to probe with: civetweb reports what it finds
+  int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) {
+    return bad_input("--listen " + option_text,
+                     std::string("cannot listen: ") + std::strerror(errno));
+  }
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   int rc = 0;
@@ -104,15 +107,23 @@ Status check_can_listen(const ListenAddress& address, const std::string& option_
     if (!address.host.empty()) ::inet_pton(AF_INET, address.host.c_str(), &sa.sin_addr);
     rc = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
   }
+  if (rc == 0) rc = ::listen(fd, SOMAXCONN);
   int err = errno;
+  if (rc == 0) return fd;
   ::close(fd);
-  if (rc == 0) return Ok{};
   std::string remedy = err == EADDRINUSE      ? "another process listens there; pick another port"
                        : err == EADDRNOTAVAIL ? "not an address of this host (ip -br addr)"
                        : err == EACCES        ? "ports below 1024 need CAP_NET_BIND_SERVICE"
                                               : "";
   return bad_input("--listen " + option_text, std::string("cannot listen: ") + std::strerror(err),
                    remedy);
+}
+
+Status check_can_listen(const ListenAddress& address, const std::string& option_text) {
+  auto fd = open_listen_socket(address, option_text);
+  if (!fd) return fd.error();
+  ::close(*fd);
+  return Ok{};
 }
 
 }  // namespace polyaccel::exporter

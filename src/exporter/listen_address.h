@@ -24,4 +24,7 @@ Result<ListenAddress> parse_listen_address(const std::string& text, bool ipv6_su
 // no permission) in the kernel's words, before civetweb would fail without one.
 Status check_can_listen(const ListenAddress& address, const std::string& option_text);
 
+// A non-blocking socket bound to the address and listening (the HTTP front's), or that reason.
+Result<int> open_listen_socket(const ListenAddress& address, const std::string& option_text);
+
 }  // namespace polyaccel::exporter

@@ -150,6 +150,22 @@ TEST(RuntimeChecks, BrokenContainerdConfigIsNamedWithItsLine) {
   EXPECT_THAT(facts.containerd.problem, HasSubstr("/etc/containerd/config.toml:2"));
 }
 
+// A version that does not fit an int is refused, not narrowed (4294967299 would read as 3).
+TEST(RuntimeChecks, ContainerdConfigVersionOutOfRangeIsAProblem) {
+  FakeHost h;
+  well_kept(h);
+  for (const char* version : {"4294967299", "0", "-1", "4"}) {
+    h.write("etc/containerd/config.toml", std::string("version = ") + version + "\n");
+    auto facts = read_tuning_facts(h.root_string()).runtime;
+    EXPECT_EQ(facts.containerd.config_path, "") << version;
+    EXPECT_EQ(facts.containerd.config_version, 0) << version;
+    EXPECT_THAT(facts.containerd.problem,
+                HasSubstr(std::string("/etc/containerd/config.toml: version ") + version +
+                          " is not one containerd reads"));
+    EXPECT_TRUE(with_id(runtime_findings(h), "runtime.cdi-disabled").empty()) << version;
+  }
+}
+
 TEST(RuntimeChecks, CrioWithItsSpecDirectoriesEmptied) {
   FakeHost h;
   well_kept(h);

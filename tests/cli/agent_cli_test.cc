@@ -32,7 +32,10 @@ TEST(AgentCli, BadOptionsAreOneLineAndExitTwo) {
            {"--compat dcgm,nvidia", "'nvidia'"},
            {"--listen 256.1.1.1:99999", "--listen 256.1.1.1:99999"},
            {"--health-config /nonexistent/h.yaml", "/nonexistent/h.yaml"},
-           {"--audit-interval soon", "--audit-interval soon"}}) {
+           {"--audit-interval soon", "--audit-interval soon"},
+           // zero is not "never": that is `off`, which the message names
+           {"--audit-interval 0", "--audit-interval off to run no audit"},
+           {"--audit-interval 0ms", "--audit-interval off to run no audit"}}) {
     auto r = run_command(agent(args));
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
     EXPECT_THAT(r.output, HasSubstr(word)) << args;

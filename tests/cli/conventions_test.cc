@@ -195,7 +195,7 @@ TEST(AgentListen, BadAddressesInOurWords) {
 TEST(AgentJson, OnceJsonIsTheScrapeAndPlainJsonIsRefused) {
   std::string args = " agent --topology " + topology_fixture(kXe8640).string() +
                      " --kubelet-dir '' --pod-resources-socket '' --nfd-features-dir '' --state ''"
-                     " --audit-interval 0";
+                     " --audit-interval off";
   auto r = run_command(bin() + args + " --once --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = nlohmann::json::parse(r.output);

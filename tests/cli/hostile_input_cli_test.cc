@@ -242,7 +242,6 @@ TEST_F(HostileInput, HugeAndWrappingNumbers) {
   // Durations of the agent: each made its samplers spin.
   for (const char* interval : {"nan", "inf", "1e300", "9e12s", "-1", "0", "1e-9s", "10parsecs"}) {
     for (const char* option : {"--interval", "--audit-interval"}) {
-      if (std::string(option) == "--audit-interval" && std::string(interval) == "0") continue;
       refused(std::string("agent --once --accel-backends off --topology '") + xe8640() + "' " +
                   option + " " + interval,
               option);

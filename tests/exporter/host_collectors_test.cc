@@ -103,7 +103,7 @@ TEST_F(HostCollectors, AbsentStateIsNothingAllocated) {
   }
   EXPECT_EQ(count(f, "polyaccel_placement_device_held"), view->devices.size());
   EXPECT_FALSE(fs::exists(state_));                     // read only: nothing created
-  EXPECT_EQ(count(f, "polyaccel_audit_findings"), 0u);  // --audit-interval 0: no audit
+  EXPECT_EQ(count(f, "polyaccel_audit_findings"), 0u);  // --audit-interval off: no audit
 }
 
 TEST_F(HostCollectors, CommittedPlacementShowsPinnedPusPagesAndDevice) {

@@ -1,0 +1,15 @@
+// kubeconfig_file: the DRA driver's --kubeconfig. A kubeconfig is either refused with a message
+// naming it, or gives a server URL without a trailing slash; nothing but our Error leaves it.
+#include "dra/kube_client.h"
+#include "fuzz_support.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  auto path = polyaccel::fuzz::scratch_file(polyaccel::fuzz::as_string(data, size), "kubeconfig");
+  auto config = polyaccel::dra::kubeconfig_file(path.string());
+  if (!config) {
+    POLYACCEL_FUZZ_CHECK(config.error().message().find(path.string()) != std::string::npos);
+    return 0;
+  }
+  POLYACCEL_FUZZ_CHECK(!config->server.empty() && config->server.back() != '/');
+  return 0;
+}
