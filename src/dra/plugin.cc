@@ -1,5 +1,7 @@
 #include "dra/plugin.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,6 +41,36 @@ bool valid_uid(const std::string& uid) {
 bool valid_object_name(const std::string& s) {
   return !s.empty() && s.size() <= 253 && is_dns_subdomain(s);
 }
+
+// `polyaccel mig apply`'s lock (cli/mig_apply.cc), held while prepare or unprepare makes or
+// destroys MIG instances, so that an apply and a claim never interleave on a GPU. A lock file
+// that cannot be opened (not root, no /run/lock) is no lock, as nothing else can take it then.
+class MigApplyLock {
+ public:
+  MigApplyLock() = default;
+  MigApplyLock(const MigApplyLock&) = delete;
+  MigApplyLock& operator=(const MigApplyLock&) = delete;
+  ~MigApplyLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status acquire() {
+    if (fd_ >= 0) return Ok{};
+    const char* dir = std::getenv("POLYACCEL_LOCK_DIR");
+    std::string path = std::string(dir && *dir ? dir : "/run/lock") + "/polyaccel-mig.lock";
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Ok{};
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      return Error{ErrorCode::io, path, "a polyaccel mig apply is running",
+                   "kubelet retries the claim once it is done"};
+    }
+    fd_ = fd;
+    return Ok{};
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 json prepared_json(const PreparedClaim& c) {
   json devices = json::array();
@@ -357,6 +389,7 @@ struct DraPlugin::Impl {
     std::vector<PreparedDevice> prepared;
     std::vector<Device> scratch;
     scratch.reserve(info->devices.size());  // devices point into it
+    MigApplyLock mig_lock;                  // taken before the first MIG device, kept to the end
     std::vector<CreatedMig> created;        // by this call: destroyed again if it fails
     auto fail = [&](const std::string& error) {
       for (const auto& m : created)
@@ -382,6 +415,7 @@ struct DraPlugin::Impl {
       if (d->kind == DeviceKind::mig && options.mig) {
         // The library is the truth: the instance may have been made or destroyed since the
         // pool was built.
+        if (Status l = mig_lock.acquire(); !l) return fail(l.error().message());
         bool made = false;
         auto m = ensure_mig_instance(*d, made);
         if (!m) return fail(m.error().message());
@@ -423,8 +457,10 @@ struct DraPlugin::Impl {
     if (it == claims.end()) return {};
     // The instances we made first: one still in use fails the call and keeps the record, so
     // that kubelet's retry finds it.
+    MigApplyLock mig_lock;
     for (const auto& d : it->second.devices) {
       if (!d.created_mig) continue;
+      if (Status l = mig_lock.acquire(); !l) return l.error().message();
       Status st = destroy_mig_instance(*d.created_mig);
       if (!st) return st.error().message();
     }

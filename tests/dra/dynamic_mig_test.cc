@@ -4,6 +4,10 @@
 // in the checkpoint and destroys it at unprepare, after a restart too. A placement that an
 // instance holds is refused with that instance's name; instances that existed before are never
 // destroyed.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -39,6 +43,7 @@ class DynamicMig : public ::testing::Test {
  protected:
   DynamicMig() {
     polyaccel::testing::use_vendor_libraries(NVML_INJECT_LIB, "", "");
+    ::setenv("POLYACCEL_LOCK_DIR", dir_.path().c_str(), 1);  // `mig apply`'s lock
     ::setenv("NVML_INJECT_SCENARIO",
              (std::string(NVML_SCENARIO_DIR) + "/hgx-8xh200-mig.json").c_str(), 1);
     // The control first: it keeps the library initialised (its MIG state) for the whole test.
@@ -257,6 +262,23 @@ TEST_F(DynamicMig, ExistingInstancesStayAndNoControlIsAClearRefusal) {
   claim("a", kUidA, device(kEmptyGpu, "7g.141gb", 0));
   EXPECT_THAT(prepare("a", kUidA).claims().at(kUidA).error(),
               HasSubstr("no MIG instance exists at this placement"));
+  EXPECT_TRUE(instances(kEmptyGpu).empty());
+}
+
+TEST_F(DynamicMig, AMigApplyHoldingItsLockDefersThePrepare) {
+  ASSERT_TRUE(control_);
+  start_plugin();
+  claim("a", kUidA, device(kEmptyGpu, "2g.35gb", 2));
+  int fd = ::open((dir_.path() / "polyaccel-mig.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  EXPECT_THAT(prepare("a", kUidA).claims().at(kUidA).error(),
+              HasSubstr("a polyaccel mig apply is running"));
+  EXPECT_TRUE(instances(kEmptyGpu).empty());
+  ::close(fd);  // the apply is done: kubelet's retry goes through
+  EXPECT_EQ(prepare("a", kUidA).claims().at(kUidA).error(), "") << log_;
+  EXPECT_EQ(instances(kEmptyGpu).size(), 1u);
+  EXPECT_EQ(unprepare("a", kUidA), "");
   EXPECT_TRUE(instances(kEmptyGpu).empty());
 }
 
