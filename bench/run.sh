@@ -13,3 +13,4 @@ build=${1:-build}
 echo
 echo "Side by side with node_exporter: bench/agent_vs_node_exporter.py $build"
 "$build/bench/kube_bench" --benchmark_min_time=0.2
+"$build/bench/dra_bench" --benchmark_min_time=0.2

@@ -27,6 +27,10 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& o) {
                    "existing MIG instances, or all placements")
       ->check(CLI::IsMember({"existing", "all"}))
       ->capture_default_str();
+  agent
+      ->add_option("--dra-root", o.dra_root,
+                   "where /proc and /sys are read for CDI device nodes (default: / or --fsroot)")
+      ->type_name("DIR");
 }
 
 Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& monitor,
@@ -46,7 +50,17 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
   ro.plugin.plugin_dir = o.dra_plugins_dir + "/" + ro.slices.driver;
   ro.plugin.registry_dir = o.dra_registry_dir;
   ro.plugin.cdi_dir = o.cdi_dir;
-  ro.root = filesystem_root(discover);
+  if (ro.slices.mig == dra::MigDevices::all) {
+    // Placements without an instance are published: prepare makes them (docs/dra.md).
+    auto control = open_nvml_mig_control();
+    if (control) {
+      ro.plugin.mig = std::shared_ptr<MigControl>(std::move(*control));
+    } else {
+      std::cerr << "polyaccel agent: dra: no MIG control (" << control.error().message()
+                << "): a claim for a MIG device that does not exist yet is refused\n";
+    }
+  }
+  ro.root = o.dra_root.empty() ? filesystem_root(discover) : o.dra_root;
   std::unique_ptr<dra::KubeClient> client;
   if (o.kubeconfig != "none") {
     auto config =

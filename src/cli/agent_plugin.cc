@@ -17,6 +17,10 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
     if (!s) return s.error();
     o.mig_strategy = *s;
   }
+  auto device_list =
+      parse_device_list_strategy(options.device_list_strategy, "--device-list-strategy");
+  if (!device_list) return device_list.error();
+  o.allocate.device_list = *device_list;
   if (!options.sharing_config.empty()) {
     // Read and checked once here, so that a bad file fails the start in one line (the runner
     // reloads it on every change and keeps the last good one).

@@ -102,6 +102,7 @@ struct AgentOptions {
   std::string sharing_config;
   std::string nic_config;         // SR-IOV VF pools and shared HCAs (kube/nic_resources.h)
   bool gpu_rdma_devices = false;  // GPU Allocate adds the nearest HCAs' device nodes
+  std::string device_list_strategy = "envvar";  // and/or cdi-cri (kube/allocate.h)
   std::string nfd_features_dir = "/etc/kubernetes/node-feature-discovery/features.d";
   std::string mig_strategy;  // none, single, mixed; empty: the sharing config's, else none
   std::string state = "/var/lib/polyaccel/allocations.json";  // as `place --state`; "" for none
@@ -114,6 +115,7 @@ struct AgentOptions {
   std::string kubeconfig;  // empty: in-cluster config; "none": publish nothing
   std::string node_name;   // empty: $NODE_NAME, else the host's name
   std::string dra_mig_devices = "existing";
+  std::string dra_root;  // where device minors are read for CDI; empty: / or --fsroot
 };
 
 int run_place(const GlobalOptions& options, const PlaceOptions& place, std::ostream& out);

@@ -224,6 +224,11 @@ int main(int argc, char** argv) {
   agent->add_flag("--gpu-rdma-devices", agent_options.gpu_rdma_devices,
                   "GPU Allocate also passes the nearest HCAs' /dev/infiniband nodes");
   agent
+      ->add_option("--device-list-strategy", agent_options.device_list_strategy,
+                   "how Allocate names the devices: envvar, cdi-cri (CDI devices of `polyaccel "
+                   "cdi generate`'s specs) or envvar,cdi-cri")
+      ->capture_default_str();
+  agent
       ->add_option("--nfd-features-dir", agent_options.nfd_features_dir,
                    "where node labels go (node-feature-discovery); empty: none")
       ->capture_default_str();

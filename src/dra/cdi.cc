@@ -1,10 +1,13 @@
 #include "dra/cdi.h"
 
 #include <algorithm>
+#include <cctype>
+#include <set>
 #include <sstream>
 
 #include "core/file_io.h"
 #include "core/strings.h"
+#include "kube/resources.h"
 
 namespace polyaccel::dra {
 
@@ -198,9 +201,36 @@ CdiHost read_cdi_host(const HostModel& model, const std::string& root) {
   return h;
 }
 
+namespace {
+
+bool valid_cdi_name(const std::string& name) {
+  if (name.empty() || name.size() > 128 || !std::isalnum(static_cast<unsigned char>(name[0])))
+    return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
+           c == ':';
+  });
+}
+
+// kube/resources.h device_plugin_id for the devices the device plugin advertises (whole GPUs
+// and HPUs, existing MIG instances); empty for the others.
+std::string device_plugin_alias(const HostModel& model, const Device& d) {
+  if (d.accelerator >= model.accelerators.size()) return {};
+  const Accelerator& a = model.accelerators[d.accelerator];
+  // The device plugin serves NVIDIA GPUs that NVML answered for only.
+  if (a.vendor == Vendor::nvidia && (!a.inventory || a.inventory->uuid.empty())) return {};
+  std::string id;
+  if (d.kind == DeviceKind::gpu || d.kind == DeviceKind::hpu) id = device_plugin_id(a);
+  if (d.kind == DeviceKind::mig && d.mig_instance) id = device_plugin_id(a, d.mig_instance);
+  return valid_cdi_name(id) ? id : std::string();
+}
+
+}  // namespace
+
 std::vector<CdiSpec> node_specs(const HostModel& model, const Pool& pool, const CdiHost& host,
                                 const CdiOptions& options, std::vector<std::string>* skipped) {
   std::map<std::string, CdiSpec> by_class;
+  std::map<std::string, std::vector<CdiDevice>> aliases;  // per class
   for (const auto& s : pool.slices) {
     for (const auto& d : s.devices) {
       auto needs = needs_of(model, d, host, options);
@@ -218,13 +248,24 @@ std::vector<CdiSpec> node_specs(const HostModel& model, const Pool& pool, const 
         dev.edits.env.push_back("NVIDIA_VISIBLE_DEVICES=" + needs->nvidia_visible);
       if (!needs->habana_visible.empty())
         dev.edits.env.push_back("HABANA_VISIBLE_DEVICES=" + needs->habana_visible);
+      // The same device under the id the device plugin advertises it by (a UUID, bus id or
+      // serial): the name its Allocate gives with --device-list-strategy cdi-cri. After the
+      // pool's names, so that those keep their places.
+      std::string alias = device_plugin_alias(model, d);
+      if (!alias.empty()) aliases[cls].push_back({alias, dev.edits});
       spec.devices.push_back(std::move(dev));
       merge(spec.edits, needs->common);
     }
   }
   std::vector<CdiSpec> out;
-  for (auto& [cls, spec] : by_class)
+  for (auto& [cls, spec] : by_class) {
+    std::set<std::string> names;
+    for (const auto& d : spec.devices)
+      names.insert(d.name);
+    for (auto& a : aliases[cls])
+      if (names.insert(a.name).second) spec.devices.push_back(std::move(a));
     out.push_back(std::move(spec));
+  }
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "dra/plugin.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,9 +13,11 @@
 #include <set>
 
 #include "core/file_io.h"
+#include "core/json.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/dra_v1beta1.grpc.pb.h"
 #include "kube/proto/pluginregistration_v1.grpc.pb.h"
+#include "share/mig_profiles.h"
 
 namespace polyaccel::dra {
 
@@ -38,11 +42,48 @@ bool valid_object_name(const std::string& s) {
   return !s.empty() && s.size() <= 253 && is_dns_subdomain(s);
 }
 
+// `polyaccel mig apply`'s lock (cli/mig_apply.cc), held while prepare or unprepare makes or
+// destroys MIG instances, so that an apply and a claim never interleave on a GPU. A lock file
+// that cannot be opened (not root, no /run/lock) is no lock, as nothing else can take it then.
+class MigApplyLock {
+ public:
+  MigApplyLock() = default;
+  MigApplyLock(const MigApplyLock&) = delete;
+  MigApplyLock& operator=(const MigApplyLock&) = delete;
+  ~MigApplyLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status acquire() {
+    if (fd_ >= 0) return Ok{};
+    const char* dir = std::getenv("POLYACCEL_LOCK_DIR");
+    std::string path = std::string(dir && *dir ? dir : "/run/lock") + "/polyaccel-mig.lock";
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Ok{};
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      return Error{ErrorCode::io, path, "a polyaccel mig apply is running",
+                   "kubelet retries the claim once it is done"};
+    }
+    fd_ = fd;
+    return Ok{};
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 json prepared_json(const PreparedClaim& c) {
   json devices = json::array();
-  for (const auto& d : c.devices)
-    devices.push_back(
-        {{"request", d.request}, {"pool", d.pool}, {"device", d.device}, {"cdi", d.cdi_ids}});
+  for (const auto& d : c.devices) {
+    json dj = {{"request", d.request}, {"pool", d.pool}, {"device", d.device}, {"cdi", d.cdi_ids}};
+    if (d.created_mig) {
+      dj["createdMig"] = {{"pciBusID", d.created_mig->pci_bus_id},
+                          {"gpuInstance", d.created_mig->gpu_instance_id},
+                          {"computeInstance", d.created_mig->compute_instance_id},
+                          {"uuid", d.created_mig->uuid}};
+    }
+    devices.push_back(std::move(dj));
+  }
   return {{"namespace", c.ns}, {"name", c.name}, {"cdiFile", c.cdi_file}, {"devices", devices}};
 }
 
@@ -71,9 +112,20 @@ Result<std::map<std::string, PreparedClaim>> parse_checkpoint(const std::string&
       p.name = c.at("name").get<std::string>();
       p.cdi_file = c.at("cdiFile").get<std::string>();
       for (const auto& d : c.at("devices")) {
-        p.devices.push_back({d.at("request").get<std::string>(), d.at("pool").get<std::string>(),
-                             d.at("device").get<std::string>(),
-                             d.at("cdi").get<std::vector<std::string>>()});
+        PreparedDevice pd{d.at("request").get<std::string>(),
+                          d.at("pool").get<std::string>(),
+                          d.at("device").get<std::string>(),
+                          d.at("cdi").get<std::vector<std::string>>(),
+                          {}};
+        if (d.contains("createdMig")) {
+          const json& m = d.at("createdMig");
+          auto gi = json_integer<unsigned>(m.at("gpuInstance"), "gpuInstance");
+          auto ci = json_integer<unsigned>(m.at("computeInstance"), "computeInstance");
+          if (!gi || !ci) return bad_input(input, "has a bad createdMig record of " + uid);
+          pd.created_mig = CreatedMig{m.at("pciBusID").get<std::string>(), *gi, *ci,
+                                      m.at("uuid").get<std::string>()};
+        }
+        p.devices.push_back(std::move(pd));
       }
       out[uid] = std::move(p);
     }
@@ -175,6 +227,121 @@ struct DraPlugin::Impl {
     return Ok{};
   }
 
+  // The MIG instance a device is, as the model we hold knows it, or added to that model: an
+  // instance that prepare created (or found made since) exists now, and the monitor's next
+  // snapshot says so too. `scratch` is the device with its instance index.
+  const Device* with_instance(const Device& d, const CreatedMig& m, Device& scratch) {
+    if (d.accelerator >= model.accelerators.size()) return nullptr;
+    Accelerator& a = model.accelerators[d.accelerator];
+    if (!a.inventory) return nullptr;
+    auto& instances = a.inventory->mig_instances;
+    auto it = std::find_if(instances.begin(), instances.end(), [&](const MigInstance& i) {
+      return i.gpu_instance_id == m.gpu_instance_id &&
+             i.compute_instance_id == m.compute_instance_id;
+    });
+    if (it == instances.end()) {
+      MigInstance mi;
+      mi.gpu_instance_id = m.gpu_instance_id;
+      mi.compute_instance_id = m.compute_instance_id;
+      mi.profile_name = d.mig_profile;
+      mi.placement_start = d.mig_start;
+      mi.placement_size = d.mig_size;
+      mi.uuid = m.uuid;
+      instances.push_back(std::move(mi));
+      it = instances.end() - 1;
+    }
+    scratch = d;
+    scratch.mig_instance = static_cast<size_t>(it - instances.begin());
+    return &scratch;
+  }
+
+  // The GPU of a MIG device as the library sees it now.
+  Result<MigGpu> live_gpu(const Device& d) {
+    const std::string bdf = model.accelerators[d.accelerator].pci.address.to_string();
+    auto gpus = options.mig->gpus();
+    if (!gpus) return gpus.error();
+    for (auto& g : *gpus)
+      if (g.pci_bus_id == bdf) return std::move(g);
+    return Error{ErrorCode::not_found, bdf, "is not a GPU that the MIG control library lists", {}};
+  }
+
+  // A MIG device's instance: the one at its placement if it exists, else a new one (GPU
+  // instance and compute instance) when the placement is free. `created` is set when this call
+  // made it.
+  Result<CreatedMig> ensure_mig_instance(const Device& d, bool& created) {
+    created = false;
+    auto gpu = live_gpu(d);
+    if (!gpu) return gpu.error();
+    const std::string where = "MIG " + d.mig_profile + " at memory slice " +
+                              std::to_string(d.mig_start) + " of GPU " + gpu->pci_bus_id;
+    for (const auto& i : gpu->instances) {
+      if (i.profile == d.mig_profile && i.start == d.mig_start && i.has_compute_instance)
+        return CreatedMig{gpu->pci_bus_id, i.gpu_instance_id, i.compute_instance_id, i.uuid};
+    }
+    for (const auto& i : gpu->instances) {
+      bool overlap = i.start < d.mig_start + d.mig_size && d.mig_start < i.start + i.size;
+      if (overlap) {
+        return Error{ErrorCode::unsupported, "device " + d.name,
+                     where + " is taken by MIG " + i.profile + " (GPU instance " +
+                         std::to_string(i.gpu_instance_id) + ") at memory slice " +
+                         std::to_string(i.start),
+                     "destroy that instance or let the scheduler pick a free placement"};
+      }
+    }
+    if (!gpu->mig_enabled)
+      return Error{ErrorCode::unsupported, "device " + d.name, where + ": MIG mode is off", {}};
+    const MigProfile* profile =
+        gpu->library_geometry ? gpu->library_geometry->profile(d.mig_profile) : nullptr;
+    if (!profile) {
+      const MigGeometry* g = find_mig_geometry(gpu->pci_id);
+      if (!g) g = find_mig_geometry(gpu->name);
+      if (g) profile = g->profile(d.mig_profile);
+    }
+    if (!profile)
+      return Error{ErrorCode::not_found, "device " + d.name, where + ": unknown profile", {}};
+    auto made = options.mig->create(gpu->index, profile->profile_id, d.mig_start);
+    if (!made) return made.error();
+    created = true;
+    log("created " + where + " (GPU instance " + std::to_string(made->gpu_instance_id) +
+        ", compute instance " + std::to_string(made->compute_instance_id) + ") for device " +
+        d.name);
+    return CreatedMig{gpu->pci_bus_id, made->gpu_instance_id, made->compute_instance_id,
+                      made->uuid};
+  }
+
+  // Destroys an instance prepare created; one that is gone already is fine.
+  Status destroy_mig_instance(const CreatedMig& m) {
+    if (!options.mig) {
+      return Error{ErrorCode::unsupported, "MIG instance " + m.uuid,
+                   "was created for the claim, and this agent has no MIG control to destroy it",
+                   "run the agent with --dra-mig-devices all"};
+    }
+    auto gpus = options.mig->gpus();
+    if (!gpus) return gpus.error();
+    for (const auto& g : *gpus) {
+      if (g.pci_bus_id != m.pci_bus_id) continue;
+      for (const auto& i : g.instances) {
+        if (i.gpu_instance_id != m.gpu_instance_id) continue;
+        Status st = options.mig->destroy(g.index, m.gpu_instance_id);
+        if (!st) return st;
+        log("destroyed MIG GPU instance " + std::to_string(m.gpu_instance_id) + " of GPU " +
+            m.pci_bus_id);
+      }
+    }
+    // Our model no longer holds it either.
+    for (auto& a : model.accelerators) {
+      if (!a.inventory || a.pci.address.to_string() != m.pci_bus_id) continue;
+      auto& v = a.inventory->mig_instances;
+      v.erase(std::remove_if(v.begin(), v.end(),
+                             [&](const MigInstance& i) {
+                               return i.gpu_instance_id == m.gpu_instance_id &&
+                                      i.compute_instance_id == m.compute_instance_id;
+                             }),
+              v.end());
+    }
+    return Ok{};
+  }
+
   // Caller holds mu.
   PrepareOutcome prepare_one(const ClaimRef& ref) {
     PrepareOutcome out;
@@ -189,8 +356,13 @@ struct DraPlugin::Impl {
       std::error_code ec;
       if (!fs::exists(fs::path(options.cdi_dir) / known->second.cdi_file, ec)) {
         std::vector<const Device*> devices;
-        for (const auto& d : known->second.devices)
-          if (const Device* pd = pool.device(d.device)) devices.push_back(pd);
+        std::vector<Device> scratch(known->second.devices.size());
+        for (size_t i = 0; i < known->second.devices.size(); ++i) {
+          const auto& d = known->second.devices[i];
+          const Device* pd = pool.device(d.device);
+          if (pd && d.created_mig) pd = with_instance(*pd, *d.created_mig, scratch[i]);
+          if (pd) devices.push_back(pd);
+        }
         if (devices.size() == known->second.devices.size()) {
           auto spec = claim_spec(model, devices, host, ref.uid, options.cdi);
           if (spec) (void)write_cdi_spec(options.cdi_dir, *spec);
@@ -215,6 +387,16 @@ struct DraPlugin::Impl {
     }
     std::vector<const Device*> devices;
     std::vector<PreparedDevice> prepared;
+    std::vector<Device> scratch;
+    scratch.reserve(info->devices.size());  // devices point into it
+    MigApplyLock mig_lock;                  // taken before the first MIG device, kept to the end
+    std::vector<CreatedMig> created;        // by this call: destroyed again if it fails
+    auto fail = [&](const std::string& error) {
+      for (const auto& m : created)
+        if (Status st = destroy_mig_instance(m); !st) log(st.error().message());
+      out.error = error;
+      return out;
+    };
     std::set<std::string> held;
     for (const auto& [uid, c] : claims)
       for (const auto& d : c.devices)
@@ -227,27 +409,35 @@ struct DraPlugin::Impl {
                     " is not on this node now";
         return out;
       }
-      if (held.count(a.device) && !a.admin_access) {
-        out.error = "device " + a.device + " is prepared for another claim already";
-        return out;
+      if (held.count(a.device) && !a.admin_access)
+        return fail("device " + a.device + " is prepared for another claim already");
+      PreparedDevice pd{a.request, a.pool, a.device, {}, {}};
+      if (d->kind == DeviceKind::mig && options.mig) {
+        // The library is the truth: the instance may have been made or destroyed since the
+        // pool was built.
+        if (Status l = mig_lock.acquire(); !l) return fail(l.error().message());
+        bool made = false;
+        auto m = ensure_mig_instance(*d, made);
+        if (!m) return fail(m.error().message());
+        if (made) {
+          created.push_back(*m);
+          pd.created_mig = *m;
+        }
+        scratch.emplace_back();
+        d = with_instance(*d, *m, scratch.back());
+        if (!d) return fail("device " + a.device + ": its GPU is not in the model");
       }
       devices.push_back(d);
-      prepared.push_back({a.request, a.pool, a.device, {}});
+      prepared.push_back(std::move(pd));
     }
     PreparedClaim record{ref.uid, ref.ns, ref.name, {}, {}};
     if (!devices.empty()) {
       auto spec = claim_spec(model, devices, host, ref.uid, options.cdi);
-      if (!spec) {
-        out.error = spec.error().message();
-        return out;
-      }
+      if (!spec) return fail(spec.error().message());
       for (size_t i = 0; i < prepared.size(); ++i)
         prepared[i].cdi_ids.push_back(spec->qualified_name(spec->devices[i].name));
       Status w = write_cdi_spec(options.cdi_dir, *spec);
-      if (!w) {
-        out.error = w.error().message();
-        return out;
-      }
+      if (!w) return fail(w.error().message());
       record.cdi_file = spec->file_name();
     }
     record.devices = prepared;
@@ -256,8 +446,7 @@ struct DraPlugin::Impl {
     if (!saved) {
       claims.erase(ref.uid);
       if (!record.cdi_file.empty()) (void)remove_cdi_spec(options.cdi_dir, record.cdi_file);
-      out.error = saved.error().message();
-      return out;
+      return fail(saved.error().message());
     }
     out.devices = std::move(prepared);
     return out;
@@ -266,6 +455,15 @@ struct DraPlugin::Impl {
   std::string unprepare_one(const ClaimRef& ref) {
     auto it = claims.find(ref.uid);
     if (it == claims.end()) return {};
+    // The instances we made first: one still in use fails the call and keeps the record, so
+    // that kubelet's retry finds it.
+    MigApplyLock mig_lock;
+    for (const auto& d : it->second.devices) {
+      if (!d.created_mig) continue;
+      if (Status l = mig_lock.acquire(); !l) return l.error().message();
+      Status st = destroy_mig_instance(*d.created_mig);
+      if (!st) return st.error().message();
+    }
     if (!it->second.cdi_file.empty()) {
       Status r = remove_cdi_spec(options.cdi_dir, it->second.cdi_file);
       if (!r) return r.error().message();

@@ -6,18 +6,24 @@
 // the devices of our driver and pool, writes the claim's CDI spec and records the claim in a
 // checkpoint file (written atomically) before it answers. A claim that is prepared already is
 // answered from the checkpoint, so a repeat, a kubelet restart or an agent restart never prepares
-// it twice; a device that another claim holds is refused. NodeUnprepareResources removes the CDI
-// spec and the record; an unknown claim is fine (idempotent).
+// it twice; a device that another claim holds is refused. A MIG device whose instance does not
+// exist yet is created first (GPU instance and its compute instance, through MigControl, the
+// path of `polyaccel mig apply`), recorded with the claim, and destroyed at unprepare; a
+// placement that an instance holds already is refused with the instance's name.
+// NodeUnprepareResources removes the CDI spec and the record; an unknown claim is fine
+// (idempotent).
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/host_model.h"
+#include "discover/accel/partition.h"
 #include "dra/cdi.h"
 #include "dra/kube_client.h"
 #include "dra/slices.h"
@@ -43,9 +49,19 @@ ClaimLookup api_claim_lookup(KubeClient& client);
 // The allocation of a ResourceClaim object; an Error when it has none or is not a claim.
 Result<ClaimInfo> parse_claim(const nlohmann::json& claim);
 
+// A MIG instance that prepare created for a claim (dynamic MIG, `--dra-mig-devices all`): it
+// is destroyed at unprepare. Instances that existed before are never touched.
+struct CreatedMig {
+  std::string pci_bus_id;
+  unsigned gpu_instance_id = 0, compute_instance_id = 0;
+  std::string uuid;
+  bool operator==(const CreatedMig&) const = default;
+};
+
 struct PreparedDevice {
   std::string request, pool, device;
   std::vector<std::string> cdi_ids;
+  std::optional<CreatedMig> created_mig;
 };
 
 struct PreparedClaim {
@@ -71,6 +87,9 @@ struct DraPluginOptions {
   std::string cdi_dir = kCdiDir;
   CdiOptions cdi;
   ClaimLookup lookup;
+  // Creates and destroys MIG instances for MIG devices that do not exist yet (the pool then
+  // publishes every placement, MigDevices::all); none: such a claim is refused.
+  std::shared_ptr<MigControl> mig;
   // One line per event worth a person's attention; stderr when empty.
   std::function<void(const std::string&)> log;
 };

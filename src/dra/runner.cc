@@ -13,6 +13,35 @@ std::set<std::string> unhealthy_of(const AcceleratorSnapshot& s) {
   return out;
 }
 
+// The monitor's HostModel is made once, when it opens the backends; its rescans update only the
+// snapshot's devices. A MIG layout changed since (`polyaccel mig apply`, nvidia-smi, a claim's
+// dynamic instance) is taken from there, so that the slices follow it.
+HostModel with_current_mig(const AcceleratorSnapshot& s) {
+  HostModel m = *s.host;
+  for (auto& a : m.accelerators) {
+    if (!a.inventory) continue;
+    const MonitoredDevice* d = s.device(a.pci.address.to_string());
+    if (!d || !d->listed) continue;
+    a.inventory->mig_enabled = d->inventory.mig_enabled;
+    a.inventory->mig_instances = d->inventory.mig_instances;
+  }
+  return m;
+}
+
+// What of the snapshot's MIG layouts the pool depends on, to see when it changed.
+std::string mig_layouts(const AcceleratorSnapshot& s) {
+  std::string key;
+  for (const auto& d : s.devices) {
+    if (!d.listed) continue;
+    key += d.pci_bus_id + (d.inventory.mig_enabled.value_or(false) ? "+" : "-");
+    for (const auto& i : d.inventory.mig_instances)
+      key += std::to_string(i.gpu_instance_id) + "/" + std::to_string(i.compute_instance_id) + "/" +
+             std::to_string(i.profile_id) + "@" + std::to_string(i.placement_start) + i.uuid + ",";
+    key += ";";
+  }
+  return key;
+}
+
 std::vector<nlohmann::json> published(const Pool& p) {
   std::vector<nlohmann::json> out;
   for (size_t i = 0; i < p.slices.size(); ++i)
@@ -46,10 +75,10 @@ void DraRunner::log(const std::string& line) const {
   }
 }
 
-Result<Pool> DraRunner::build(const AcceleratorSnapshot& snap) const {
+Result<Pool> DraRunner::build(const HostModel& model, const AcceleratorSnapshot& snap) const {
   SliceOptions so = options_.slices;
   so.unhealthy = unhealthy_of(snap);
-  return build_pool(*snap.host, so);
+  return build_pool(model, so);
 }
 
 Pool DraRunner::pool() const {
@@ -68,13 +97,14 @@ Status DraRunner::start(std::chrono::milliseconds ready_timeout) {
                  "did not finish opening the vendor libraries in time",
                  {}};
   }
-  auto pool = build(*snap);
+  HostModel model = with_current_mig(*snap);
+  auto pool = build(model, *snap);
   if (!pool) return pool.error();
   {
     std::lock_guard<std::mutex> lock(mu_);
     pool_ = *pool;
   }
-  Status st = plugin_->start(*snap->host, *pool, read_cdi_host(*snap->host, options_.root));
+  Status st = plugin_->start(model, *pool, read_cdi_host(model, options_.root));
   if (!st) return st;
   follower_ = std::thread([this, g = snap->generation] { follow(g); });
   return Ok{};
@@ -89,16 +119,20 @@ void DraRunner::follow(std::uint64_t generation) {
   std::shared_ptr<const AcceleratorSnapshot> keep = monitor_.snapshot();
   host = keep->host.get();
   unhealthy = unhealthy_of(*keep);
+  std::string layouts = mig_layouts(*keep);
   while (!stopping_) {
     auto snap = monitor_.wait_newer(generation, std::chrono::milliseconds(200));
     if (snap->generation != generation && snap->ready) {
       generation = snap->generation;
       auto now_unhealthy = unhealthy_of(*snap);
-      if (snap->host.get() != host || now_unhealthy != unhealthy) {
+      auto now_layouts = mig_layouts(*snap);
+      if (snap->host.get() != host || now_unhealthy != unhealthy || now_layouts != layouts) {
         host = snap->host.get();
         unhealthy = now_unhealthy;
+        layouts = now_layouts;
         keep = snap;
-        auto pool = build(*snap);
+        HostModel model = with_current_mig(*snap);
+        auto pool = build(model, *snap);
         if (!pool) {
           log("devices: " + pool.error().message());
         } else {
@@ -109,7 +143,7 @@ void DraRunner::follow(std::uint64_t generation) {
             pool_ = *pool;
           }
           if (changed) {
-            plugin_->set_devices(*snap->host, *pool, read_cdi_host(*snap->host, options_.root));
+            plugin_->set_devices(model, *pool, read_cdi_host(model, options_.root));
             next_sync = std::chrono::steady_clock::now();
           }
         }

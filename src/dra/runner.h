@@ -1,6 +1,7 @@
 // The DRA driver inside `polyaccel agent --dra`, on the agent's accelerator monitor (as the
 // device plugin and the exporter): builds the pool from each new snapshot (device set, health),
-// hands it to the kubelet plugin and publishes it through the API server when it changed, or
+// hands it to the kubelet plugin and publishes it through the API server when it changed (MIG
+// layouts as the monitor's rescans see them, on the model it opened with), or
 // every resync interval (a list, no write when nothing differs). It follows the monitor from a
 // thread of its own: a slow API server never holds up sampling, and one that is away is retried
 // with a growing delay.
@@ -50,7 +51,7 @@ class DraRunner {
 
  private:
   void follow(std::uint64_t generation);
-  Result<Pool> build(const AcceleratorSnapshot& snap) const;
+  Result<Pool> build(const HostModel& model, const AcceleratorSnapshot& snap) const;
   void log(const std::string& line) const;
 
   const AcceleratorMonitor& monitor_;

@@ -126,6 +126,27 @@ std::vector<std::string> closest_rdma_devices(const HostModel& model,
   return out;
 }
 
+Result<DeviceListStrategy> parse_device_list_strategy(const std::string& text,
+                                                      const std::string& input) {
+  DeviceListStrategy out{false, false};
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (item == "envvar") {
+      out.envvar = true;
+    } else if (item == "cdi-cri") {
+      out.cdi_cri = true;
+    } else {
+      return bad_input(input, "'" + item + "' is not a device list strategy",
+                       "use envvar, cdi-cri or envvar,cdi-cri");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 Result<ContainerAllocation> compute_allocation(const HostModel& model,
                                                const PluginResource& resource,
                                                const std::vector<DeviceNodes>& nodes,
@@ -158,7 +179,11 @@ Result<ContainerAllocation> compute_allocation(const HostModel& model,
     push_unique(visible, d->visible_id);
 
   ContainerAllocation out;
-  switch (resource.vendor) {
+  if (options.device_list.cdi_cri) {
+    for (const auto* d : devices)
+      push_unique(out.cdi_devices, cdi_device_name(model, *d));
+  }
+  switch (options.device_list.envvar ? resource.vendor : Vendor::other) {
     case Vendor::nvidia:
       out.envs["NVIDIA_VISIBLE_DEVICES"] = join(visible, ",");
       if (options.nvidia_device_specs) {
@@ -204,6 +229,8 @@ Result<ContainerAllocation> compute_allocation(const HostModel& model,
       break;
     }
     case Vendor::other:
+      // cdi-cri alone: the CDI spec carries the vendor's nodes and variables.
+      if (!options.device_list.envvar && resource.vendor != Vendor::other) break;
       return Error{ErrorCode::unsupported, resource.name, "has no vendor to allocate for", {}};
   }
   if ((options.nccl_ib_hca || options.gpu_rdma_devices) && resource.vendor != Vendor::intel_gaudi) {

@@ -11,6 +11,8 @@
 //           NCCL_IB_HCA/UCX_NET_DEVICES for InfiniBand and RoCE, FI_PROVIDER (efa, cxi) for EFA
 //           and Slingshot
 //           with gpu_rdma_devices also those NICs' /dev/infiniband nodes (below)
+//   CDI     with the cdi-cri device list strategy: polyaccel.io/gpu=<id> (hpu for Gaudi), the id
+//           the device is advertised under, as named in `polyaccel cdi generate`'s specs
 //   NICs    shared HCAs and SR-IOV VFs (nic_resources.h): /dev/infiniband/rdma_cm and each chosen
 //           HCA's uverbsN, umadN and issmN; NCCL_IB_HCA and UCX_NET_DEVICES naming the chosen
 //           HCAs; for VFs PCIDEVICE_<RESOURCE>=<VF addresses> (the sriov-network-device-plugin's
@@ -38,10 +40,25 @@ struct DeviceNodeSpec {
 struct ContainerAllocation {
   std::map<std::string, std::string> envs;
   std::vector<DeviceNodeSpec> devices;
+  std::vector<std::string> cdi_devices;  // fully qualified: "polyaccel.io/gpu=GPU-..."
   std::map<std::string, std::string> annotations;
 };
 
+// How a container is told its accelerators, as NVIDIA's device plugin's --device-list-strategy:
+// the vendor's variables and device nodes (envvar, the default), and/or the CDI devices of
+// polyaccel's node specs in ContainerAllocateResponse.cdi_devices (cdi-cri: containerd 1.7+ and
+// CRI-O apply them when CDI is enabled). With cdi-cri alone the spec gives the device nodes and
+// variables; the NIC variables (NCCL_IB_HCA ...) are set either way.
+struct DeviceListStrategy {
+  bool envvar = true;
+  bool cdi_cri = false;
+};
+// "envvar", "cdi-cri" or both, comma-separated.
+Result<DeviceListStrategy> parse_device_list_strategy(const std::string& text,
+                                                      const std::string& input);
+
 struct AllocateOptions {
+  DeviceListStrategy device_list;
   // NVIDIA: pass /dev/nvidia* device specs too, as NVIDIA's passDeviceSpecs (for containers
   // that do not go through the NVIDIA container runtime). AMD and Gaudi always get them.
   bool nvidia_device_specs = false;

@@ -236,6 +236,8 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
         (*resp->mutable_envs())[k] = v;
       for (const auto& [k, v] : a->annotations)
         (*resp->mutable_annotations())[k] = v;
+      for (const auto& name : a->cdi_devices)
+        resp->add_cdi_devices()->set_name(name);
       for (const auto& d : a->devices) {
         auto* spec = resp->add_devices();
         spec->set_container_path(d.container_path);

@@ -32,6 +32,30 @@ const PluginDevice* PluginResource::device(const std::string& id) const {
   return nullptr;
 }
 
+std::string device_plugin_id(const Accelerator& a, std::optional<size_t> mig) {
+  const AcceleratorInventory* inv = a.inventory ? &*a.inventory : nullptr;
+  switch (a.vendor) {
+    case Vendor::nvidia:
+      if (inv && mig && *mig < inv->mig_instances.size() && !inv->mig_instances[*mig].uuid.empty())
+        return inv->mig_instances[*mig].uuid;
+      if (inv && !mig && !inv->uuid.empty()) return inv->uuid;
+      break;
+    case Vendor::intel_gaudi:
+      if (inv && !inv->serial.empty()) return inv->serial;
+      break;
+    case Vendor::amd:
+    case Vendor::other:
+      break;
+  }
+  return a.pci.address.to_string();
+}
+
+std::string cdi_device_name(const HostModel& model, const PluginDevice& device) {
+  const Accelerator& a = model.accelerators.at(device.accelerator);
+  return std::string("polyaccel.io/") + (a.vendor == Vendor::intel_gaudi ? "hpu" : "gpu") + "=" +
+         device_plugin_id(a, device.mig);
+}
+
 std::string PluginResource::socket_name() const {
   std::string s = name;
   std::replace(s.begin(), s.end(), '/', '_');
@@ -69,7 +93,7 @@ Result<std::vector<BaseDevice>> nvidia_devices(const HostModel& model, size_t i,
     if (!nvml) return out;
     BaseDevice b;
     b.resource = "nvidia.com/gpu";
-    b.device.id = a.pci.address.to_string();
+    b.device.id = device_plugin_id(a);
     b.device.visible_id = b.device.id;
     b.device.accelerator = i;
     b.device.numa_nodes = a.pci.numa_nodes;
@@ -127,9 +151,7 @@ std::vector<BaseDevice> other_vendor_devices(const HostModel& model, size_t i) {
   BaseDevice b;
   b.resource = a.vendor == Vendor::amd ? "amd.com/gpu" : "habana.ai/gaudi";
   // As the vendors' plugins: the PCI bus id for AMD, the board serial for Gaudi.
-  std::string id = a.pci.address.to_string();
-  if (a.vendor == Vendor::intel_gaudi && a.inventory && !a.inventory->serial.empty())
-    id = a.inventory->serial;
+  std::string id = device_plugin_id(a);
   b.device.id = id;
   b.device.visible_id = id;
   b.device.accelerator = i;

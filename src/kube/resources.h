@@ -63,6 +63,16 @@ struct PluginResource {
   std::string socket_name() const;
 };
 
+// The id the device plugin advertises an accelerator (or one of its MIG instances) under, which
+// is also what the container is told and the name of its alias in polyaccel's CDI specs
+// (`polyaccel cdi generate`): the GPU or MIG UUID for NVIDIA (the PCI bus id of a GPU that NVML
+// did not answer for), the PCI bus id for AMD, the board serial (else the bus id) for Gaudi.
+std::string device_plugin_id(const Accelerator& accelerator, std::optional<size_t> mig = {});
+
+// The fully qualified CDI device of a device plugin device in polyaccel's node specs:
+// "polyaccel.io/gpu=<device_plugin_id>" ("polyaccel.io/hpu=..." for Gaudi).
+std::string cdi_device_name(const HostModel& model, const PluginDevice& device);
+
 struct ResourceOptions {
   MigStrategy mig_strategy = MigStrategy::none;
   const SharingConfig* sharing = nullptr;  // none: no device is shared

@@ -99,6 +99,11 @@ TEST(AgentDevicePlugin, BadOptionsAreOneLineAndExitTwo) {
   r = run_command(base + "--mig-strategy half 2>&1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.output, HasSubstr("--mig-strategy: 'half' is not a MIG strategy"));
+  r = run_command(base + "--device-list-strategy envvar,volume-mounts 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output,
+              HasSubstr("--device-list-strategy: 'volume-mounts' is not a device list strategy"));
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   // Nothing was left in the kubelet directory.
   std::vector<std::string> left;
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))

@@ -15,6 +15,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
 #include "kube/fake_kubelet.h"
@@ -138,6 +139,7 @@ TEST(DevicePlugin, HgxEightH100WithNvlinkOverTheKubeletProtocol) {
   const auto& envs = resp.container_responses(0).envs();
   EXPECT_EQ(envs.at("NVIDIA_VISIBLE_DEVICES"), kGpu4e + "," + kGpu5f);
   EXPECT_EQ(envs.at("NCCL_IB_HCA"), "=mlx5_0,mlx5_1,mlx5_2");
+  EXPECT_EQ(resp.container_responses(0).cdi_devices_size(), 0) << "envvar is the default";
   // An id kubelet never got: a clear error, not an empty container.
   st = allocate(*ep, {"GPU-not-here"}, &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -169,6 +171,82 @@ TEST(DevicePlugin, MigMixedServesOneResourcePerProfile) {
   ASSERT_TRUE(allocate(*big, {list->devices(0).id()}, &resp).ok());
   EXPECT_EQ(resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"),
             "MIG-7c1d9e42-30ab-5f86-b2e4-9a0c6d1f3e58");
+}
+
+// --device-list-strategy cdi-cri: Allocate names the CDI devices of the specs `polyaccel cdi
+// generate` writes for the same node (the binary, on the same test NVML), and leaves the vendor's
+// variables to the spec; the default (envvar) sends no CDI devices.
+TEST(DevicePlugin, CdiCriNamesTheDevicesOfTheSpecsCdiGenerateWrites) {
+  HostModel m = hgx_8xh100();
+  TempDir dir;
+  FakeKubelet kubelet(dir.path().string());
+  auto o = options_for(dir);
+  o.mig_strategy = MigStrategy::mixed;
+  o.allocate.device_list = {false, true};
+  DevicePlugin plugin(o);
+  ASSERT_TRUE(plugin.start(m));
+  auto gpu = kubelet.endpoint("nvidia.com/gpu");
+  auto big = kubelet.endpoint("nvidia.com/mig-3g.40gb");
+  ASSERT_TRUE(gpu && big);
+  ASSERT_TRUE(kubelet.wait_update(gpu, [](const auto& r) { return r.devices_size() == 7; }));
+  auto mig = kubelet.wait_update(big, [](const auto& r) { return r.devices_size() == 1; });
+  ASSERT_TRUE(mig);
+  auto cdi_of = [](const v1beta1::ContainerAllocateResponse& c) {
+    std::vector<std::string> out;
+    for (const auto& d : c.cdi_devices())
+      out.push_back(d.name());
+    return out;
+  };
+  v1beta1::AllocateResponse two, one;
+  ASSERT_TRUE(allocate(*gpu, {kGpu4e, kGpu5f}, &two).ok());
+  ASSERT_TRUE(allocate(*big, {mig->devices(0).id()}, &one).ok());
+  const auto& c = two.container_responses(0);
+  EXPECT_THAT(cdi_of(c), ElementsAre("polyaccel.io/gpu=" + kGpu4e, "polyaccel.io/gpu=" + kGpu5f));
+  EXPECT_EQ(c.envs().count("NVIDIA_VISIBLE_DEVICES"), 0u) << "the CDI spec sets it";
+  EXPECT_EQ(c.devices_size(), 0);
+  EXPECT_EQ(c.envs().at("NCCL_IB_HCA"), "=mlx5_0,mlx5_1,mlx5_2") << "not in a node spec";
+  EXPECT_THAT(cdi_of(one.container_responses(0)),
+              ElementsAre("polyaccel.io/gpu=MIG-7c1d9e42-30ab-5f86-b2e4-9a0c6d1f3e58"));
+
+  // The node's specs as `polyaccel cdi generate` writes them: every name Allocate gave is a
+  // device there, with the same edits as the device's pool name.
+  const char* bus[] = {"18", "2a", "4e", "5f", "9a", "ab", "cb", "db"};
+  for (int i = 0; i < 8; ++i) {
+    auto info = dir.path() / "root/proc/driver/nvidia/gpus" /
+                ("0000:" + std::string(bus[i]) + ":00.0") / "information";
+    std::filesystem::create_directories(info.parent_path());
+    std::ofstream(info) << "Device Minor: " << i << "\n";
+  }
+  auto g = run_command(polyaccel_binary() + " cdi generate --topology '" +
+                       topology_fixture(kXe8640).string() + "' --accel-backends on --root '" +
+                       (dir.path() / "root").string() + "' -o '" + (dir.path() / "cdi").string() +
+                       "' --json");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  auto spec = nlohmann::json::parse(std::ifstream(dir.path() / "cdi/polyaccel.io-gpu.json"));
+  ASSERT_EQ(spec["kind"], "polyaccel.io/gpu");
+  std::map<std::string, nlohmann::json> edits;
+  for (const auto& d : spec["devices"])
+    edits[d["name"]] = d["containerEdits"];
+  std::vector<std::string> names = cdi_of(c);
+  names.push_back(cdi_of(one.container_responses(0))[0]);
+  for (const auto& n : names) {
+    std::string device = n.substr(n.find('=') + 1);
+    ASSERT_EQ(edits.count(device), 1u) << n << " is not in the spec";
+  }
+  EXPECT_EQ(edits[kGpu4e]["deviceNodes"][0]["path"], "/dev/nvidia2");
+  EXPECT_EQ(edits[kGpu4e]["env"][0], "NVIDIA_VISIBLE_DEVICES=" + kGpu4e);
+  bool same_as_pool_name = false;
+  for (const auto& [name, e] : edits)
+    same_as_pool_name = same_as_pool_name || (name.rfind("gpu-", 0) == 0 && e == edits[kGpu4e]);
+  EXPECT_TRUE(same_as_pool_name);
+
+  // envvar and cdi-cri together: both.
+  auto both = parse_device_list_strategy("envvar,cdi-cri", "--device-list-strategy");
+  ASSERT_TRUE(both);
+  EXPECT_TRUE(both->envvar && both->cdi_cri);
+  auto bad = parse_device_list_strategy("envvar,volume-mounts", "--device-list-strategy");
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message(), HasSubstr("'volume-mounts' is not a device list strategy"));
 }
 
 TEST(DevicePlugin, TimeSlicingFourReplicasSpreadsOverDistinctGpus) {

@@ -1,0 +1,368 @@
+// `polyaccel agent --dra` as a process: the real binary on the XE8640 capture with the 8xH100
+// test NVML (MIG on db:00.0), the test API server (fake_api_server.h, every object checked
+// against the resource.k8s.io/v1 schema) and a kubelet played by the test over the real gRPC
+// protocol: the plugin watcher's registration socket, then NodePrepareResources and
+// NodeUnprepareResources on the plugin's socket. It publishes the pool, prepares a claim (the
+// CDI spec with the claim's device nodes and env), survives its own restart through the
+// checkpoint, unprepares, and stops cleanly on SIGTERM.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "core/file_io.h"
+#include "dra/fake_api_server.h"
+#include "kube/models.h"
+#include "kube/proto/dra_v1.grpc.pb.h"
+#include "kube/proto/pluginregistration_v1.grpc.pb.h"
+
+extern char** environ;
+
+namespace polyaccel {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = k8s::io::kubelet::pkg::apis::dra::v1;
+using namespace polyaccel::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+const std::string kUidA = "0b8e1c2a-1111-2222-3333-444455556666";
+const std::string kUidB = "7f3a9d10-aaaa-bbbb-cccc-ddddeeeeffff";
+// hgx-8xh100.json: 4e:00.0 is a whole GPU, db:00.0 runs MIG with a 3g.40gb at slice 4 (GPU
+// instance 2, compute instance 0).
+const std::string kGpuUuid = "GPU-1e7f3a90-c4d2-5b86-0e1f-7a2c9d4b8e63";
+const std::string kMigUuid = "MIG-7c1d9e42-30ab-5f86-b2e4-9a0c6d1f3e58";
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+template <class Pred>
+bool wait_for(Pred pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+class AgentDra : public ::testing::Test {
+ protected:
+  AgentDra() : server_(dir_.path()) {
+    use_vendor_libraries(NVML_INJECT_LIB, "", "");
+    write(dir_.path() / "kubeconfig",
+          "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+          "contexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+          "clusters:\n- name: k\n  cluster: {server: \"" +
+              server_.url() + "\"}\nusers:\n- name: u\n  user: {token: test-token}\n");
+    // What the nvidia driver shows in /proc: minor N for the scenario's N-th GPU, and the MIG
+    // capability minors of db:00.0's (minor 7) 3g.40gb instance.
+    const char* bus[] = {"18", "2a", "4e", "5f", "9a", "ab", "cb", "db"};
+    for (int i = 0; i < 8; ++i)
+      write(root() / "proc/driver/nvidia/gpus" / ("0000:" + std::string(bus[i]) + ":00.0") /
+                "information",
+            "Model: NVIDIA H100 80GB HBM3\nDevice Minor: " + std::to_string(i) + "\n");
+    write(root() / "proc/driver/nvidia-caps/mig-minors",
+          "config 1\nmonitor 2\ngpu7/gi2/access 66\ngpu7/gi2/ci0/access 67\n");
+  }
+  ~AgentDra() override {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    std::lock_guard<std::mutex> lock(server_.mu);
+    EXPECT_TRUE(server_.schema_errors.empty()) << server_.schema_errors.front();
+  }
+
+  fs::path root() const { return dir_.path() / "root"; }
+  fs::path cdi_dir() const { return dir_.path() / "cdi"; }
+  fs::path plugin_dir() const { return dir_.path() / "plugins/polyaccel.io"; }
+  fs::path registration_socket() const {
+    return dir_.path() / "plugins_registry/polyaccel.io-reg.sock";
+  }
+  std::string log() const {
+    auto t = read_text_file(dir_.path() / "agent.log");
+    return t ? *t : "";
+  }
+
+  void start_agent() {
+    const std::string bin = polyaccel_binary();
+    const std::string d = dir_.path().string();
+    std::vector<std::string> args = {bin,
+                                     "agent",
+                                     "--topology",
+                                     topology_fixture(kXe8640).string(),
+                                     "--accel-backends",
+                                     "on",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--interval",
+                                     "100ms",
+                                     "--kubelet-dir",
+                                     "",
+                                     "--nfd-features-dir",
+                                     "",
+                                     "--pod-resources-socket",
+                                     "",
+                                     "--state",
+                                     "",
+                                     "--dra",
+                                     "--dra-plugins-dir",
+                                     d + "/plugins",
+                                     "--dra-registry-dir",
+                                     d + "/plugins_registry",
+                                     "--cdi-dir",
+                                     cdi_dir().string(),
+                                     "--dra-root",
+                                     root().string(),
+                                     "--kubeconfig",
+                                     d + "/kubeconfig",
+                                     "--node-name",
+                                     "node-1"};
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    std::string log_path = d + "/agent.log";
+    posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ASSERT_EQ(::posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ASSERT_TRUE(wait_for([&] { return fs::exists(registration_socket()); }, 60s)) << log();
+  }
+
+  // SIGTERM: exit code 0, both sockets gone.
+  void stop_agent() {
+    ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid_, &status, 0), pid_);
+    pid_ = 0;
+    ASSERT_TRUE(WIFEXITED(status)) << log();
+    EXPECT_EQ(WEXITSTATUS(status), 0) << log();
+    EXPECT_FALSE(fs::exists(registration_socket()));
+    EXPECT_FALSE(fs::exists(plugin_dir() / "dra.sock"));
+  }
+
+  // kubelet's plugin watcher: GetInfo, then NotifyRegistrationStatus; the DRA endpoint.
+  std::string register_plugin() {
+    auto ch = grpc::CreateChannel("unix:" + registration_socket().string(),
+                                  grpc::InsecureChannelCredentials());
+    auto reg = pluginregistration::Registration::NewStub(ch);
+    pluginregistration::PluginInfo info;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+    EXPECT_TRUE(reg->GetInfo(&ctx, {}, &info).ok());
+    EXPECT_EQ(info.type(), "DRAPlugin");
+    EXPECT_EQ(info.name(), "polyaccel.io");
+    EXPECT_THAT(std::vector<std::string>(info.supported_versions().begin(),
+                                         info.supported_versions().end()),
+                ::testing::Contains("v1.DRAPlugin"));
+    pluginregistration::RegistrationStatus st;
+    st.set_plugin_registered(true);
+    pluginregistration::RegistrationStatusResponse r;
+    grpc::ClientContext ctx2;
+    EXPECT_TRUE(reg->NotifyRegistrationStatus(&ctx2, st, &r).ok());
+    return info.endpoint();
+  }
+
+  v1::NodePrepareResourcesResponse prepare(const std::string& endpoint, const std::string& name,
+                                           const std::string& uid) {
+    auto stub = v1::DRAPlugin::NewStub(
+        grpc::CreateChannel("unix:" + endpoint, grpc::InsecureChannelCredentials()));
+    v1::NodePrepareResourcesRequest req;
+    auto* c = req.add_claims();
+    c->set_namespace_("ns1");
+    c->set_name(name);
+    c->set_uid(uid);
+    v1::NodePrepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 45s);
+    grpc::Status s = stub->NodePrepareResources(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  }
+
+  v1::NodeUnprepareResourcesResponse unprepare(const std::string& endpoint, const std::string& name,
+                                               const std::string& uid) {
+    auto stub = v1::DRAPlugin::NewStub(
+        grpc::CreateChannel("unix:" + endpoint, grpc::InsecureChannelCredentials()));
+    v1::NodeUnprepareResourcesRequest req;
+    auto* c = req.add_claims();
+    c->set_namespace_("ns1");
+    c->set_name(name);
+    c->set_uid(uid);
+    v1::NodeUnprepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 45s);
+    EXPECT_TRUE(stub->NodeUnprepareResources(&ctx, req, &resp).ok());
+    return resp;
+  }
+
+  // The published device (and its slice) whose polyaccel.io/uuid attribute is `uuid`.
+  std::pair<json, json> published_device(const std::string& uuid) {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    for (const auto& [name, s] : server_.slices)
+      for (const auto& d : s["spec"]["devices"])
+        if (d.contains("attributes") && d["attributes"].contains("uuid") &&
+            d["attributes"]["uuid"].value("string", "") == uuid)
+          return {d, s};
+    return {};
+  }
+
+  // A ResourceClaim allocated to our driver, checked against the schema like the agent's objects.
+  void add_claim(const std::string& name, const std::string& uid,
+                 const std::vector<std::pair<std::string, std::string>>& results) {
+    json r = json::array(), req = json::array();
+    for (const auto& [request, device] : results) {
+      r.push_back({{"request", request},
+                   {"driver", "polyaccel.io"},
+                   {"pool", "node-1"},
+                   {"device", device}});
+      req.push_back({{"name", request}, {"exactly", {{"deviceClassName", "gpu.polyaccel.io"}}}});
+    }
+    json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                  {"kind", "ResourceClaim"},
+                  {"metadata", {{"name", name}, {"namespace", "ns1"}, {"uid", uid}}},
+                  {"spec", {{"devices", {{"requests", req}}}}},
+                  {"status", {{"allocation", {{"devices", {{"results", r}}}}}}}};
+    auto errors = K8sSchema().validate(claim, "io.k8s.api.resource.v1.ResourceClaim");
+    EXPECT_TRUE(errors.empty()) << errors.front();
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.claims["ns1/" + name] = claim;
+  }
+  void remove_claim(const std::string& name) {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.claims.erase("ns1/" + name);
+  }
+  unsigned server_writes() {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    return server_.writes;
+  }
+  unsigned server_requests() {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    return server_.requests;
+  }
+
+  TempDir dir_;
+  FakeApiServer server_;
+  pid_t pid_ = 0;
+};
+
+TEST_F(AgentDra, PublishesPreparesSurvivesARestartAndStopsOnSigterm) {
+  start_agent();
+  std::string endpoint = register_plugin();
+  EXPECT_EQ(endpoint, (plugin_dir() / "dra.sock").string());
+  EXPECT_TRUE(fs::exists(endpoint));
+  ASSERT_TRUE(wait_for([&] { return !published_device(kMigUuid).first.is_null(); }, 60s)) << log();
+  // The whole GPU and the MIG instance as the scheduler sees them.
+  auto [gpu, gpu_slice] = published_device(kGpuUuid);
+  auto [mig, mig_slice] = published_device(kMigUuid);
+  ASSERT_FALSE(gpu.is_null());
+  const std::string gpu_name = gpu["name"], mig_name = mig["name"];
+  EXPECT_EQ(gpu["attributes"]["resource.kubernetes.io/pciBusID"]["string"], "0000:4e:00.0");
+  EXPECT_TRUE(gpu["attributes"].contains("resource.kubernetes.io/numaNode"))
+      << "4e:00.0 is in the XE8640 capture";
+  EXPECT_THAT(mig_name, ::testing::EndsWith("-mig-3g-40gb-s4"));
+  EXPECT_EQ(mig["attributes"]["migProfile"]["string"], "3g.40gb");
+  ASSERT_EQ(mig["consumesCounters"].size(), 1u);
+  std::string counter_set = mig["consumesCounters"][0]["counterSet"];
+  bool set_in_slice = false;
+  for (const auto& cs : mig_slice["spec"]["sharedCounters"])
+    set_in_slice = set_in_slice || cs["name"] == counter_set;
+  EXPECT_TRUE(set_in_slice) << "a MIG device's counter set is in its own slice";
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    for (const auto& [name, s] : server_.slices) {
+      EXPECT_EQ(s["spec"]["nodeName"], "node-1");
+      EXPECT_EQ(s["spec"]["pool"]["generation"], 1);
+      EXPECT_EQ(s["spec"]["pool"]["resourceSliceCount"], server_.slices.size());
+    }
+  }
+
+  // kubelet prepares a claim for both.
+  add_claim("train", kUidA, {{"gpu", gpu_name}, {"mig", mig_name}});
+  auto resp = prepare(endpoint, "train", kUidA);
+  ASSERT_EQ(resp.claims().count(kUidA), 1u);
+  const auto& c = resp.claims().at(kUidA);
+  ASSERT_EQ(c.error(), "") << log();
+  ASSERT_EQ(c.devices_size(), 2);
+  EXPECT_EQ(c.devices(0).device_name(), gpu_name);
+  EXPECT_EQ(c.devices(0).pool_name(), "node-1");
+  EXPECT_EQ(c.devices(0).cdi_device_ids(0), "polyaccel.io/claim=" + kUidA + "-" + gpu_name);
+  EXPECT_EQ(c.devices(1).cdi_device_ids(0), "polyaccel.io/claim=" + kUidA + "-" + mig_name);
+  fs::path spec_file = cdi_dir() / ("polyaccel.io-claim_" + kUidA + ".json");
+  ASSERT_TRUE(fs::exists(spec_file));
+  json spec = json::parse(std::ifstream(spec_file));
+  EXPECT_EQ(spec["kind"], "polyaccel.io/claim");
+  ASSERT_EQ(spec["devices"].size(), 2u);
+  std::vector<std::string> gpu_nodes, mig_nodes, common_nodes;
+  for (const auto& n : spec["devices"][0]["containerEdits"]["deviceNodes"])
+    gpu_nodes.push_back(n["path"]);
+  for (const auto& n : spec["devices"][1]["containerEdits"]["deviceNodes"])
+    mig_nodes.push_back(n["path"]);
+  for (const auto& n : spec["containerEdits"]["deviceNodes"])
+    common_nodes.push_back(n["path"]);
+  EXPECT_THAT(gpu_nodes, ::testing::ElementsAre("/dev/nvidia2")) << "4e:00.0 has minor 2";
+  EXPECT_THAT(mig_nodes,
+              ::testing::UnorderedElementsAre("/dev/nvidia7", "/dev/nvidia-caps/nvidia-cap66",
+                                              "/dev/nvidia-caps/nvidia-cap67"));
+  EXPECT_THAT(common_nodes, ::testing::IsSupersetOf({"/dev/nvidiactl", "/dev/nvidia-uvm"}));
+  EXPECT_THAT(spec["containerEdits"]["env"].get<std::vector<std::string>>(),
+              ::testing::Contains("NVIDIA_VISIBLE_DEVICES=" + kGpuUuid + "," + kMigUuid));
+  auto checkpoint = read_text_file(plugin_dir() / "checkpoint.json");
+  ASSERT_TRUE(checkpoint);
+  EXPECT_THAT(*checkpoint, HasSubstr(kUidA));
+
+  // SIGTERM: a clean stop; the prepared claim's spec and record stay for the next start.
+  unsigned writes = server_writes();
+  stop_agent();
+  EXPECT_TRUE(fs::exists(spec_file)) << "a running pod still uses it";
+  EXPECT_THAT(log(), HasSubstr("SIGTERM, stopping"));
+
+  // The next agent: the claim is gone from the API server, yet the checkpoint answers it the
+  // same; the GPU stays held against another claim; the unchanged pool is not written again.
+  remove_claim("train");
+  add_claim("other", kUidB, {{"gpu", gpu_name}});
+  unsigned requests = server_requests();
+  start_agent();
+  endpoint = register_plugin();
+  auto again = prepare(endpoint, "train", kUidA);
+  ASSERT_EQ(again.claims().at(kUidA).error(), "");
+  EXPECT_EQ(again.SerializeAsString(), resp.SerializeAsString());
+  auto refused = prepare(endpoint, "other", kUidB);
+  EXPECT_THAT(refused.claims().at(kUidB).error(), HasSubstr("prepared for another claim"));
+  ASSERT_TRUE(wait_for([&] { return server_requests() > requests + 1; }, 30s));
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(server_writes(), writes) << "a restart with the same devices writes nothing";
+
+  // Unprepare: the spec and the record go, and the GPU is free for the other claim; a repeat is
+  // fine.
+  auto u = unprepare(endpoint, "train", kUidA);
+  ASSERT_EQ(u.claims().count(kUidA), 1u);
+  EXPECT_EQ(u.claims().at(kUidA).error(), "");
+  EXPECT_FALSE(fs::exists(spec_file));
+  checkpoint = read_text_file(plugin_dir() / "checkpoint.json");
+  ASSERT_TRUE(checkpoint);
+  EXPECT_THAT(*checkpoint, ::testing::Not(HasSubstr(kUidA)));
+  EXPECT_EQ(unprepare(endpoint, "train", kUidA).claims().at(kUidA).error(), "");
+  auto other = prepare(endpoint, "other", kUidB);
+  ASSERT_EQ(other.claims().at(kUidB).error(), "");
+  EXPECT_TRUE(fs::exists(cdi_dir() / ("polyaccel.io-claim_" + kUidB + ".json")));
+  stop_agent();
+}
+
+}  // namespace
+}  // namespace polyaccel
