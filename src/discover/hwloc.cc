@@ -169,9 +169,10 @@ NumaKind numa_kind(hwloc_obj_t o, const std::string& subtype, bool has_cpus) {
   if (subtype == "HBM" || subtype == "MCDRAM") return NumaKind::hbm;
   if (subtype == "GPUMemory") return NumaKind::gpu_memory;
   if (is_cxl_memory(o, subtype)) return NumaKind::cxl;
-  // Persistent or specific-purpose memory onlined from a DAX device: memory-only.
-  if (!info(o, "DAXDevice").empty() || subtype == "NVM" || subtype == "SPM")
-    return NumaKind::cpuless;
+  // Persistent memory onlined as a node. (A DAXDevice info alone says nothing: the Xeon Max HBM
+  // nodes are onlined from DAX devices too, and hwloc 2.9 may call them "SPM".)
+  if (subtype == "NVM") return NumaKind::cpuless;
+  if (subtype == "SPM") return has_cpus ? NumaKind::dram : NumaKind::cpuless;
   if (subtype == "DRAM") return NumaKind::dram;
   if (!subtype.empty() || !has_cpus) return NumaKind::cpuless;
   return NumaKind::dram;
@@ -210,10 +211,11 @@ void classify_memory_only_siblings(hwloc_topology_t t, std::vector<NumaNode>& no
       if (o == ddr) continue;
       for (auto& node : nodes) {
         if (node.os_index != o->os_index || node.kind != NumaKind::dram) continue;
-        const bool unlabelled = !o->subtype || !*o->subtype;
+        const std::string subtype = o->subtype ? o->subtype : "";
+        const bool unlabelled = subtype.empty() || subtype == "SPM";
         const bool smaller = o->attr->numanode.local_memory < ddr->attr->numanode.local_memory;
-        node.kind = unlabelled && smaller && package_has_hbm(t, o) ? NumaKind::hbm
-                                                                    : NumaKind::cpuless;
+        node.kind =
+            unlabelled && smaller && package_has_hbm(t, o) ? NumaKind::hbm : NumaKind::cpuless;
       }
     }
   }

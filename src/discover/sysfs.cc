@@ -129,10 +129,9 @@ void read_iommu_groups(HostModel& model, const fs::path& root) {
           static_cast<std::uint16_t>(read_hex_attribute(dev / "device", 0xffff).value_or(0));
       g.members.push_back(member);
     }
-    std::sort(g.members.begin(), g.members.end(),
-              [](const IommuGroupMember& a, const IommuGroupMember& b) {
-                return a.address < b.address;
-              });
+    std::sort(
+        g.members.begin(), g.members.end(),
+        [](const IommuGroupMember& a, const IommuGroupMember& b) { return a.address < b.address; });
     groups.push_back(std::move(g));
   }
   std::sort(groups.begin(), groups.end(),

@@ -303,7 +303,9 @@ Placement assemble(const HostView& host, const Request& r, const std::vector<Cel
     DevicePlacement dp;
     dp.pci_bus_id = c.pci_bus_id;
     dp.numa_node = c.device ? host.devices[*c.device].numa_node : with.numa_node;
-    dp.kind = !c.device ? "iommu_group" : host.devices[*c.device].accelerator ? "accelerator" : "nic";
+    dp.kind = !c.device                             ? "iommu_group"
+              : host.devices[*c.device].accelerator ? "accelerator"
+                                                    : "nic";
     dp.id = c.device ? host.devices[*c.device].id : "";
     dp.alias = "iommu_group:" + std::to_string(c.group);
     for (const auto& existing : p.devices) {

@@ -232,8 +232,8 @@ TEST(PlaceCli, LibvirtPassesTheWholeIommuGroup) {
       tmp.path());
   testing::add_nec_iommu_groups(root);
   auto xml = tmp.path() / "d.xml";
-  auto r = run_command(polyaccel_binary() + " place --fsroot '" + root.string() +
-                       "' --state '" + (tmp.path() / "s.json").string() +
+  auto r = run_command(polyaccel_binary() + " place --fsroot '" + root.string() + "' --state '" +
+                       (tmp.path() / "s.json").string() +
                        "' --vcpus 2 --memory 1GiB --spec hw:cpu_policy=dedicated "
                        "--spec pci_passthrough:alias=x722:1 --pci-alias x722=8086:37d2 "
                        "--libvirt --name vm1 > '" +

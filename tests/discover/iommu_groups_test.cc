@@ -2,6 +2,8 @@
 // shows them (tests/support/iommu_tree.h).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/host_model_json.h"
 #include "discover/discover.h"
 #include "support/iommu_tree.h"
@@ -84,7 +86,9 @@ TEST(IommuGroups, MembersBridgesAndEachDevicesGroup) {
   }
   EXPECT_TRUE(seen);
   for (const auto& n : j["nics"]) {
-    if (n["pci_bus_id"] == "0000:60:00.1") EXPECT_EQ(n["pci"]["iommu_group"], 40);
+    if (n["pci_bus_id"] == "0000:60:00.1") {
+      EXPECT_EQ(n["pci"]["iommu_group"], 40);
+    }
   }
 }
 

@@ -37,10 +37,11 @@ class IommuGroupFit : public ::testing::Test {
                         const std::vector<Placement>& allocations = {}) {
     auto alias = parse_pci_alias_option(alias_option);
     EXPECT_TRUE(alias) << alias.error().message();
-    auto r = parse_request(
-        {4, std::uint64_t{4} << 30,
-         {{"hw:cpu_policy", "dedicated"}, {"pci_passthrough:alias", alias_count}}},
-        {*alias});
+    auto r =
+        parse_request({4,
+                       std::uint64_t{4} << 30,
+                       {{"hw:cpu_policy", "dedicated"}, {"pci_passthrough:alias", alias_count}}},
+                      {*alias});
     EXPECT_TRUE(r) << r.error().message();
     auto f = fit(view_, allocations, *r);
     EXPECT_TRUE(f) << f.error().message();
