@@ -140,9 +140,9 @@ void print_placement(const place::Placement& p, std::ostream& out) {
   }
   if (!p.emulator_pus.empty()) out << "emulator threads: PUs " << p.emulator_pus.to_list() << "\n";
   for (const auto& d : p.devices) {
-    out << "device " << d.pci_bus_id << " " << d.id << " (" << d.alias << ") NUMA "
-        << (d.numa_node ? std::to_string(*d.numa_node) : std::string("-")) << " -> guest cell "
-        << d.guest_cell << "\n";
+    out << "device " << d.pci_bus_id << " " << (d.id.empty() ? "-" : d.id) << " (" << d.alias
+        << ") NUMA " << (d.numa_node ? std::to_string(*d.numa_node) : std::string("-"))
+        << " -> guest cell " << d.guest_cell << "\n";
   }
 }
 

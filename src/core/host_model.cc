@@ -12,6 +12,8 @@ const char* to_string(NumaKind kind) {
       return "gpu_memory";
     case NumaKind::cpuless:
       return "cpuless";
+    case NumaKind::cxl:
+      return "cxl";
   }
   return "unknown";
 }
@@ -93,6 +95,18 @@ const Nic* HostModel::nic(const std::string& key) const {
       if (d == key) return &n;
   }
   return nullptr;
+}
+
+const IommuGroup* HostModel::iommu_group(unsigned id) const {
+  for (const auto& g : iommu_groups) {
+    if (g.id == id) return &g;
+  }
+  return nullptr;
+}
+
+bool IommuGroupMember::is_bridge() const {
+  const unsigned class_and_subclass = class_code >> 8;
+  return class_and_subclass == 0x0600 || class_and_subclass == 0x0604;
 }
 
 std::vector<const Accelerator*> HostModel::accelerators_of(Vendor vendor) const {

@@ -18,7 +18,8 @@ enum class NumaKind {
   dram,        // ordinary memory with CPUs
   hbm,         // high-bandwidth memory (Xeon Max flat mode, MCDRAM)
   gpu_memory,  // accelerator memory exposed as a NUMA node (POWER9 + V100, Grace Hopper)
-  cpuless,     // another node without CPUs (CXL, persistent memory, unknown)
+  cpuless,     // another node without CPUs (persistent memory, an unlabelled expander, unknown)
+  cxl,         // CPU-less memory behind CXL (a memory expander), as hwloc labels it
 };
 const char* to_string(NumaKind kind);
 
@@ -121,6 +122,26 @@ struct PciDevice {
   std::vector<OsDevice> os_devices;
   std::optional<Sriov> sriov;                   // set for an SR-IOV capable physical function
   std::optional<PciAddress> physical_function;  // set for a virtual function: its PF
+  // Its IOMMU group (sys/bus/pci/devices/X/iommu_group), absent when the IOMMU is off or the
+  // source is an hwloc capture; the group's members are in HostModel::iommu_groups.
+  std::optional<unsigned> iommu_group;
+};
+
+// One PCI function of an IOMMU group, as sysfs shows it.
+struct IommuGroupMember {
+  PciAddress address;
+  std::uint32_t class_code = 0;  // class, subclass, prog-if: 0x060400 is a PCI-to-PCI bridge
+  std::uint16_t vendor_id = 0;
+  std::uint16_t device_id = 0;
+  // Host bridges and PCI-to-PCI bridges (root ports, switch ports) share a group with the
+  // devices below them but are never given to a guest.
+  bool is_bridge() const;
+};
+
+// What the IOMMU isolates as one unit: vfio gives a guest all of a group's endpoints or none.
+struct IommuGroup {
+  unsigned id = 0;
+  std::vector<IommuGroupMember> members;  // sorted by address
 };
 
 // nvidia-smi topo -m's legend, best first.
@@ -255,11 +276,13 @@ struct HostModel {
   std::vector<Nic> nics;
   std::vector<NvmeDevice> nvme;
   LinkMatrix links;
+  std::vector<IommuGroup> iommu_groups;  // by id; empty without an IOMMU or for a capture
   std::vector<AcceleratorBackendStatus> accelerator_backends;  // empty when none was consulted
 
   const NumaNode* numa_node(unsigned os_index) const;
   const Accelerator* accelerator(const std::string& id_or_bus_id) const;
   const Nic* nic(const std::string& id_or_name) const;
+  const IommuGroup* iommu_group(unsigned id) const;
   // Accelerators of a vendor, in model order.
   std::vector<const Accelerator*> accelerators_of(Vendor vendor) const;
   // NUMA nodes whose PUs intersect `cpus`.

@@ -1,5 +1,7 @@
 #include "core/host_model_json.h"
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 namespace polyaccel {
@@ -54,6 +56,7 @@ json to_json(const PciDevice& d) {
   j["sriov"] = d.sriov ? to_json(*d.sriov) : json(nullptr);
   j["physical_function"] =
       d.physical_function ? json(d.physical_function->to_string()) : json(nullptr);
+  j["iommu_group"] = d.iommu_group ? json(*d.iommu_group) : json(nullptr);
   return j;
 }
 
@@ -216,6 +219,21 @@ json to_json(const HostModel& m) {
     rows.push_back(row);
   }
   j["links"] = {{"devices", m.links.devices}, {"matrix", rows}};
+  json groups = json::array();
+  for (const auto& g : m.iommu_groups) {
+    json members = json::array();
+    for (const auto& member : g.members) {
+      char class_code[16];
+      std::snprintf(class_code, sizeof class_code, "0x%06x", member.class_code);
+      members.push_back({{"pci_bus_id", member.address.to_string()},
+                         {"class", class_code},
+                         {"vendor_id", hex4(member.vendor_id)},
+                         {"device_id", hex4(member.device_id)},
+                         {"bridge", member.is_bridge()}});
+    }
+    groups.push_back({{"id", g.id}, {"members", members}});
+  }
+  j["iommu_groups"] = groups;
   json backends = json::array();
   for (const auto& b : m.accelerator_backends) {
     backends.push_back({{"name", b.name}, {"present", b.present}, {"detail", b.detail}});

@@ -47,9 +47,13 @@ Result<HostModel> discover_host(const DiscoverOptions& options) {
 namespace detail {
 
 void drop_gpu_memory_from_localities(HostModel& model) {
+  // GPU memory, CXL and other CPU-less memory: hwloc gives them the locality of the CPUs they
+  // hang off, but no device is local to them and placement must not count them as its nodes.
+  // HBM stays: on-package memory of the same die as the device's DRAM node.
   std::set<unsigned> gpu_memory;
   for (const auto& n : model.numa_nodes) {
-    if (n.kind == NumaKind::gpu_memory) gpu_memory.insert(n.os_index);
+    if (n.kind == NumaKind::gpu_memory || n.kind == NumaKind::cxl || n.kind == NumaKind::cpuless)
+      gpu_memory.insert(n.os_index);
   }
   if (gpu_memory.empty()) return;
   auto drop = [&](std::vector<unsigned>& nodes) {

@@ -157,17 +157,48 @@ Status check_fsroot(const std::string& dir) {
   return Ok{};
 }
 
-NumaKind numa_kind(const std::string& subtype, bool has_cpus) {
+// CXL memory as hwloc names it: the subtypes of hwloc 2.10+ ("CXL-DRAM"), or the infos hwloc
+// 2.9 puts on a node onlined from a CXL DAX region (DAXType "CXLMem", CXLRAMSize/CXLPMEMSize).
+bool is_cxl_memory(hwloc_obj_t o, const std::string& subtype) {
+  if (subtype.rfind("CXL", 0) == 0) return true;
+  return info(o, "DAXType") == "CXLMem" || !info(o, "CXLRAMSize").empty() ||
+         !info(o, "CXLPMEMSize").empty();
+}
+
+NumaKind numa_kind(hwloc_obj_t o, const std::string& subtype, bool has_cpus) {
   if (subtype == "HBM" || subtype == "MCDRAM") return NumaKind::hbm;
   if (subtype == "GPUMemory") return NumaKind::gpu_memory;
+  if (is_cxl_memory(o, subtype)) return NumaKind::cxl;
+  // Persistent memory onlined as a node. (A DAXDevice info alone says nothing: the Xeon Max HBM
+  // nodes are onlined from DAX devices too, and hwloc 2.9 may call them "SPM".)
+  if (subtype == "NVM") return NumaKind::cpuless;
+  if (subtype == "SPM") return has_cpus ? NumaKind::dram : NumaKind::cpuless;
   if (subtype == "DRAM") return NumaKind::dram;
   if (!subtype.empty() || !has_cpus) return NumaKind::cpuless;
   return NumaKind::dram;
 }
 
-// hwloc 2.2 exports of Xeon Max flat mode give the HBM nodes no subtype; they share the locality
-// of a larger DDR node with a lower OS index (Linux numbers CPU-bearing nodes first).
-void mark_unlabelled_hbm(hwloc_topology_t t, std::vector<NumaNode>& nodes) {
+// On-package HBM exists only on the processors built with it: Xeon CPU Max (Sapphire Rapids
+// HBM) and Xeon Phi (MCDRAM). Elsewhere a memory-only node is a CXL expander or unknown.
+bool package_has_hbm(hwloc_topology_t t, hwloc_obj_t node) {
+  hwloc_obj_t pkg = nullptr;
+  while ((pkg = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PACKAGE, pkg))) {
+    if (!hwloc_bitmap_isincluded(node->cpuset, pkg->cpuset) &&
+        !hwloc_bitmap_isincluded(pkg->cpuset, node->cpuset))
+      continue;
+    const std::string model = info(pkg, "CPUModel");
+    if (model.find("CPU Max") != std::string::npos || model.find("Xeon Phi") != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+// Nodes that share one locality: Linux gives each CPU to one node, the one of lowest OS index
+// (CPU-bearing nodes are numbered first), so the others own no CPU even though hwloc gives
+// them the same cpuset. hwloc 2.2 exports of Xeon Max flat mode give the HBM nodes no subtype:
+// a smaller memory-only node is HBM only on a processor that has HBM; otherwise it is CPU-less
+// memory (a CXL expander that hwloc did not label), never counted as local to CPUs or devices.
+void classify_memory_only_siblings(hwloc_topology_t t, std::vector<NumaNode>& nodes) {
   std::map<hwloc_obj_t, std::vector<hwloc_obj_t>> by_parent;
   hwloc_obj_t n = nullptr;
   while ((n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n)))
@@ -177,10 +208,14 @@ void mark_unlabelled_hbm(hwloc_topology_t t, std::vector<NumaNode>& nodes) {
     auto ddr = *std::min_element(group.begin(), group.end(),
                                  [](auto a, auto b) { return a->os_index < b->os_index; });
     for (auto o : group) {
-      if (o == ddr || (o->subtype && *o->subtype)) continue;
-      if (o->attr->numanode.local_memory >= ddr->attr->numanode.local_memory) continue;
+      if (o == ddr) continue;
       for (auto& node : nodes) {
-        if (node.os_index == o->os_index && node.kind == NumaKind::dram) node.kind = NumaKind::hbm;
+        if (node.os_index != o->os_index || node.kind != NumaKind::dram) continue;
+        const std::string subtype = o->subtype ? o->subtype : "";
+        const bool unlabelled = subtype.empty() || subtype == "SPM";
+        const bool smaller = o->attr->numanode.local_memory < ddr->attr->numanode.local_memory;
+        node.kind =
+            unlabelled && smaller && package_has_hbm(t, o) ? NumaKind::hbm : NumaKind::cpuless;
       }
     }
   }
@@ -335,7 +370,7 @@ struct Builder {
       n.memory_bytes = o->attr->numanode.local_memory;
       n.cpus = to_cpuset(o->cpuset);  // the locality; trimmed below for memory-only nodes
       n.subtype = o->subtype ? o->subtype : "";
-      n.kind = numa_kind(n.subtype, !n.cpus.empty());
+      n.kind = numa_kind(o, n.subtype, !n.cpus.empty());
       const auto& na = o->attr->numanode;
       for (unsigned i = 0; i < na.page_types_len; ++i) {
         if (na.page_types[i].size == 0) continue;
@@ -348,7 +383,7 @@ struct Builder {
       }
       model.numa_nodes.push_back(std::move(n));
     }
-    mark_unlabelled_hbm(t, model.numa_nodes);
+    classify_memory_only_siblings(t, model.numa_nodes);
     for (auto& n : model.numa_nodes) {
       n.local_cpus = n.cpus;
       // Memory-only nodes own no CPU, whatever locality hwloc gives them.

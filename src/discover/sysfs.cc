@@ -86,6 +86,72 @@ void read_gpu_memory_node(Accelerator& a, HostModel& model, const fs::path& root
   }
 }
 
+// A sysfs attribute holding a hex number ("0x060400") within [0, max], else nullopt.
+std::optional<std::uint32_t> read_hex_attribute(const fs::path& path, std::uint32_t max) {
+  auto v = read_int_file(path);
+  if (!v || *v < 0 || *v > static_cast<std::int64_t>(max)) return std::nullopt;
+  return static_cast<std::uint32_t>(*v);
+}
+
+// sys/kernel/iommu_groups/N/devices/<bus id>, each member's class and IDs from its device
+// directory; then every device of the model learns its group.
+void read_iommu_groups(HostModel& model, const fs::path& root) {
+  constexpr unsigned kMaxGroupId = 1u << 20;
+  constexpr size_t kMaxMembers = 4096;
+  std::error_code ec;
+  fs::path groups_dir = root / "sys/kernel/iommu_groups";
+  if (!fs::is_directory(groups_dir, ec)) return;
+  std::vector<IommuGroup> groups;
+  for (const auto& entry : fs::directory_iterator(groups_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    auto id = parse_integer<unsigned>(name, "IOMMU group", 0, kMaxGroupId);
+    if (!id) continue;
+    IommuGroup g;
+    g.id = *id;
+    std::error_code member_ec;
+    for (const auto& m : fs::directory_iterator(entry.path() / "devices", member_ec)) {
+      auto address = PciAddress::parse(m.path().filename().string());
+      if (!address || g.members.size() >= kMaxMembers) continue;
+      IommuGroupMember member;
+      member.address = *address;
+      // Its directory: the bus's link, else the group's own link when it stays under the root
+      // (a gathered tree may lack the bridges in bus/pci/devices).
+      fs::path dev = root / "sys/bus/pci/devices" / address->to_string();
+      std::error_code link_ec;
+      if (!fs::exists(dev, link_ec)) {
+        fs::path target = fs::read_symlink(m.path(), link_ec);
+        if (!link_ec && target.is_relative()) dev = m.path();
+      }
+      member.class_code = read_hex_attribute(dev / "class", 0xffffff).value_or(0);
+      member.vendor_id =
+          static_cast<std::uint16_t>(read_hex_attribute(dev / "vendor", 0xffff).value_or(0));
+      member.device_id =
+          static_cast<std::uint16_t>(read_hex_attribute(dev / "device", 0xffff).value_or(0));
+      g.members.push_back(member);
+    }
+    std::sort(
+        g.members.begin(), g.members.end(),
+        [](const IommuGroupMember& a, const IommuGroupMember& b) { return a.address < b.address; });
+    groups.push_back(std::move(g));
+  }
+  std::sort(groups.begin(), groups.end(),
+            [](const IommuGroup& a, const IommuGroup& b) { return a.id < b.id; });
+  model.iommu_groups = std::move(groups);
+  auto assign = [&](PciDevice& d) {
+    for (const auto& g : model.iommu_groups) {
+      for (const auto& m : g.members) {
+        if (m.address == d.address) d.iommu_group = g.id;
+      }
+    }
+  };
+  for (auto& a : model.accelerators)
+    assign(a.pci);
+  for (auto& n : model.nics)
+    assign(n.pci);
+  for (auto& n : model.nvme)
+    assign(n.pci);
+}
+
 }  // namespace
 
 void complete_from_sysfs(HostModel& model, const std::string& root_dir) {
@@ -102,6 +168,7 @@ void complete_from_sysfs(HostModel& model, const std::string& root_dir) {
   for (auto& n : model.nvme)
     read_pci_link(n.pci, root);
   complete_sriov(model, root);
+  read_iommu_groups(model, root);
 }
 
 }  // namespace polyaccel::detail

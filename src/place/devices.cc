@@ -87,6 +87,29 @@ struct Context {
     return out;
   }
 
+  // Why a device cannot be given: a function of its IOMMU group is in use (vfio hands a guest
+  // the whole group or nothing); empty when the group is free.
+  std::string group_conflict(const HostDevice& d) const {
+    std::vector<std::string> busy;
+    for (const auto& other : host.group_companions(d.pci)) {
+      const std::string id = other.to_string();
+      if (usage.devices.count(id)) busy.push_back(id);
+    }
+    if (busy.empty()) return {};
+    return d.id + " (" + d.pci_bus_id + ") shares IOMMU group " +
+           std::to_string(*d.pci.iommu_group) + " with " + join(busy, ", ") +
+           ", in use by another guest";
+  }
+
+  // Devices the fit knows that would go to the guest only as a device's group companions.
+  unsigned companions_wasted(const HostDevice& d) const {
+    unsigned n = 0;
+    for (const auto& other : host.group_companions(d.pci)) {
+      if (host.device(other.to_string())) ++n;
+    }
+    return n;
+  }
+
   bool has_close_free_nic(size_t accel) const {
     const LinkLevel limit = link_level(request.nic_affinity);
     for (size_t i = 0; i < host.devices.size(); ++i) {
@@ -97,6 +120,28 @@ struct Context {
     return false;
   }
 };
+
+// Every other endpoint of a chosen device's IOMMU group goes with it, once.
+void add_group_companions(const HostView& host, DeviceChoice& out) {
+  std::set<std::string> given;
+  for (const auto& [index, alias] : out.chosen)
+    given.insert(host.devices[index].pci_bus_id);
+  for (const auto& [index, alias] : out.chosen) {
+    const HostDevice& d = host.devices[index];
+    for (const auto& other : host.group_companions(d.pci)) {
+      const std::string id = other.to_string();
+      if (!given.insert(id).second) continue;
+      GroupCompanion c;
+      c.pci_bus_id = id;
+      for (size_t i = 0; i < host.devices.size(); ++i) {
+        if (host.devices[i].pci_bus_id == id) c.device = i;
+      }
+      c.with = index;
+      c.group = *d.pci.iommu_group;
+      out.companions.push_back(std::move(c));
+    }
+  }
+}
 
 std::string policy_text(PciNumaPolicy p) {
   return std::string("policy ") + to_string(p);
@@ -118,12 +163,20 @@ DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const 
     }
   }
   std::set<std::string> switches;  // of the devices chosen so far
+  std::vector<std::string> group_blocked;
+  auto not_offered = [&]() {
+    return group_blocked.empty() ? std::string() : "; not offered: " + join(group_blocked, "; ");
+  };
   for (const auto& want : request.devices) {
     std::vector<size_t> candidates;
     for (size_t i = 0; i < host.devices.size(); ++i) {
       const HostDevice& d = host.devices[i];
-      if (!cx.taken[i] && !usage.devices.count(d.pci_bus_id) && want.alias.matches(d.pci))
-        candidates.push_back(i);
+      if (cx.taken[i] || usage.devices.count(d.pci_bus_id) || !want.alias.matches(d.pci)) continue;
+      if (std::string why = cx.group_conflict(d); !why.empty()) {
+        group_blocked.push_back(why);
+        continue;
+      }
+      candidates.push_back(i);
     }
     const PciNumaPolicy policy =
         request.pci_numa_policy.value_or(want.alias.numa_policy.value_or(PciNumaPolicy::legacy));
@@ -134,20 +187,20 @@ DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const 
       if (!nodes.empty())
         out.reason += " allowed by " + policy_text(policy) + " for host NUMA nodes " +
                       cx.nodes_text() + ": " + std::to_string(pool.size()) + " there";
-      out.reason += ", " + std::to_string(candidates.size()) + " free on the host";
+      out.reason += ", " + std::to_string(candidates.size()) + " free on the host" + not_offered();
       return out;
     }
     for (unsigned k = 0; k < want.count; ++k) {
       auto key = [&](size_t i) {
         const HostDevice& d = host.devices[i];
         unsigned l = cx.locality(d);
-        if (strategy == Strategy::first_fit) return std::make_tuple(l, 0u, 0u, i);
+        if (strategy == Strategy::first_fit) return std::make_tuple(l, 0u, 0u, 0u, i);
         unsigned apart = switches.empty() || switches.count(d.switch_key) ? 0u : 1u;
         unsigned no_nic = request.rdma_nics && request.nic_affinity != NicAffinity::none &&
                                   d.accelerator && !cx.has_close_free_nic(i)
                               ? 1u
                               : 0u;
-        return std::make_tuple(l, no_nic, apart, i);
+        return std::make_tuple(l, no_nic, cx.companions_wasted(d), apart, i);
       };
       size_t pick = pool.size();
       for (size_t j = 0; j < pool.size(); ++j) {
@@ -162,6 +215,7 @@ DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const 
     }
   }
   if (request.rdma_nics == 0) {
+    add_group_companions(host, out);
     out.ok = true;
     return out;
   }
@@ -177,8 +231,12 @@ DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const 
   std::vector<size_t> candidates;
   for (size_t i = 0; i < host.devices.size(); ++i) {
     const HostDevice& d = host.devices[i];
-    if (!d.accelerator && d.rdma && !cx.taken[i] && !usage.devices.count(d.pci_bus_id))
-      candidates.push_back(i);
+    if (d.accelerator || !d.rdma || cx.taken[i] || usage.devices.count(d.pci_bus_id)) continue;
+    if (std::string why = cx.group_conflict(d); !why.empty()) {
+      group_blocked.push_back(why);
+      continue;
+    }
+    candidates.push_back(i);
   }
   const PciNumaPolicy policy = request.pci_numa_policy.value_or(PciNumaPolicy::legacy);
   std::vector<size_t> pool = cx.allowed(candidates, policy, request.rdma_nics);
@@ -206,7 +264,8 @@ DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const 
         out.reason += " within " + std::string(to_string(limit)) + " of " +
                       host.devices[*partner].id + " (" + host.devices[*partner].pci_bus_id + ")";
       if (!nodes.empty()) out.reason += " allowed by " + policy_text(policy);
-      out.reason += "; " + std::to_string(candidates.size()) + " RDMA NICs free on the host";
+      out.reason +=
+          "; " + std::to_string(candidates.size()) + " RDMA NICs free on the host" + not_offered();
       return out;
     }
     size_t index = pool[pick];
@@ -215,6 +274,7 @@ DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const 
     if (partner) out.penalty += static_cast<unsigned>(host.link(*partner, index));
     out.chosen.emplace_back(index, "rdma_nic");
   }
+  add_group_companions(host, out);
   out.ok = true;
   return out;
 }

@@ -2,6 +2,7 @@
 // four PCI NUMA affinity policies, then polyaccel:rdma_nics with polyaccel:nic_affinity.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,10 +11,20 @@
 
 namespace polyaccel::place {
 
+// A function that goes to the guest only because it shares the IOMMU group of a chosen device
+// (the second port of a dual-port NIC, a GPU's audio function).
+struct GroupCompanion {
+  std::string pci_bus_id;
+  std::optional<size_t> device;  // index into HostView::devices when the fit knows it
+  size_t with = 0;               // index into HostView::devices of the device it comes with
+  unsigned group = 0;
+};
+
 struct DeviceChoice {
   bool ok = false;
   std::string reason;
   std::vector<std::pair<size_t, std::string>> chosen;  // index into HostView::devices, alias
+  std::vector<GroupCompanion> companions;
   unsigned penalty = 0;  // 0 when every device is local and every NIC shares a switch
 
   // Free accelerators on `node` that this choice leaves: a guest that sits there without them

@@ -297,6 +297,22 @@ Placement assemble(const HostView& host, const Request& r, const std::vector<Cel
     }
     p.devices.push_back(std::move(dp));
   }
+  // The rest of each device's IOMMU group, on the same guest cell as the device it comes with.
+  for (const auto& c : devices.companions) {
+    const HostDevice& with = host.devices[c.with];
+    DevicePlacement dp;
+    dp.pci_bus_id = c.pci_bus_id;
+    dp.numa_node = c.device ? host.devices[*c.device].numa_node : with.numa_node;
+    dp.kind = !c.device                             ? "iommu_group"
+              : host.devices[*c.device].accelerator ? "accelerator"
+                                                    : "nic";
+    dp.id = c.device ? host.devices[*c.device].id : "";
+    dp.alias = "iommu_group:" + std::to_string(c.group);
+    for (const auto& existing : p.devices) {
+      if (existing.pci_bus_id == with.pci_bus_id) dp.guest_cell = existing.guest_cell;
+    }
+    p.devices.push_back(std::move(dp));
+  }
   return p;
 }
 

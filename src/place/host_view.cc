@@ -18,6 +18,29 @@ const HostDevice* HostView::device(const std::string& pci_bus_id) const {
   return nullptr;
 }
 
+const IommuGroup* HostView::iommu_group_of(const std::string& pci_bus_id) const {
+  auto address = PciAddress::parse(pci_bus_id);
+  if (!address) return nullptr;
+  for (const auto& g : iommu_groups) {
+    for (const auto& m : g.members) {
+      if (m.address == *address) return &g;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<PciAddress> HostView::group_companions(const PciDevice& pci) const {
+  std::vector<PciAddress> out;
+  if (!pci.iommu_group) return out;
+  for (const auto& g : iommu_groups) {
+    if (g.id != *pci.iommu_group) continue;
+    for (const auto& m : g.members) {
+      if (m.address != pci.address && !m.is_bridge()) out.push_back(m.address);
+    }
+  }
+  return out;
+}
+
 LinkLevel HostView::link(size_t a, size_t b) const {
   const auto& da = devices[a];
   const auto& db = devices[b];
@@ -150,6 +173,7 @@ Result<HostView> build_host_view(const HostModel& model, const HostPolicy& polic
     v.devices.push_back(make_device(model, a.id, a.pci, true, false));
   for (const auto& n : model.nics)
     v.devices.push_back(make_device(model, n.id, n.pci, false, n.rdma_capable()));
+  v.iommu_groups = model.iommu_groups;
   return v;
 }
 
@@ -212,7 +236,8 @@ Result<HostUsage> usage_of(const HostView& view, const std::vector<Placement>& a
                                     " bytes that node " + std::to_string(hc->node) + " lacks");
     }
     for (const auto& d : p.devices) {
-      if (!view.device(d.pci_bus_id))
+      // A device the fit does not offer may come with one it does (its IOMMU group).
+      if (!view.device(d.pci_bus_id) && !view.iommu_group_of(d.pci_bus_id))
         return bad_input(input, "names device " + d.pci_bus_id + " that this host lacks");
       if (!devices.insert(d.pci_bus_id).second)
         return bad_input(input, "uses device " + d.pci_bus_id +

@@ -65,10 +65,16 @@ struct HostView {
   // NUMA distance (the SLIT, 10 = local) between cells, by index into cells. Where the host gave
   // no distances: 10 local, 20 remote, as Linux assumes without a SLIT.
   std::vector<std::vector<unsigned>> cell_distances;
+  // The host's IOMMU groups (HostModel::iommu_groups): a device goes to a guest with every
+  // endpoint of its group.
+  std::vector<IommuGroup> iommu_groups;
 
   const HostCell* cell(unsigned node) const;
   unsigned distance(size_t a, size_t b) const { return cell_distances[a][b]; }
   const HostDevice* device(const std::string& pci_bus_id) const;
+  const IommuGroup* iommu_group_of(const std::string& pci_bus_id) const;
+  // The endpoints that share a device's IOMMU group, itself and bridges left out, by address.
+  std::vector<PciAddress> group_companions(const PciDevice& pci) const;
   // Link level between two devices of the view (by index into devices).
   LinkLevel link(size_t a, size_t b) const;
 };

@@ -10,6 +10,7 @@
 
 #include "core/file_io.h"
 #include "place/allocation_store.h"
+#include "support/iommu_tree.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -218,6 +219,30 @@ TEST(PlaceCli, LibvirtOutputValidates) {
                                  "--pci-alias h100=10de:2330 --libvirt --name vm1 > '" +
                                      xml.string() + "'"));
   ASSERT_EQ(r.exit_code, 0);
+  auto v = run_command("virt-xml-validate '" + xml.string() + "' domain 2>&1");
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+}
+
+// One port of the NEC machine's dual-port X722 (IOMMU group 40 with its switch port): the XML
+// passes both functions, not the bridge, and validates.
+TEST(PlaceCli, LibvirtPassesTheWholeIommuGroup) {
+  TempDir tmp;
+  auto root = testing::extract_tarball(
+      topology_fixture("sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2"),
+      tmp.path());
+  testing::add_nec_iommu_groups(root);
+  auto xml = tmp.path() / "d.xml";
+  auto r = run_command(polyaccel_binary() + " place --fsroot '" + root.string() + "' --state '" +
+                       (tmp.path() / "s.json").string() +
+                       "' --vcpus 2 --memory 1GiB --spec hw:cpu_policy=dedicated "
+                       "--spec pci_passthrough:alias=x722:1 --pci-alias x722=8086:37d2 "
+                       "--libvirt --name vm1 > '" +
+                       xml.string() + "'");
+  ASSERT_EQ(r.exit_code, 0);
+  auto text = polyaccel::read_text_file(xml).value_or("");
+  EXPECT_NE(text.find("bus='0x60' slot='0x00' function='0x0'"), std::string::npos) << text;
+  EXPECT_NE(text.find("bus='0x60' slot='0x00' function='0x1'"), std::string::npos) << text;
+  EXPECT_EQ(text.find("bus='0x5f'"), std::string::npos) << text;
   auto v = run_command("virt-xml-validate '" + xml.string() + "' domain 2>&1");
   EXPECT_EQ(v.exit_code, 0) << v.output;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks run inside the multi-NUMA test guest (tests/guest/run-guest.sh), chrooted into the
 host's root, against the guest's own sysfs. Usage: in_guest.py MODE POLYACCEL PROBE
-MODE: topo | run | place. Prints what it checked; exits 1 on the first mismatch."""
+MODE: topo | run | place | audit. Prints what it checked; exits 1 on the first mismatch."""
 import json, os, subprocess, sys, threading
 
 mode, polyaccel, probe = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -72,6 +72,15 @@ def topo():
         d = devices.get(addr)
         check(d is not None and d["numa_nodes"] == [node],
               "%s (class %s) on node %d: %s" % (addr, cls, node, d and d["numa_nodes"]))
+    # IOMMU groups (intel-iommu): every group and its members as sysfs has them, each NIC and
+    # NVMe drive in the group its iommu_group link names.
+    root = "/sys/kernel/iommu_groups"
+    want = {int(g): sorted(os.listdir("%s/%s/devices" % (root, g))) for g in os.listdir(root)}
+    have = {g["id"]: [m["pci_bus_id"] for m in g["members"]] for g in j.get("iommu_groups", [])}
+    check(len(want) > 0 and have == want, "IOMMU groups %s = sysfs %s" % (have, want))
+    for addr, d in devices.items():
+        link = os.path.basename(os.readlink("/sys/bus/pci/devices/%s/iommu_group" % addr))
+        check(d["pci"]["iommu_group"] == int(link), "%s in IOMMU group %s" % (addr, link))
 
 
 def run():
@@ -140,6 +149,52 @@ def place():
           "4 concurrent releases: %s, %d left" % (rels, len(recorded["placements"])))
 
 
-{"topo": topo, "run": run, "place": place}[mode]()
+def audit():
+    # Planted: NUMA balancing on, node 3 without the 2 MiB pages the other nodes have (the
+    # driver left 8 on each of 0-2). A hypervisor that wants 8 pages per node.
+    with open("/proc/sys/kernel/numa_balancing", "w") as f:
+        f.write("1\n")
+    hp3 = "%s/node3/hugepages/hugepages-2048kB/nr_hugepages" % NODE
+    with open(hp3, "w") as f:
+        f.write("0\n")
+    args = ["audit", "--role", "hypervisor", "--hugepages-per-node", "16MiB"]
+    rc, before, err = polyaccel_json(*args)
+    check(before is not None, "audit --json answers (rc %d, %s)" % (rc, err.strip()[-200:]))
+    if before is None:
+        return
+    found = {(f["id"], f["subject"]) for f in before["findings"]}
+    check(rc == 1, "audit exits 1 with findings: %d" % rc)
+    check(("numa.balancing", "kernel") in found, "finds numa.balancing on: %s" % sorted(found))
+    check(("hugepages.reserved", "node3") in found, "finds node3 short of hugepages")
+    check(not any(i == "hugepages.reserved" and s in ("node0", "node1", "node2") for i, s in found),
+          "no hugepages finding on nodes 0-2, which have their 8 pages")
+    rc, fixed, err = polyaccel_json(*args, "--fix")
+    check(fixed is not None and "fix" in fixed, "audit --fix --json answers (rc %d, %s)" % (rc, err.strip()[-200:]))
+    if fixed is None or "fix" not in fixed:
+        return
+    applied = {a["path"]: a for a in fixed["fix"]["applied"]}
+    check(fixed["fix"]["failed"] == [], "no write failed: %s" % fixed["fix"]["failed"])
+    nb = applied.get("/proc/sys/kernel/numa_balancing")
+    check(nb is not None and nb["old"] == "1" and nb["now"] == "0", "--fix turned numa_balancing off: %s" % nb)
+    hp = applied.get(hp3)
+    check(hp is not None and hp["old"] == "0" and hp["now"] == "8", "--fix reserved node3's 8 pages: %s" % hp)
+    # What --fix says it applied is true of the guest's files.
+    for path, a in applied.items():
+        check(sysfs(path) == a["value"], "%s reads %s after --fix" % (path, a["value"]))
+    after = {(f["id"], f["subject"]) for f in fixed["findings"]}
+    for fid, subject in [("numa.balancing", "kernel"), ("hugepages.reserved", "node3")]:
+        check((fid, subject) not in after, "the audit after --fix no longer finds %s %s" % (fid, subject))
+    pending = {(p["id"], p["subject"]) for p in fixed["fix"]["pending"]}
+    check(after <= found, "--fix added no finding: %s" % sorted(after - found))
+    rc, again, err = polyaccel_json(*args)
+    check(again is not None, "re-audit answers (%s)" % err.strip()[-200:])
+    if again is None:
+        return
+    regained = {(f["id"], f["subject"]) for f in again["findings"]}
+    check(regained == after, "a fresh audit agrees with the one --fix ran: %s vs %s" % (sorted(regained), sorted(after)))
+    check(after <= pending, "what is left is what --fix lists as waiting for a reboot or the operator: %s" % sorted(after - pending))
+
+
+{"topo": topo, "run": run, "place": place, "audit": audit}[mode]()
 print("%d failure(s)" % len(failures))
 sys.exit(1 if failures else 0)
