@@ -28,7 +28,6 @@ constexpr ConfigKey kKeys[] = {
     {"interval", "--interval"},
     {"audit_interval", "--audit-interval"},
 };
-constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
 
 std::string key_list() {
   std::string out;
@@ -81,12 +80,8 @@ Status apply_config_file(CLI::App& app, const std::string& given) {
     if (!required) return Ok{};
     return bad_input(path, "no such config file", "write it or leave out --config");
   }
-  if (!std::filesystem::is_regular_file(status) ||
-      std::filesystem::file_size(path, ec) > kMaxConfigBytes || ec) {
-    return bad_input(path, "is not a regular config file of at most 1 MiB");
-  }
-  auto text = read_text_file(path);
-  if (!text) return bad_input(path, "cannot be read", "check its permissions");
+  auto text = read_input_file(path, kMaxConfigFileBytes, "config file");
+  if (!text) return text.error();
   YAML::Node root;
   try {
     root = YAML::Load(*text);

@@ -18,10 +18,9 @@ constexpr size_t kMaxResponseBytes = 64u << 20;  // a list of every slice of a b
 constexpr size_t kMaxCredentialBytes = 1u << 20;
 
 std::optional<std::string> read_small(const fs::path& p) {
-  std::error_code ec;
-  if (!fs::is_regular_file(p, ec) || fs::file_size(p, ec) > kMaxCredentialBytes)
-    return std::nullopt;
-  return read_text_file(p);
+  auto text = read_input_file(p, kMaxCredentialBytes, "credential file");
+  if (!text) return std::nullopt;
+  return std::move(*text);
 }
 
 std::string trim(std::string s) {

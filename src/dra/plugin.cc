@@ -217,10 +217,8 @@ struct DraPlugin::Impl {
     std::error_code ec;
     fs::path p = checkpoint_path();
     if (!fs::exists(p, ec)) return Ok{};
-    if (!fs::is_regular_file(p, ec) || fs::file_size(p, ec) > kMaxCheckpointBytes)
-      return bad_input(p.string(), "is not a regular file of sane size");
-    auto text = read_text_file(p);
-    if (!text) return Error{ErrorCode::io, p.string(), "cannot be read", {}};
+    auto text = read_input_file(p, kMaxCheckpointBytes, "DRA checkpoint");
+    if (!text) return text.error();
     auto parsed = parse_checkpoint(*text, p.string());
     if (!parsed) return parsed.error();
     claims = std::move(*parsed);

@@ -452,10 +452,9 @@ struct DevicePlugin::Impl {
   // Reads the NIC config when its content changed, as reload_sharing. True when one was taken.
   Result<bool> reload_nic() {
     if (options.nic_config.empty()) return false;
-    auto text = read_text_file(options.nic_config);
+    auto text = read_input_file(options.nic_config, kMaxConfigFileBytes, "NIC config");
     Result<NicConfig> parsed =
-        text ? parse_nic_config(*text, options.nic_config)
-             : Result<NicConfig>(bad_input(options.nic_config, "cannot be read"));
+        text ? parse_nic_config(*text, options.nic_config) : Result<NicConfig>(text.error());
     if (text && nic_text && *nic_text == *text) return false;
     if (text) nic_text = *text;
     if (!parsed) {
