@@ -61,6 +61,28 @@ std::vector<TableMetric> amd_table() {
        MetricType::Gauge,
        [](D, S s) { return as_double(s.memory_clock_mhz); },
        {{"clock_index", "0"}, {"clock_type", "memory"}}},
+      // The clocks' current range (metricslist.md GPU_MIN_CLOCK / GPU_MAX_CLOCK), labelled as
+      // gpu_clock.
+      {"gpu_min_clock",
+       "GPU minimum clock (MHz)",
+       MetricType::Gauge,
+       [](D, S s) { return as_double(s.sm_clock_min_mhz); },
+       {{"clock_index", "0"}, {"clock_type", "system"}}},
+      {"gpu_min_clock",
+       "GPU minimum clock (MHz)",
+       MetricType::Gauge,
+       [](D, S s) { return as_double(s.memory_clock_min_mhz); },
+       {{"clock_index", "0"}, {"clock_type", "memory"}}},
+      {"gpu_max_clock",
+       "GPU maximum clock (MHz)",
+       MetricType::Gauge,
+       [](D, S s) { return as_double(s.sm_clock_max_mhz); },
+       {{"clock_index", "0"}, {"clock_type", "system"}}},
+      {"gpu_max_clock",
+       "GPU maximum clock (MHz)",
+       MetricType::Gauge,
+       [](D, S s) { return as_double(s.memory_clock_max_mhz); },
+       {{"clock_index", "0"}, {"clock_type", "memory"}}},
       {"pcie_replay_count", "PCIe replay count", MetricType::Gauge,
        [](D, S s) { return as_double(s.pcie_replay_count); }},
       // AMD's exporter reads amdsmi_get_gpu_total_ecc_count: the counts since the driver loaded
@@ -132,20 +154,18 @@ Labels amd_labels(const ScrapeInput& in, const DeviceSeries& s) {
 }
 
 // The further partitions of a GPU in a compute partition mode (DPX, QPX, CPX), one series set
-// each as AMD's exporter has them: its own gpu_id (the partition's place in the library's
-// enumeration) and gpu_partition_id, the GPU's other labels, and only what the partition has of
-// its own (engine activity, memory). GPU-wide values stay on partition 0, the GPU's series.
+// each as AMD's exporter has them (metricslist.md): its own gpu_id (the partition's place in the
+// library's enumeration) and gpu_partition_id, the GPU's other labels, and what metricslist.md
+// gives per partition: GFX busy, VRAM, health. What it gives for the primary partition only
+// (gpu_gfx_activity, gpu_umc_activity, power, energy, temperatures, clocks, PCIe) stays on
+// partition 0, the GPU's series, so that a sum counts nothing twice.
 struct PartitionRow {
   const char* name;
   std::optional<double> (*value)(const MonitoredDevice&, const PartitionSample&);
 };
 const PartitionRow kPartitionRows[] = {
-    {"gpu_gfx_activity",
-     [](const MonitoredDevice&, const PartitionSample& p) { return p.gpu_utilization_percent; }},
     {"gpu_gfx_busy_instantaneous",
      [](const MonitoredDevice&, const PartitionSample& p) { return p.gpu_utilization_percent; }},
-    {"gpu_umc_activity",
-     [](const MonitoredDevice&, const PartitionSample& p) { return p.memory_utilization_percent; }},
     {"gpu_total_vram",
      [](const MonitoredDevice&, const PartitionSample& p) {
        return p.memory_total_bytes

@@ -495,6 +495,11 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
   EXPECT_EQ(p.scalar("gpu_total_vram{gpu_id=\"0\"}"), 196608);
   EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous{card_model=~\"102-G30211-.*\"})"), 8);
   EXPECT_EQ(p.scalar("count(gpu_clock{clock_type=\"system\"})"), 8);
+  // The clocks' ranges, MHz (MI300X: GFX 500-2100, memory 900-1300).
+  EXPECT_EQ(p.scalar("gpu_min_clock{gpu_id=\"0\",clock_type=\"system\"}"), 500);
+  EXPECT_EQ(p.scalar("gpu_max_clock{gpu_id=\"0\",clock_type=\"system\"}"), 2100);
+  EXPECT_EQ(p.scalar("gpu_min_clock{gpu_id=\"0\",clock_type=\"memory\"}"), 900);
+  EXPECT_EQ(p.scalar("gpu_max_clock{gpu_id=\"0\",clock_type=\"memory\"}"), 1300);
   EXPECT_EQ(p.scalar("count(gpu_health{gpu_compute_partition_type=\"spx\","
                      "gpu_memory_partition_type=\"nps1\"})"),
             8);
@@ -504,12 +509,16 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
   EXPECT_EQ(p.scalar("count(gpu_ecc_correct_total)"), 8);
 }
 
-// Every compute partition has its own series set, as AMD's exporter: its gpu_id (the place in
-// amd-smi's enumeration) and gpu_partition_id, with its own activity and memory; GPU-wide values
-// (power, temperature) once per GPU, on partition 0, so that sums count nothing twice.
+// Every compute partition has its own series set, as AMD's exporter (metricslist.md): its gpu_id
+// (the place in amd-smi's enumeration) and gpu_partition_id, with its GFX busy and memory; what
+// metricslist.md gives for the primary partition only (engine activity, power, temperature) once
+// per GPU, on partition 0, so that sums count nothing twice.
 TEST_F(VendorDashboards, AmdEveryPartitionReported) {
   const VendorStack& p = *stacks->amd_partitioned;
-  EXPECT_EQ(p.scalar("count(gpu_gfx_activity)"), 3);
+  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous)"), 3);
+  // Engine activity as metricslist.md has it: the primary partition's only.
+  EXPECT_EQ(p.scalar("count(gpu_gfx_activity)"), 2);
+  EXPECT_TRUE(p.query("gpu_umc_activity{gpu_partition_id=\"1\"}").empty());
   EXPECT_EQ(p.scalar("count(gpu_health)"), 3);
   EXPECT_EQ(p.scalar("gpu_gfx_activity{gpu_id=\"0\",gpu_partition_id=\"0\","
                      "gpu_compute_partition_type=\"dpx\",gpu_memory_partition_type=\"nps2\"}"),
@@ -517,7 +526,6 @@ TEST_F(VendorDashboards, AmdEveryPartitionReported) {
   EXPECT_EQ(p.scalar("gpu_gfx_busy_instantaneous{gpu_id=\"1\",gpu_partition_id=\"1\","
                      "gpu_compute_partition_type=\"dpx\",card_model=\"102-G30211-0C\"}"),
             18);
-  EXPECT_EQ(p.scalar("gpu_umc_activity{gpu_id=\"1\"}"), 9);
   EXPECT_EQ(p.scalar("gpu_used_vram{gpu_id=\"1\"}"), 8 * 1024);
   EXPECT_EQ(p.scalar("gpu_gfx_activity{gpu_id=\"2\",gpu_partition_id=\"0\","
                      "gpu_compute_partition_type=\"spx\"}"),

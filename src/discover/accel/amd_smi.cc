@@ -615,12 +615,20 @@ void AmdSmiBackend::read_power(amdsmi::ProcessorHandle p, Tally& t, AcceleratorS
 void AmdSmiBackend::read_clocks(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const {
   if (!api_.clock_info) return;
   Out<amdsmi::ClkInfo> gfx;
+  // A range the library leaves at 0 or all ones is not known.
+  auto known = [](std::uint32_t mhz) {
+    return mhz != 0 && mhz != UINT32_MAX ? std::optional(mhz) : std::nullopt;
+  };
   if (t.ok("gfx_clock", api_.clock_info(p, amdsmi::kClkTypeGfx, gfx.get()))) {
     s.sm_clock_mhz = gfx.value().clk;
+    s.sm_clock_min_mhz = known(gfx.value().min_clk);
+    s.sm_clock_max_mhz = known(gfx.value().max_clk);
   }
   Out<amdsmi::ClkInfo> mem;
   if (t.ok("mem_clock", api_.clock_info(p, amdsmi::kClkTypeMem, mem.get()))) {
     s.memory_clock_mhz = mem.value().clk;
+    s.memory_clock_min_mhz = known(mem.value().min_clk);
+    s.memory_clock_max_mhz = known(mem.value().max_clk);
   }
 }
 

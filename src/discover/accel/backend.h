@@ -111,8 +111,13 @@ struct AcceleratorSample {
   std::optional<std::uint64_t> pcie_replay_rollover_count;
   std::optional<std::uint64_t> pcie_nak_sent_count;
   std::optional<std::uint64_t> pcie_nak_received_count;
-  // Gaudi (HLML): the SoC clock's maximum, the temperature limits, PCIe throughput, NIC links.
+  // The clocks' ranges: Gaudi (HLML) the SoC clock's maximum; AMD the GFX and memory clocks'
+  // current minimum and maximum (amdsmi_get_clock_info).
   std::optional<std::uint32_t> sm_clock_max_mhz;
+  std::optional<std::uint32_t> sm_clock_min_mhz;
+  std::optional<std::uint32_t> memory_clock_min_mhz;
+  std::optional<std::uint32_t> memory_clock_max_mhz;
+  // Gaudi (HLML): the temperature limits, PCIe throughput, NIC links.
   std::optional<double> temperature_shutdown_c;
   std::optional<double> temperature_slowdown_c;
   std::optional<double> temperature_memory_max_c;

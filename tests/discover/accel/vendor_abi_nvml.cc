@@ -346,9 +346,8 @@ ApiTables nvml_tables() {
       {"NVML_GPM_METRIC_MAX",
        gpm + "differs between headers of the same NVML_GPM_METRICS_GET_VERSION 1: 166 (DCGM "
              "0869351), 333 (72fa3fe); ours is 98, from the header it was first declared from. "
-             "Harmless: it "
-             "sizes only our own nvmlGpmMetricsGet_t, whose numMetrics (12) tells the library "
-             "how many entries to read and fill, and the prefix of the struct is the same"},
+             "Harmless: it sizes only our own nvmlGpmMetricsGet_t, whose numMetrics (12) tells "
+             "the library how many entries to read and fill; the struct's prefix is the same"},
       {"NVML_GPM_METRICS_GET_VERSION", gpm + "1"},
       {"NVML_GPM_SUPPORT_VERSION", gpm + "1"},
       {"nvmlGpmMetric_t",
