@@ -830,7 +830,10 @@ INJECT_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int cou
   const Gpu* g = nullptr;
   if (nvmlReturn_t r = check(s, device, nullptr, &g); r != NVML_SUCCESS) return r;
   if (count < 0 || (count > 0 && !values_out)) return NVML_ERROR_INVALID_ARGUMENT;
-  auto clock = std::chrono::system_clock::now();
+  // The NVLink counters are brought up to the very microsecond the values are stamped with, so
+  // that a rate from two readings is the scenario's and not the stamps' rounding.
+  std::chrono::system_clock::time_point clock =
+      std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
   auto now =
       std::chrono::duration_cast<std::chrono::microseconds>(clock.time_since_epoch()).count();
   for (int i = 0; i < count; ++i) {
