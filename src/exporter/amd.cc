@@ -61,6 +61,28 @@ std::vector<TableMetric> amd_table() {
        MetricType::Gauge,
        [](D, S s) { return as_double(s.memory_clock_mhz); },
        {{"clock_index", "0"}, {"clock_type", "memory"}}},
+      // The clocks' current range (metricslist.md GPU_MIN_CLOCK / GPU_MAX_CLOCK), labelled as
+      // gpu_clock.
+      {"gpu_min_clock",
+       "GPU minimum clock (MHz)",
+       MetricType::Gauge,
+       [](D, S s) { return as_double(s.sm_clock_min_mhz); },
+       {{"clock_index", "0"}, {"clock_type", "system"}}},
+      {"gpu_min_clock",
+       "GPU minimum clock (MHz)",
+       MetricType::Gauge,
+       [](D, S s) { return as_double(s.memory_clock_min_mhz); },
+       {{"clock_index", "0"}, {"clock_type", "memory"}}},
+      {"gpu_max_clock",
+       "GPU maximum clock (MHz)",
+       MetricType::Gauge,
+       [](D, S s) { return as_double(s.sm_clock_max_mhz); },
+       {{"clock_index", "0"}, {"clock_type", "system"}}},
+      {"gpu_max_clock",
+       "GPU maximum clock (MHz)",
+       MetricType::Gauge,
+       [](D, S s) { return as_double(s.memory_clock_max_mhz); },
+       {{"clock_index", "0"}, {"clock_type", "memory"}}},
       {"pcie_replay_count", "PCIe replay count", MetricType::Gauge,
        [](D, S s) { return as_double(s.pcie_replay_count); }},
       // AMD's exporter reads amdsmi_get_gpu_total_ecc_count: the counts since the driver loaded
@@ -131,6 +153,67 @@ Labels amd_labels(const ScrapeInput& in, const DeviceSeries& s) {
                 {"container", pod ? pod->container : ""}};
 }
 
+// The further partitions of a GPU in a compute partition mode (DPX, QPX, CPX), one series set
+// each as AMD's exporter has them (metricslist.md): its own gpu_id (the partition's place in the
+// library's enumeration) and gpu_partition_id, the GPU's other labels, and what metricslist.md
+// gives per partition: GFX busy, VRAM, health. What it gives for the primary partition only
+// (gpu_gfx_activity, gpu_umc_activity, power, energy, temperatures, clocks, PCIe) stays on
+// partition 0, the GPU's series, so that a sum counts nothing twice.
+struct PartitionRow {
+  const char* name;
+  std::optional<double> (*value)(const MonitoredDevice&, const PartitionSample&);
+};
+const PartitionRow kPartitionRows[] = {
+    {"gpu_gfx_busy_instantaneous",
+     [](const MonitoredDevice&, const PartitionSample& p) { return p.gpu_utilization_percent; }},
+    {"gpu_total_vram",
+     [](const MonitoredDevice&, const PartitionSample& p) {
+       return p.memory_total_bytes
+                  ? std::optional(static_cast<double>(*p.memory_total_bytes) / kMiB)
+                  : std::nullopt;
+     }},
+    {"gpu_used_vram",
+     [](const MonitoredDevice&, const PartitionSample& p) {
+       return p.memory_used_bytes ? std::optional(static_cast<double>(*p.memory_used_bytes) / kMiB)
+                                  : std::nullopt;
+     }},
+    {"gpu_free_vram",
+     [](const MonitoredDevice&, const PartitionSample& p) {
+       return p.memory_free_bytes ? std::optional(static_cast<double>(*p.memory_free_bytes) / kMiB)
+                                  : std::nullopt;
+     }},
+    {"gpu_health",
+     [](const MonitoredDevice& d, const PartitionSample&) {
+       return std::optional<double>(d.health.healthy ? 1 : 0);
+     }},
+};
+
+void collect_partitions(const ScrapeInput& in, const std::vector<TableMetric>& table,
+                        Families& out) {
+  auto family_named = [&](const std::string& name) -> prometheus::MetricFamily& {
+    for (auto& f : out) {
+      if (f.name == name) return f;
+    }
+    auto row = std::find_if(table.begin(), table.end(),
+                            [&](const TableMetric& m) { return m.name == name; });
+    out.push_back(family(name, row->help, row->type));
+    return out.back();
+  };
+  for (const auto& d : in.accelerators->devices) {
+    if (d.vendor != Vendor::amd || !d.sample || !d.sample->reachable) continue;
+    for (const auto& part : d.sample->partitions) {
+      Labels l = amd_labels(in, DeviceSeries{&d, nullptr, std::nullopt});
+      for (auto& label : l) {
+        if (label.name == "gpu_id") label.value = std::to_string(part.index);
+        if (label.name == "gpu_partition_id") label.value = std::to_string(part.partition_id);
+      }
+      for (const auto& row : kPartitionRows) {
+        if (auto v = row.value(d, part)) add_sample(family_named(row.name), l, *v);
+      }
+    }
+  }
+}
+
 class AmdCollector : public Collector {
  public:
   std::string name() const override { return "amd"; }
@@ -139,6 +222,7 @@ class AmdCollector : public Collector {
     static const std::vector<TableMetric> table = amd_table();
     auto labels = [&](const DeviceSeries& s) { return amd_labels(in, s); };
     collect_table(in, Vendor::amd, table, labels, out);
+    collect_partitions(in, table, out);
     // The link's maximum speed is the slot's: sysfs (max_link_speed), through the host sample.
     auto max_speed = family("pcie_max_speed", "Maximum PCIe speed (GT/s)", MetricType::Gauge);
     for (const auto& d : in.accelerators->devices) {

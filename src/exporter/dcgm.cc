@@ -62,6 +62,11 @@ std::vector<TableMetric> dcgm_table() {
        [](D, S s) { return as_double(s.throttle_reasons); }},
       {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", MetricType::Counter,
        [](D, S s) { return as_double(s.pcie_replay_count); }},
+      // dcgm-exporter declares it a counter; DCGM's value is the bandwidth over its last
+      // interval (MB/s), which we keep: a dashboard reads it as DCGM gives it. GPU-wide: once.
+      {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+       "Total number of NVLink bandwidth counters for all lanes.", MetricType::Counter,
+       [](D, S s) { return s.nvlink_bandwidth_mb_per_second; }},
       {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.",
        MetricType::Counter, [](D, S s) { return as_double(s.ecc_corrected_volatile); }},
       {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.",

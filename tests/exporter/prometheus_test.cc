@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "support/fake_pod_resources.h"
+#include "support/prometheus_server.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -28,52 +29,18 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using polyaccel::testing::Background;
+using polyaccel::testing::PrometheusProcess;
 using polyaccel::testing::run_command;
 namespace fs = std::filesystem;
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
-// A process started in the background through the shell; SIGTERM and reaped at the end.
-class Background {
- public:
-  Background(const std::string& command, const fs::path& log) : log_(log) {
-    auto r = run_command("(" + command + ") > '" + log.string() + "' 2>&1 & echo $!");
-    pid_ = std::atoi(r.output.c_str());
-  }
-  ~Background() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 200 && ::kill(pid_, 0) == 0; ++i)
-      std::this_thread::sleep_for(25ms);
-    if (::kill(pid_, 0) == 0) ::kill(pid_, SIGKILL);
-  }
-  std::string log() const {
-    std::ifstream in(log_);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
- private:
-  fs::path log_;
-  int pid_ = -1;
-};
 
 // Builds the captured host, starts the fake kubelet, two agents and Prometheus, and waits for
 // two scrapes of each agent.
 struct Stack {
   polyaccel::testing::TempDir tmp;
   std::unique_ptr<polyaccel::testing::FakePodResources> kubelet;
-  std::unique_ptr<Background> nvidia_amd, gaudi, prometheus;
+  std::unique_ptr<Background> nvidia_amd, gaudi;
+  std::unique_ptr<PrometheusProcess> prometheus;
   int prometheus_port = 0;
   std::vector<int> agent_ports;
   fs::path fsroot;
@@ -128,27 +95,11 @@ struct Stack {
             inject + "/hlml/libhlml.so HLML_INJECT_SCENARIO=" + scenarios +
             "/hlml/scenarios/gaudi2-8x.json exec " + common + " --pod-resources-socket ''",
         tmp.path() / "agent2.log");
-    for (auto* agent : {nvidia_amd.get(), gaudi.get()}) {
-      std::smatch m;
-      std::string log;
-      const std::regex port_line("on port ([0-9]+)");
-      for (int i = 0; i < 400 && !std::regex_search(log = agent->log(), m, port_line); ++i)
-        std::this_thread::sleep_for(25ms);
-      if (m.empty()) throw std::runtime_error("agent did not start: " + log);
-      agent_ports.push_back(std::stoi(m[1]));
-    }
+    for (auto* agent : {nvidia_amd.get(), gaudi.get()})
+      agent_ports.push_back(polyaccel::testing::agent_port(*agent));
 
-    prometheus_port = free_port();
-    fs::path config = tmp.path() / "prometheus.yml";
-    std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                             "scrape_configs:\n  - job_name: polyaccel\n    static_configs:\n"
-                             "      - targets: ['127.0.0.1:"
-                          << agent_ports[0] << "', '127.0.0.1:" << agent_ports[1] << "']\n";
-    prometheus = std::make_unique<Background>(
-        "exec prometheus --config.file='" + config.string() + "' --storage.tsdb.path='" +
-            (tmp.path() / "tsdb").string() + "' --web.listen-address=127.0.0.1:" +
-            std::to_string(prometheus_port) + " --log.level=warn",
-        tmp.path() / "prometheus.log");
+    prometheus = std::make_unique<PrometheusProcess>(tmp.path(), "polyaccel", agent_ports);
+    prometheus_port = prometheus->port();
     // Prometheus takes about 6 s to its first scrape; then two scrapes of each agent.
     auto deadline = std::chrono::steady_clock::now() + 60s;
     while (std::chrono::steady_clock::now() < deadline) {

@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 
 #include "support/fake_pod_resources.h"
+#include "support/prometheus_server.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -34,47 +35,12 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using polyaccel::testing::Background;
+using polyaccel::testing::PrometheusProcess;
 using polyaccel::testing::run_command;
 namespace fs = std::filesystem;
 
 const fs::path kDashboards = fs::path(POLYACCEL_SHARED_DIR) / "reference/vendor-dashboards";
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
-// A process started in the background through the shell; SIGTERM and reaped at the end.
-class Background {
- public:
-  Background(const std::string& command, const fs::path& log) : log_(log) {
-    auto r = run_command("(" + command + ") > '" + log.string() + "' 2>&1 & echo $!");
-    pid_ = std::atoi(r.output.c_str());
-  }
-  ~Background() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 200 && ::kill(pid_, 0) == 0; ++i)
-      std::this_thread::sleep_for(25ms);
-    if (::kill(pid_, 0) == 0) ::kill(pid_, SIGKILL);
-  }
-  std::string log() const {
-    std::ifstream in(log_);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
- private:
-  fs::path log_;
-  int pid_ = -1;
-};
 
 std::string url_encode(const std::string& s) {
   std::string out;
@@ -109,25 +75,10 @@ class VendorStack {
             "--pod-resources-socket '" +
             socket + "'",
         tmp_.path() / "agent.log");
-    std::smatch m;
-    std::string log;
-    const std::regex port_line("on port ([0-9]+)");
-    for (int i = 0; i < 400 && !std::regex_search(log = agent_->log(), m, port_line); ++i)
-      std::this_thread::sleep_for(25ms);
-    if (m.empty()) throw std::runtime_error(name + ": agent did not start: " + log);
-    agent_port_ = std::stoi(m[1]);
-    prometheus_port_ = free_port();
-    fs::path config = tmp_.path() / "prometheus.yml";
-    std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                             "scrape_configs:\n  - job_name: "
-                          << name
-                          << "\n    static_configs:\n      - targets: ['127.0.0.1:" << agent_port_
-                          << "']\n";
-    prometheus_ = std::make_unique<Background>(
-        "exec prometheus --config.file='" + config.string() + "' --storage.tsdb.path='" +
-            (tmp_.path() / "tsdb").string() + "' --web.listen-address=127.0.0.1:" +
-            std::to_string(prometheus_port_) + " --log.level=warn",
-        tmp_.path() / "prometheus.log");
+    agent_port_ = polyaccel::testing::agent_port(*agent_, name + ": ");
+    prometheus_ =
+        std::make_unique<PrometheusProcess>(tmp_.path(), name, std::vector<int>{agent_port_});
+    prometheus_port_ = prometheus_->port();
   }
 
   // Waits until Prometheus holds enough scrapes for delta() over 15 s windows.
@@ -193,12 +144,14 @@ class VendorStack {
   std::string name_;
   polyaccel::testing::TempDir tmp_;
   std::unique_ptr<polyaccel::testing::FakePodResources> kubelet_;
-  std::unique_ptr<Background> agent_, prometheus_;
+  std::unique_ptr<Background> agent_;
+  std::unique_ptr<PrometheusProcess> prometheus_;
   int agent_port_ = 0, prometheus_port_ = 0;
 };
 
 struct Stacks {
   std::unique_ptr<VendorStack> nvidia, amd, gaudi;
+  std::unique_ptr<VendorStack> amd_partitioned;  // an MI300X in DPX next to one in SPX
 };
 Stacks* stacks = nullptr;
 
@@ -232,6 +185,11 @@ class VendorDashboards : public ::testing::Test {
             " AMD_SMI_INJECT_SCENARIO=" + scenarios + "/amd_smi/scenarios/mi300x-8x.json",
         std::vector<polyaccel::testing::FakeContainer>{
             {"trainer", "ml", "worker", "amd.com/gpu", {"0000:05:00.0"}}});
+    stacks->amd_partitioned = std::make_unique<VendorStack>(
+        "amd-dpx",
+        std::string("POLYACCEL_AMD_SMI_LIB=") + AMD_SMI_INJECT_LIB +
+            " AMD_SMI_INJECT_SCENARIO=" + scenarios + "/amd_smi/scenarios/mi300x-2x-dpx.json",
+        std::vector<polyaccel::testing::FakeContainer>{});
     stacks->gaudi = std::make_unique<VendorStack>(
         "gaudi",
         std::string("POLYACCEL_HLML_LIB=") + HLML_INJECT_LIB +
@@ -239,7 +197,8 @@ class VendorDashboards : public ::testing::Test {
         std::vector<polyaccel::testing::FakeContainer>{
             {"finetune", "ml", "worker", "habana.ai/gaudi", {"0000:19:00.0"}}});
     // delta() over $__interval (15 s) needs two points in the window: wait for 4 scrapes.
-    for (auto* s : {stacks->nvidia.get(), stacks->amd.get(), stacks->gaudi.get()})
+    for (auto* s : {stacks->nvidia.get(), stacks->amd.get(), stacks->gaudi.get(),
+                    stacks->amd_partitioned.get()})
       s->wait_for_scrapes(4);
   }
   static void TearDownTestSuite() {
@@ -438,8 +397,6 @@ TEST_F(VendorDashboards, NvidiaDashboardEveryPanel) {
 TEST_F(VendorDashboards, NvidiaDefaultCounters) {
   const std::map<std::string, std::string> not_from_nvml = {
       {"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "a vGPU guest's licence state: no vGPU in the scenario"},
-      {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-       "NVML's NVLink throughput counters (field values) are not read yet"},
   };
   std::ifstream in(kDashboards / "nvidia/default-counters.csv");
   std::string line;
@@ -491,6 +448,12 @@ TEST_F(VendorDashboards, NvidiaValuesInDcgmUnits) {
                    9216.0 * 1048576);
   EXPECT_DOUBLE_EQ(p.scalar("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{GPU_I_ID=\"2\"}"), 0.4475);
   EXPECT_EQ(p.scalar("count(DCGM_FI_PROF_GR_ENGINE_ACTIVE)"), 7 + 3);
+  // NVLink bandwidth as DCGM computes it (MB/s: KiB/s over 1000) from NVML's data counters,
+  // once per GPU: 148736 + 148224 MiB/s at this step; the MIG GPU's links are idle.
+  EXPECT_EQ(p.scalar("count(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL)"), 8);
+  EXPECT_NEAR(p.scalar("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{pci_bus_id=\"00000000:2A:00.0\"}"),
+              (148736 + 148224) * 1024 / 1000.0, 1.0);
+  EXPECT_EQ(p.scalar("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{pci_bus_id=\"00000000:DB:00.0\"}"), 0);
   // The last XID with upstream's labels; clock event reasons as a mask and by name.
   EXPECT_EQ(p.scalar("count(DCGM_FI_DEV_XID_ERRORS{err_code=\"0\",err_msg=\"No Error\"})"), 8);
   EXPECT_EQ(p.scalar("DCGM_FI_DEV_CLOCKS_EVENT_REASONS{pci_bus_id=\"00000000:4E:00.0\"}"), 4);
@@ -532,6 +495,11 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
   EXPECT_EQ(p.scalar("gpu_total_vram{gpu_id=\"0\"}"), 196608);
   EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous{card_model=~\"102-G30211-.*\"})"), 8);
   EXPECT_EQ(p.scalar("count(gpu_clock{clock_type=\"system\"})"), 8);
+  // The clocks' ranges, MHz (MI300X: GFX 500-2100, memory 900-1300).
+  EXPECT_EQ(p.scalar("gpu_min_clock{gpu_id=\"0\",clock_type=\"system\"}"), 500);
+  EXPECT_EQ(p.scalar("gpu_max_clock{gpu_id=\"0\",clock_type=\"system\"}"), 2100);
+  EXPECT_EQ(p.scalar("gpu_min_clock{gpu_id=\"0\",clock_type=\"memory\"}"), 900);
+  EXPECT_EQ(p.scalar("gpu_max_clock{gpu_id=\"0\",clock_type=\"memory\"}"), 1300);
   EXPECT_EQ(p.scalar("count(gpu_health{gpu_compute_partition_type=\"spx\","
                      "gpu_memory_partition_type=\"nps1\"})"),
             8);
@@ -539,6 +507,36 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
   EXPECT_EQ(p.scalar("pcie_speed{gpu_id=\"0\"}"), 32);
   EXPECT_EQ(p.scalar("count(pcie_nack_sent_count)"), 8);
   EXPECT_EQ(p.scalar("count(gpu_ecc_correct_total)"), 8);
+}
+
+// Every compute partition has its own series set, as AMD's exporter (metricslist.md): its gpu_id
+// (the place in amd-smi's enumeration) and gpu_partition_id, with its GFX busy and memory; what
+// metricslist.md gives for the primary partition only (engine activity, power, temperature) once
+// per GPU, on partition 0, so that sums count nothing twice.
+TEST_F(VendorDashboards, AmdEveryPartitionReported) {
+  const VendorStack& p = *stacks->amd_partitioned;
+  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous)"), 3);
+  // Engine activity as metricslist.md has it: the primary partition's only.
+  EXPECT_EQ(p.scalar("count(gpu_gfx_activity)"), 2);
+  EXPECT_TRUE(p.query("gpu_umc_activity{gpu_partition_id=\"1\"}").empty());
+  EXPECT_EQ(p.scalar("count(gpu_health)"), 3);
+  EXPECT_EQ(p.scalar("gpu_gfx_activity{gpu_id=\"0\",gpu_partition_id=\"0\","
+                     "gpu_compute_partition_type=\"dpx\",gpu_memory_partition_type=\"nps2\"}"),
+            72);
+  EXPECT_EQ(p.scalar("gpu_gfx_busy_instantaneous{gpu_id=\"1\",gpu_partition_id=\"1\","
+                     "gpu_compute_partition_type=\"dpx\",card_model=\"102-G30211-0C\"}"),
+            18);
+  EXPECT_EQ(p.scalar("gpu_used_vram{gpu_id=\"1\"}"), 8 * 1024);
+  EXPECT_EQ(p.scalar("gpu_gfx_activity{gpu_id=\"2\",gpu_partition_id=\"0\","
+                     "gpu_compute_partition_type=\"spx\"}"),
+            0);
+  // The DPX GPU's memory: its two partitions' shares, 192 GiB in all, in MB as AMD's exporter.
+  EXPECT_EQ(p.scalar("sum(gpu_total_vram{gpu_compute_partition_type=\"dpx\"})"), 192 * 1024);
+  EXPECT_EQ(p.scalar("sum(gpu_used_vram{gpu_compute_partition_type=\"dpx\"})"), 72 * 1024);
+  // Power once per GPU although both partitions' handles answer it.
+  EXPECT_EQ(p.scalar("count(gpu_package_power)"), 2);
+  EXPECT_EQ(p.scalar("sum(gpu_package_power{gpu_compute_partition_type=\"dpx\"})"), 512);
+  EXPECT_TRUE(p.query("gpu_junction_temperature{gpu_partition_id=\"1\"}").empty());
 }
 
 // ---- Gaudi ----

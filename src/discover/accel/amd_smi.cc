@@ -206,12 +206,19 @@ class AmdSmiBackend final : public AcceleratorBackend {
   bool library_loaded() const { return lib_.loaded(); }
 
  private:
+  // A compute partition after the first (whose handle is the Gpu's).
+  struct Partition {
+    amdsmi::ProcessorHandle handle = nullptr;
+    std::uint32_t index = 0;         // its place in the library's enumeration
+    std::set<std::string> answered;  // its sample fields that answered at least once
+  };
   struct Gpu {
     amdsmi::ProcessorHandle handle = nullptr;
     std::uint32_t index = 0;  // the processor's place in the library's enumeration
     std::string bus_id;
     unsigned partitions = 0;
-    std::set<std::string> answered;  // sample fields that answered at least once
+    std::set<std::string> answered;           // sample fields that answered at least once
+    std::vector<Partition> other_partitions;  // partitions 1..N-1, in enumeration order
   };
 
   Status open_once();
@@ -231,6 +238,7 @@ class AmdSmiBackend final : public AcceleratorBackend {
   void read_bad_pages(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
   void read_throttle(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
   void read_pcie_metrics(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
+  void read_partitions(Gpu& gpu, AcceleratorSample& s) const;
   std::optional<double> temperature(amdsmi::ProcessorHandle p, Tally& t, std::uint32_t sensor,
                                     const char* field_name) const;
   std::size_t event_stride(const unsigned char* raw, std::uint32_t n) const;
@@ -370,9 +378,10 @@ Status AmdSmiBackend::enumerate() {
     auto gpu =
         std::find_if(gpus_.begin(), gpus_.end(), [&](const Gpu& g) { return g.bus_id == bus_id; });
     if (gpu == gpus_.end()) {
-      gpus_.push_back(Gpu{handles[index], index, bus_id, 1, {}});
+      gpus_.push_back(Gpu{handles[index], index, bus_id, 1, {}, {}});
     } else {
       ++gpu->partitions;
+      gpu->other_partitions.push_back(Partition{handles[index], index, {}});
     }
   }
   return Ok{};
@@ -506,7 +515,31 @@ AcceleratorSample AmdSmiBackend::sample(const std::string& pci_bus_id) {
   read_throttle(gpu->handle, t, s);
   read_pcie_metrics(gpu->handle, t, s);
   s.reachable = t.reachable();
+  if (s.reachable) read_partitions(*gpu, s);
   return s;
+}
+
+// Each further partition's own activity and memory through its own processor handle; one that
+// does not answer is left out (its GPU's sample stands).
+void AmdSmiBackend::read_partitions(Gpu& gpu, AcceleratorSample& s) const {
+  for (std::size_t k = 0; k < gpu.other_partitions.size(); ++k) {
+    Partition& part = gpu.other_partitions[k];
+    Tally t(part.answered);
+    AcceleratorSample own;
+    read_activity(part.handle, t, own);
+    if (!t.reachable() || (!own.gpu_utilization_percent && !own.memory_used_bytes)) continue;
+    PartitionSample ps;
+    ps.partition_id = static_cast<unsigned>(k + 1);
+    ps.index = part.index;
+    ps.gpu_utilization_percent = own.gpu_utilization_percent;
+    ps.memory_utilization_percent = own.memory_utilization_percent;
+    ps.memory_used_bytes = own.memory_used_bytes;
+    ps.memory_free_bytes = own.memory_free_bytes;
+    if (own.memory_used_bytes && own.memory_free_bytes) {
+      ps.memory_total_bytes = *own.memory_used_bytes + *own.memory_free_bytes;
+    }
+    s.partitions.push_back(ps);
+  }
 }
 
 void AmdSmiBackend::read_activity(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const {
@@ -582,12 +615,20 @@ void AmdSmiBackend::read_power(amdsmi::ProcessorHandle p, Tally& t, AcceleratorS
 void AmdSmiBackend::read_clocks(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const {
   if (!api_.clock_info) return;
   Out<amdsmi::ClkInfo> gfx;
+  // A range the library leaves at 0 or all ones is not known.
+  auto known = [](std::uint32_t mhz) {
+    return mhz != 0 && mhz != UINT32_MAX ? std::optional(mhz) : std::nullopt;
+  };
   if (t.ok("gfx_clock", api_.clock_info(p, amdsmi::kClkTypeGfx, gfx.get()))) {
     s.sm_clock_mhz = gfx.value().clk;
+    s.sm_clock_min_mhz = known(gfx.value().min_clk);
+    s.sm_clock_max_mhz = known(gfx.value().max_clk);
   }
   Out<amdsmi::ClkInfo> mem;
   if (t.ok("mem_clock", api_.clock_info(p, amdsmi::kClkTypeMem, mem.get()))) {
     s.memory_clock_mhz = mem.value().clk;
+    s.memory_clock_min_mhz = known(mem.value().min_clk);
+    s.memory_clock_max_mhz = known(mem.value().max_clk);
   }
 }
 

@@ -48,6 +48,20 @@ struct MigInstanceSample {
   ProfilingSample profiling;
 };
 
+// AMD: one compute partition of a GPU in a partition mode (DPX, QPX, CPX) other than the first,
+// whose values are the GPU sample's own: what the partition has of its own, its engines'
+// activity and its memory. GPU-wide quantities (power, temperatures, clocks, PCIe, ECC) belong to
+// the GPU and are read once, on the first partition, so that a sum counts nothing twice.
+struct PartitionSample {
+  unsigned partition_id = 0;  // 1..N-1 (0 is the GPU's own sample)
+  unsigned index = 0;         // the partition's place in the library's enumeration (AMD's gpu_id)
+  std::optional<double> gpu_utilization_percent;
+  std::optional<double> memory_utilization_percent;
+  std::optional<std::uint64_t> memory_used_bytes;
+  std::optional<std::uint64_t> memory_free_bytes;
+  std::optional<std::uint64_t> memory_total_bytes;
+};
+
 struct AcceleratorSample {
   std::string pci_bus_id;
   std::chrono::system_clock::time_point time;
@@ -86,6 +100,9 @@ struct AcceleratorSample {
   std::optional<double> encoder_utilization_percent;
   std::optional<double> decoder_utilization_percent;
   std::optional<std::uint64_t> memory_reserved_bytes;  // held by the driver (NVML v2 memory info)
+  // NVIDIA: NVLink data sent + received over all links since the last sample, in DCGM's unit
+  // (KiB/s divided by 1000: DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL), 0 on the first sample.
+  std::optional<double> nvlink_bandwidth_mb_per_second;
   // PCIe counters the device keeps itself (AMD MI300: the metrics table's v1.4+ fields).
   std::optional<double> pcie_link_speed_gts;
   std::optional<unsigned> pcie_link_width;
@@ -94,8 +111,13 @@ struct AcceleratorSample {
   std::optional<std::uint64_t> pcie_replay_rollover_count;
   std::optional<std::uint64_t> pcie_nak_sent_count;
   std::optional<std::uint64_t> pcie_nak_received_count;
-  // Gaudi (HLML): the SoC clock's maximum, the temperature limits, PCIe throughput, NIC links.
+  // The clocks' ranges: Gaudi (HLML) the SoC clock's maximum; AMD the GFX and memory clocks'
+  // current minimum and maximum (amdsmi_get_clock_info).
   std::optional<std::uint32_t> sm_clock_max_mhz;
+  std::optional<std::uint32_t> sm_clock_min_mhz;
+  std::optional<std::uint32_t> memory_clock_min_mhz;
+  std::optional<std::uint32_t> memory_clock_max_mhz;
+  // Gaudi (HLML): the temperature limits, PCIe throughput, NIC links.
   std::optional<double> temperature_shutdown_c;
   std::optional<double> temperature_slowdown_c;
   std::optional<double> temperature_memory_max_c;
@@ -105,6 +127,7 @@ struct AcceleratorSample {
   std::vector<std::pair<unsigned, bool>> nic_ports;  // port → link up
   ProfilingSample profiling;                         // the whole device
   std::vector<MigInstanceSample> mig_instances;      // MIG mode: per GPU instance
+  std::vector<PartitionSample> partitions;           // AMD partition mode: partitions 1..N-1
 };
 
 enum class AcceleratorEventKind {

@@ -18,7 +18,9 @@
 #include <array>
 #include <bitset>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -167,6 +169,7 @@ enum Field : unsigned {
   kEncoder,
   kDecoder,
   kMemoryReserved,
+  kNvlinkThroughput,
   kGpm,
   kFieldCount,
 };
@@ -382,6 +385,9 @@ class NvmlBackend final : public AcceleratorBackend {
     std::optional<bool> gpm_supported;  // asked once (nvmlGpmQueryDeviceSupport)
     GpmPair gpm;
     std::map<unsigned, GpmPair> mig_gpm;  // by GPU instance id
+    // The last NVLink data counter reading (KiB, sent + received, all links) and its time in
+    // microseconds, for DCGM's bandwidth over the interval.
+    std::optional<std::pair<std::uint64_t, std::int64_t>> nvlink_previous;
   };
 
   void free_gpm(GpmPair& p) const {
@@ -891,10 +897,45 @@ class NvmlBackend final : public AcceleratorBackend {
         s.memory_reserved_bytes = m.reserved;
       }
     }
+    if (api_.nvmlDeviceGetFieldValues) read_nvlink_bandwidth(h, s);
     if (h.gpm_supported.value_or(false)) {
       if (auto p = gpm_measure(h.gpm, dev, std::nullopt)) s.profiling = *p;
     }
     read_mig_samples(h, s);
+  }
+
+  // DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL as DCGM computes it (DcgmCacheManager's
+  // ReadAndCacheNvLinkBandwidth): the NVLink data counters sent and received over all links,
+  // summed, their increase since the last reading divided by the seconds between the readings'
+  // timestamps and by 1000 (KiB/s to DCGM's "MB/s"), truncated to an integer. The first reading,
+  // a counter that went back (driver reload) or no time between readings gives 0, as DCGM does.
+  void read_nvlink_bandwidth(Handle& h, AcceleratorSample& s) const {
+    nvmlFieldValue_t v[2]{};
+    v[0].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+    v[0].scopeId = NVML_NVLINK_SCOPE_ALL_LINKS;
+    v[1].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+    v[1].scopeId = NVML_NVLINK_SCOPE_ALL_LINKS;
+    nvmlReturn_t r = api_.nvmlDeviceGetFieldValues(h.device, 2, v);
+    if (r == NVML_SUCCESS) r = v[0].nvmlReturn != NVML_SUCCESS ? v[0].nvmlReturn : v[1].nvmlReturn;
+    if (!ok(h, kNvlinkThroughput, r, s)) return;
+    auto counter = [](const nvmlFieldValue_t& f) -> std::optional<std::uint64_t> {
+      if (f.valueType == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG) return f.value.ullVal;
+      if (f.valueType == NVML_VALUE_TYPE_UNSIGNED_INT) return f.value.uiVal;
+      return std::nullopt;
+    };
+    auto rx = counter(v[0]), tx = counter(v[1]);
+    // Each counter is below 2^63 KiB in any real lifetime; a sum that would wrap is garbage.
+    if (!rx || !tx || *rx > std::numeric_limits<std::uint64_t>::max() - *tx) return;
+    std::uint64_t sum = *rx + *tx;
+    std::int64_t at = std::max(v[0].timestamp, v[1].timestamp);
+    double mb_per_second = 0;
+    if (h.nvlink_previous && sum >= h.nvlink_previous->first && at > h.nvlink_previous->second) {
+      double seconds = static_cast<double>(at - h.nvlink_previous->second) / 1e6;
+      mb_per_second =
+          std::trunc(static_cast<double>(sum - h.nvlink_previous->first) / seconds / 1000.0);
+    }
+    h.nvlink_previous = std::pair(sum, at);
+    s.nvlink_bandwidth_mb_per_second = mb_per_second;
   }
 
   // The event set, created and registered on first use; null when the library has no events.

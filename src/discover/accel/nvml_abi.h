@@ -76,6 +76,14 @@ inline constexpr nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xF
 
 // Field ids for nvmlDeviceGetFieldValues.
 inline constexpr unsigned NVML_FI_DEV_MEMORY_TEMP = 82;
+// NVLink data (payload, no protocol overhead) sent and received since the driver loaded, in KiB;
+// scopeId is the link, or NVML_NVLINK_SCOPE_ALL_LINKS for the sum over all links. Not in
+// ../shared/reference/vendor-abi/nvml.json yet: checked against nvml.h of NVML_API_VERSION 12 as
+// NVIDIA/DCGM bundles it (sdk/nvidia/nvml/dcgm_nvml.h at 72fa3fe, July 2026): 138, 139, and
+// "a scopeId of UINT_MAX returns aggregate value summed up across all links".
+inline constexpr unsigned NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138;
+inline constexpr unsigned NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139;
+inline constexpr unsigned NVML_NVLINK_SCOPE_ALL_LINKS = 0xFFFFFFFFu;
 
 // Event types (bit mask) for nvmlDeviceRegisterEvents.
 inline constexpr unsigned long long nvmlEventTypeSingleBitEccError = 0x1ULL;
@@ -340,7 +348,11 @@ static_assert(sizeof(nvmlProcessInfo_t) == 24);
 // ---- GPM (GPU Performance Monitoring, Hopper and later), encoder/decoder, memory v2 ----------
 // From nvml.h of CUDA 12.x (go-nvml gen/nvml/nvml.h). ../shared/reference/vendor-abi/nvml.json
 // has no entry for these yet (only the function names): the layouts below are nvml.h's, pinned by
-// the static_asserts.
+// the static_asserts, and were checked against nvml.h of NVML_API_VERSION 12 as NVIDIA/DCGM
+// bundles it (sdk/nvidia/nvml/dcgm_nvml.h at 72fa3fe): the facts are listed in
+// tests/discover/accel/vendor_abi_nvml.cc. NVML_GPM_METRIC_MAX alone differs (166, then 333 there,
+// with the same NVML_GPM_METRICS_GET_VERSION 1): it sizes only our own request, whose numMetrics
+// says how many entries the library reads and fills.
 struct nvmlGpmSample_st;
 using nvmlGpmSample_t = nvmlGpmSample_st*;
 
@@ -408,11 +420,17 @@ using nvmlDeviceGetDecoderUtilization = nvmlReturn_t(nvmlDevice_t, unsigned int*
 using nvmlDeviceGetMemoryInfo_v2 = nvmlReturn_t(nvmlDevice_t, nvmlMemory_v2_t*);
 }  // namespace fn
 
-static_assert(sizeof(nvmlGpmMetric_t) == 40);
+static_assert(sizeof(nvmlGpmMetric_t) == 40 && alignof(nvmlGpmMetric_t) == 8);
+static_assert(offsetof(nvmlGpmMetric_t, nvmlReturn) == 4);
 static_assert(offsetof(nvmlGpmMetric_t, value) == 8);
+static_assert(offsetof(nvmlGpmMetric_t, metricInfo) == 16);
+static_assert(offsetof(nvmlGpmMetricsGet_t, numMetrics) == 4);
 static_assert(offsetof(nvmlGpmMetricsGet_t, sample1) == 8);
+static_assert(offsetof(nvmlGpmMetricsGet_t, sample2) == 16);
 static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24);
 static_assert(sizeof(nvmlGpmMetricsGet_t) == 24 + 40 * NVML_GPM_METRIC_MAX);
-static_assert(sizeof(nvmlMemory_v2_t) == 40);
+static_assert(sizeof(nvmlGpmSupport_t) == 8 && offsetof(nvmlGpmSupport_t, isSupportedDevice) == 4);
+static_assert(sizeof(nvmlMemory_v2_t) == 40 && offsetof(nvmlMemory_v2_t, reserved) == 16);
+static_assert(nvmlMemory_v2 == 0x2000028);
 
 }  // namespace polyaccel::nvml

@@ -305,6 +305,36 @@ TEST(AmdSmiBackend, EventRecordSizeToldFromTheRecords) {
   EXPECT_EQ(events[2].code, 2u);
 }
 
+// Every partition's own activity and memory, through its own processor handle (the scenario's
+// DPX GPU: partition 0 at 72 % with 64 GiB used, partition 1 at 18 % with 8 GiB, 96 GiB each).
+// GPU-wide values stay on the GPU's sample; a GPU in SPX has no further partitions.
+TEST(AmdSmiBackend, EachPartitionIsSampled) {
+  constexpr std::uint64_t kGiB = 1ULL << 30;
+  auto backend = backend_for(
+      kLibrary, (std::filesystem::path(AMD_SMI_SCENARIO_DIR) / "mi300x-2x-dpx.json").string());
+  ASSERT_TRUE(backend->open());
+  auto devices = backend->devices();
+  ASSERT_TRUE(devices);
+  ASSERT_EQ(devices->size(), 2u);
+  EXPECT_EQ((*devices)[0].partitions, 2u);
+  EXPECT_EQ((*devices)[1].inventory.index, 2u);
+  AcceleratorSample dpx = backend->sample("0000:05:00.0");
+  ASSERT_TRUE(dpx.reachable);
+  EXPECT_EQ(dpx.gpu_utilization_percent, 72.0);
+  EXPECT_EQ(dpx.memory_used_bytes, 64 * kGiB);
+  EXPECT_EQ(dpx.power_watts, 512.0);
+  ASSERT_EQ(dpx.partitions.size(), 1u);
+  const PartitionSample& second = dpx.partitions[0];
+  EXPECT_EQ(second.partition_id, 1u);
+  EXPECT_EQ(second.index, 1u);
+  EXPECT_EQ(second.gpu_utilization_percent, 18.0);
+  EXPECT_EQ(second.memory_utilization_percent, 9.0);
+  EXPECT_EQ(second.memory_used_bytes, 8 * kGiB);
+  EXPECT_EQ(second.memory_free_bytes, 88 * kGiB);
+  EXPECT_EQ(second.memory_total_bytes, 96 * kGiB);
+  EXPECT_TRUE(backend->sample("0000:26:00.0").partitions.empty());
+}
+
 // In a compute partition mode the library shows one processor per partition, each on a function
 // of the GPU's PCI device that does not exist on the bus (rocm-systems#5805): one GPU, function 0.
 TEST(AmdSmiBackend, PartitionsOfOneGpuAreOneDevice) {

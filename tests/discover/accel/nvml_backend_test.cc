@@ -5,9 +5,12 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -209,6 +212,29 @@ TEST_F(NvmlBackend, SamplesFollowTheScenarioStepByStep) {
   EXPECT_EQ(after.gpu_utilization_percent, 0.0);
   EXPECT_EQ(after.gpu_temperature_c, 36.0);
   EXPECT_GT(*after.energy_millijoules, *busy.energy_millijoules);
+}
+
+// DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL as DCGM computes it from NVML's NVLink data counters: the
+// increase of sent + received KiB between two samples, per second, divided by 1000; 0 on the
+// first sample. At the training step every non-MIG GPU moves 148736 + 148224 MiB/s.
+TEST_F(NvmlBackend, NvlinkBandwidthIsDcgmsRateOfTheDataCounters) {
+  auto& b = open();
+  (void)devices();
+  set_step(1);
+  EXPECT_EQ(b.sample("0000:2a:00.0").nvlink_bandwidth_mb_per_second, 0.0);
+  EXPECT_EQ(b.sample("0000:db:00.0").nvlink_bandwidth_mb_per_second, 0.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  AcceleratorSample busy = b.sample("0000:2a:00.0");
+  ASSERT_TRUE(busy.nvlink_bandwidth_mb_per_second);
+  EXPECT_NEAR(*busy.nvlink_bandwidth_mb_per_second, (148736 + 148224) * 1024 / 1000.0, 1.0);
+  EXPECT_EQ(*busy.nvlink_bandwidth_mb_per_second, std::trunc(*busy.nvlink_bandwidth_mb_per_second));
+  // The MIG GPU's NVLinks are idle at this step.
+  EXPECT_EQ(b.sample("0000:db:00.0").nvlink_bandwidth_mb_per_second, 0.0);
+  // Idle again: the counters stop growing.
+  set_step(4);
+  (void)b.sample("0000:2a:00.0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(b.sample("0000:2a:00.0").nvlink_bandwidth_mb_per_second, 0.0);
 }
 
 TEST_F(NvmlBackend, UnsupportedFieldsAreLeftEmpty) {

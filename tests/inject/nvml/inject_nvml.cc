@@ -89,6 +89,10 @@ struct Gpu {
   std::unique_ptr<nvmlDevice_st> handle;
   std::vector<std::unique_ptr<nvmlDevice_st>> mig_handles;
   std::vector<std::unique_ptr<nvmlGpuInstance_st>> gi_handles;
+  // The NVLink data counters (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX/TX, all links, KiB) and when
+  // they were last brought up to date; they start at 0 when first read.
+  double nvlink_rx_kib = 0, nvlink_tx_kib = 0;
+  std::chrono::system_clock::time_point nvlink_counted{};
 };
 
 struct State {
@@ -784,6 +788,48 @@ INJECT_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
 }
 INJECT_CHECK(nvmlDeviceGetTemperature);
 
+// Brings GPU `gpu`'s NVLink data counters up to `now`: they grow at the current step's GPM NVLink
+// rates (gpm.nvlink_rx_mibps / nvlink_tx_mibps, MiB/s: the traffic GPM measures), so that a
+// reader computing a rate from two readings gets the scenario's. Caller holds mu.
+void advance_nvlink(State& s, size_t gpu, std::chrono::system_clock::time_point now) {
+  Gpu& g = s.gpus[gpu];
+  if (g.nvlink_counted != std::chrono::system_clock::time_point{} && now > g.nvlink_counted) {
+    double seconds = std::chrono::duration<double>(now - g.nvlink_counted).count();
+    const json& v = values(s, static_cast<int>(gpu));
+    const json gpm = v.contains("gpm") && v.at("gpm").is_object() ? v.at("gpm") : json::object();
+    g.nvlink_rx_kib += gpm.value("nvlink_rx_mibps", 0.0) * 1024.0 * seconds;
+    g.nvlink_tx_kib += gpm.value("nvlink_tx_mibps", 0.0) * 1024.0 * seconds;
+  }
+  g.nvlink_counted = now;
+}
+
+// One NVLink data counter field: scopeId NVML_NVLINK_SCOPE_ALL_LINKS for all links, or one active
+// link (an equal share); NOT_SUPPORTED on a GPU without active links or with "nvlink" unsupported.
+nvmlReturn_t nvlink_counter(State& s, int gpu, nvmlFieldValue_t& f,
+                            std::chrono::system_clock::time_point now) {
+  const Gpu& g = s.gpus[static_cast<size_t>(gpu)];
+  unsigned active = static_cast<unsigned>(
+      std::count_if(g.nvlinks.begin(), g.nvlinks.end(), [](const auto& r) { return !r.empty(); }));
+  if (g.unsupported.count("nvlink") || active == 0) {
+    return NVML_ERROR_NOT_SUPPORTED;
+  }
+  double share = 1.0;
+  if (f.scopeId != NVML_NVLINK_SCOPE_ALL_LINKS) {
+    if (f.scopeId >= s.nvlink_max_links) return NVML_ERROR_INVALID_ARGUMENT;
+    if (f.scopeId >= g.nvlinks.size() || g.nvlinks[f.scopeId].empty()) {
+      return NVML_ERROR_NOT_SUPPORTED;
+    }
+    share = 1.0 / active;
+  }
+  advance_nvlink(s, static_cast<size_t>(gpu), now);
+  const Gpu& counted = s.gpus[static_cast<size_t>(gpu)];
+  double kib = f.fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX ? counted.nvlink_rx_kib
+                                                                  : counted.nvlink_tx_kib;
+  f.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+  f.value.ullVal = static_cast<unsigned long long>(kib * share);
+  return NVML_SUCCESS;
+}
+
 INJECT_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count,
                                                     nvmlFieldValue_t* values_out) {
   State& s = state();
@@ -791,13 +837,21 @@ INJECT_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int cou
   const Gpu* g = nullptr;
   if (nvmlReturn_t r = check(s, device, nullptr, &g); r != NVML_SUCCESS) return r;
   if (count < 0 || (count > 0 && !values_out)) return NVML_ERROR_INVALID_ARGUMENT;
-  auto now = std::chrono::duration_cast<std::chrono::microseconds>(
-                 std::chrono::system_clock::now().time_since_epoch())
-                 .count();
+  // The NVLink counters are brought up to the very microsecond the values are stamped with, so
+  // that a rate from two readings is the scenario's and not the stamps' rounding.
+  std::chrono::system_clock::time_point clock =
+      std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  auto now =
+      std::chrono::duration_cast<std::chrono::microseconds>(clock.time_since_epoch()).count();
   for (int i = 0; i < count; ++i) {
     nvmlFieldValue_t& f = values_out[i];
     f.timestamp = now;
     f.latencyUsec = 0;
+    if (f.fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX ||
+        f.fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX) {
+      f.nvmlReturn = nvlink_counter(s, device->gpu, f, clock);
+      continue;
+    }
     if (f.fieldId != NVML_FI_DEV_MEMORY_TEMP) {
       f.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
       continue;
@@ -1154,6 +1208,16 @@ INJECT_CHECK(nvmlDeviceGetMemoryInfo_v2);
 INJECT_EXPORT void polyaccel_inject_set_step(unsigned step) {
   State& s = state();
   std::lock_guard lock(s.mu);
+#ifndef POLYACCEL_INJECT_PARTIAL
+  // The NVLink counters count the time until now at the old step's rates.
+  if (s.init_count > 0) {
+    auto now = std::chrono::system_clock::now();
+    for (size_t gpu = 0; gpu < s.gpus.size(); ++gpu) {
+      if (s.gpus[gpu].nvlink_counted != std::chrono::system_clock::time_point{})
+        advance_nvlink(s, gpu, now);
+    }
+  }
+#endif
   s.step = step;
   if (s.init_count == 0) return;
   for (auto& set : s.event_sets) {
