@@ -175,7 +175,15 @@ Result<KubeConfig> kubeconfig_file(const std::string& path) {
       if (!key) return key.error();
       c.client_cert_pem = *cert;
       c.client_key_pem = *key;
+      if (c.client_cert_pem.empty() != c.client_key_pem.empty())
+        return bad_input("--kubeconfig " + path,
+                         "gives a client certificate without its key, or a key without its "
+                         "certificate");
     }
+    // As kubectl: skipping verification while naming a CA is a contradiction, not a choice.
+    if (c.insecure_skip_tls_verify && !c.ca_pem.empty())
+      return bad_input("--kubeconfig " + path,
+                       "gives certificate-authority and insecure-skip-tls-verify together");
     return c;
   } catch (const YAML::Exception& e) {
     return bad_input("--kubeconfig " + path, std::string("is not valid YAML: ") + e.what());

@@ -318,6 +318,31 @@ TEST_F(TlsApiServer, InsecureSkipTlsVerifyOnlyWhenTheKubeconfigSaysSo) {
   expect_publishes(*insecure);
 }
 
+TEST_F(TlsApiServer, ContradictoryOrHalfCredentialsAreRefusedInOneLine) {
+  frontend("server");
+  struct Case {
+    std::string cluster, user, problem;
+  } cases[] = {
+      {"    insecure-skip-tls-verify: true\n    certificate-authority: " +
+           pki_->crt("ca").string() + "\n",
+       token_user(), "certificate-authority and insecure-skip-tls-verify together"},
+      {"", "    client-certificate: " + pki_->crt("client").string() + "\n",
+       "client certificate without its key"},
+      {"", "    client-key-data: " + Pki::base64(pki_->key("client")) + "\n",
+       "client certificate without its key"},
+  };
+  for (const auto& k : cases) {
+    fs::path p = kubeconfig(k.cluster, k.user);
+    auto c = kubeconfig_file(p.string());
+    ASSERT_FALSE(c) << k.user;
+    std::string m = c.error().message();
+    EXPECT_EQ(c.error().code, ErrorCode::bad_input);
+    EXPECT_NE(m.find(p.string()), std::string::npos) << m;
+    EXPECT_NE(m.find(k.problem), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
 TEST_F(TlsApiServer, ClientCertificateFilesAuthenticate) {
   frontend("server", "client-ca");
   server_.require_token = false;  // the certificate is the only credential
