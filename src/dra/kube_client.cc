@@ -83,6 +83,26 @@ Result<std::string> file_or_data(const YAML::Node& node, const std::string& file
   return std::string();
 }
 
+// A failed transfer for people: what libcurl says (its error buffer names the TLS problem, e.g.
+// "unable to get local issuer certificate"), and what to check.
+Error transport_error(CURLcode rc, const std::string& what, const char* detail) {
+  std::string why = *detail ? std::string(detail) : std::string(curl_easy_strerror(rc));
+  if (rc == CURLE_PEER_FAILED_VERIFICATION) {
+    return Error{ErrorCode::io, what, "the server's TLS certificate could not be verified: " + why,
+                 "give the cluster's CA: certificate-authority[-data] in the kubeconfig, ca.crt "
+                 "in the pod"};
+  }
+  if (rc == CURLE_SSL_CERTPROBLEM) {
+    return Error{ErrorCode::bad_input, what, "the client certificate cannot be used: " + why,
+                 "check client-certificate[-data] and client-key[-data]"};
+  }
+  if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR) {
+    return Error{ErrorCode::io, what, "the TLS connection failed: " + why,
+                 "does the server want a client certificate the kubeconfig does not give?"};
+  }
+  return Error{ErrorCode::io, what, why, "is the API server reachable?"};
+}
+
 }  // namespace
 
 Result<KubeConfig> in_cluster_config(const std::string& sa_dir) {
@@ -141,7 +161,9 @@ Result<KubeConfig> kubeconfig_file(const std::string& path) {
     if (user) {
       if (user["token"]) c.token = user["token"].as<std::string>();
       if (user["tokenFile"]) {
-        c.token_file = user["tokenFile"].as<std::string>();
+        fs::path token_file = user["tokenFile"].as<std::string>();
+        if (token_file.is_relative()) token_file = base / token_file;  // as kubectl resolves it
+        c.token_file = token_file.string();
         auto t = read_small(c.token_file);
         if (!t) return bad_input("--kubeconfig " + path, "tokenFile cannot be read");
         c.token = trim(*t);
@@ -153,7 +175,15 @@ Result<KubeConfig> kubeconfig_file(const std::string& path) {
       if (!key) return key.error();
       c.client_cert_pem = *cert;
       c.client_key_pem = *key;
+      if (c.client_cert_pem.empty() != c.client_key_pem.empty())
+        return bad_input("--kubeconfig " + path,
+                         "gives a client certificate without its key, or a key without its "
+                         "certificate");
     }
+    // As kubectl: skipping verification while naming a CA is a contradiction, not a choice.
+    if (c.insecure_skip_tls_verify && !c.ca_pem.empty())
+      return bad_input("--kubeconfig " + path,
+                       "gives certificate-authority and insecure-skip-tls-verify together");
     return c;
   } catch (const YAML::Exception& e) {
     return bad_input("--kubeconfig " + path, std::string("is not valid YAML: ") + e.what());
@@ -221,7 +251,13 @@ Result<HttpResponse> KubeClient::request(const std::string& method, const std::s
   }
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
   curl_blob ca{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_COPY};
-  if (!config_.ca_pem.empty()) curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
+  if (!config_.ca_pem.empty()) {
+    // The cluster's CA and only it, as kubectl: libcurl would otherwise also trust the system's
+    // bundle, and any public CA could then vouch for the API server.
+    curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
+    curl_easy_setopt(c, CURLOPT_CAINFO, nullptr);
+    curl_easy_setopt(c, CURLOPT_CAPATH, nullptr);
+  }
   curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()), config_.client_cert_pem.size(),
                  CURL_BLOB_COPY};
   curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
@@ -236,12 +272,12 @@ Result<HttpResponse> KubeClient::request(const std::string& method, const std::s
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
   }
+  char detail[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, detail);
   CURLcode rc = curl_easy_perform(c);
   curl_slist_free_all(headers);
-  if (rc != CURLE_OK) {
-    return Error{ErrorCode::io, method + " " + url, curl_easy_strerror(rc),
-                 "is the API server reachable?"};
-  }
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);  // `detail` goes out of scope
+  if (rc != CURLE_OK) return transport_error(rc, method + " " + url, detail);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
   if (method != "GET" && r.status >= 200 && r.status < 300) ++writes_;
   return r;

@@ -23,8 +23,9 @@ namespace polyaccel::testing {
 
 class FakeApiServer {
  public:
-  // Plain HTTP: Debian 12's civetweb 1.15 cannot load OpenSSL 3 (mg_init_library fails), so
-  // the client's TLS settings are not exercised here.
+  // Plain HTTP: Debian 12's civetweb 1.15 cannot load OpenSSL 3 (mg_init_library fails). The
+  // client's TLS settings are tested with socat terminating TLS in front of this server
+  // (tls_api_server_test.cc).
   explicit FakeApiServer(const std::filesystem::path& dir) : dir_(dir) { start(0); }
   ~FakeApiServer() { stop(); }
 
@@ -50,6 +51,7 @@ class FakeApiServer {
   }
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
 
   // State, under the lock.
   std::mutex mu;
@@ -60,6 +62,7 @@ class FakeApiServer {
   bool forbid_writes = false;
   unsigned conflict_next_writes = 0;  // answer this many writes 409 (someone else wrote)
   std::string token = "test-token";
+  bool require_token = true;  // false: the client authenticates with a certificate instead
 
   size_t slices_of(const std::string& node) {
     std::lock_guard<std::mutex> lock(mu);
@@ -102,7 +105,8 @@ class FakeApiServer {
     std::lock_guard<std::mutex> lock(mu);
     ++requests;
     const std::string slices_path = "/apis/resource.k8s.io/v1/resourceslices";
-    if (auth != "Bearer " + token) return reply(c, 401, status(401, "Unauthorized", "no token"));
+    if (require_token && auth != "Bearer " + token)
+      return reply(c, 401, status(401, "Unauthorized", "no token"));
     if (method == "GET" && path == slices_path) {
       std::string node, driver;
       char value[512];
