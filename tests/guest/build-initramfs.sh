@@ -42,7 +42,17 @@ for m in $(cat /modules/order); do insmod /modules/$m 2>/dev/null; done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose hostroot /host
 mount -t 9p -o trans=virtio,version=9p2000.L out /out
 for d in proc sys dev; do mount --bind /$d /host/$d; done
+# The guest's /tmp is its own and writable; a checkout or build under the host's /tmp (a CI
+# clone) must stay visible there, so the host's /tmp directories are bound back (read-only).
+mkdir -p /hosttmp
+mount --bind /host/tmp /hosttmp
 mount -t tmpfs tmp /host/tmp
+for d in /hosttmp/*/; do
+  d=${d%/}
+  n=${d##*/}
+  [ -d "$d" ] && [ "$n" != out ] || continue
+  mkdir -p "/host/tmp/$n" && mount --bind "$d" "/host/tmp/$n"
+done
 mount -t tmpfs run /host/run
 mkdir -p /host/tmp/out
 mount --bind /out /host/tmp/out
