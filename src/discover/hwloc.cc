@@ -83,41 +83,113 @@ Error xml_error(const std::string& path, const std::string& problem,
   return bad_input(path, problem, remedy);
 }
 
-// An `<object ...>` tag's attribute, or nullopt.
-std::optional<std::string> xml_attribute(std::string_view tag, std::string_view name) {
-  std::string key = " " + std::string(name) + "=\"";
-  size_t at = tag.find(key);
-  if (at == std::string_view::npos) return std::nullopt;
-  size_t begin = at + key.size();
-  size_t end = tag.find('"', begin);
-  if (end == std::string_view::npos) return std::nullopt;
-  return std::string(tag.substr(begin, end - begin));
+// One start tag of an hwloc XML file, its attributes as written.
+struct XmlTag {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> attributes;
+  const std::string* attribute(std::string_view key) const {
+    for (const auto& [k, v] : attributes)
+      if (k == key) return &v;
+    return nullptr;
+  }
+};
+
+// Reads the start tag at `at` (just past '<') in the one grammar libhwloc's own XML reader
+// accepts: attribute names of a-z and '_', each followed by `="value"`. Anything else (an
+// unquoted value, a stray character, a repeated attribute) is refused here: libhwloc 2.9 stops
+// reading the tag's attributes there and then dereferences the cpusets it never set.
+// On success `at` is past the tag's '>'.
+Result<XmlTag> read_start_tag(const std::string& path, const std::string& text, size_t& at,
+                              size_t line) {
+  auto bad = [&](const std::string& what) -> Error {
+    return xml_error(path, "line " + std::to_string(line) + ": " + what + " (hwloc cannot load it)",
+                     "export the topology again with lstopo-no-graphics --of xml");
+  };
+  auto is_name = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  XmlTag tag;
+  size_t i = at;
+  while (i < text.size() && is_name(text[i]))
+    ++i;
+  tag.name = text.substr(at, i - at);
+  if (tag.name.empty()) return bad("a '<' that starts no element");
+  const std::string element = "<" + printable(tag.name) + ">";
+  while (true) {
+    size_t before = i;
+    while (i < text.size() && is_space(text[i]))
+      ++i;
+    if (i >= text.size()) return bad(element + " is not closed");
+    if (text[i] == '>' || (text[i] == '/' && i + 1 < text.size() && text[i + 1] == '>')) {
+      at = i + (text[i] == '>' ? 1 : 2);
+      return tag;
+    }
+    if (i == before) return bad(element + " has no space before an attribute");
+    size_t name_begin = i;
+    while (i < text.size() && ((text[i] >= 'a' && text[i] <= 'z') || text[i] == '_'))
+      ++i;
+    std::string name = text.substr(name_begin, i - name_begin);
+    if (name.empty() || i + 1 >= text.size() || text[i] != '=' || text[i + 1] != '"') {
+      size_t shown = std::min<size_t>(i - name_begin + 16, text.size() - name_begin);
+      return bad(element + " has a malformed attribute near '" +
+                 printable(text.substr(name_begin, shown)) + "' (hwloc writes name=\"value\")");
+    }
+    size_t value_begin = i + 2;
+    size_t value_end = text.find('"', value_begin);
+    if (value_end == std::string::npos) return bad(element + " has an unterminated attribute");
+    if (tag.attribute(name)) return bad(element + " repeats the attribute " + printable(name));
+    tag.attributes.emplace_back(std::move(name), text.substr(value_begin, value_end - value_begin));
+    i = value_end + 1;
+  }
 }
 
-// Shapes that crash libhwloc itself (2.9 dereferences a missing complete_cpuset in
-// hwloc_topology_load, and lstopo with it): an object with a cpuset but no complete_cpuset, a PU
-// without a cpuset. Every export hwloc writes has both.
-Status check_objects(const std::string& path, const std::string& text) {
+// Checks every start tag's syntax (above) and the object shapes that crash libhwloc itself
+// (2.9 dereferences a missing complete_cpuset in hwloc_topology_load, and lstopo with it): an
+// object with a cpuset but no complete_cpuset, a PU without a cpuset. Every export hwloc writes
+// has both.
+Status check_tags(const std::string& path, const std::string& text) {
   size_t line = 1, counted = 0;
-  for (size_t at = text.find("<object"); at != std::string::npos;
-       at = text.find("<object", at + 1)) {
-    size_t end = text.find('>', at);
-    if (end == std::string::npos) break;  // truncated: the </topology> check says so
-    std::string_view tag(text.data() + at, end - at);
-    auto type = xml_attribute(tag, "type");
-    bool pu = type && *type == "PU";
-    bool cpuset = xml_attribute(tag, "cpuset").has_value();
-    bool complete = xml_attribute(tag, "complete_cpuset").has_value();
-    if ((pu && !cpuset) || (cpuset && !complete)) {
-      line += static_cast<size_t>(std::count(text.begin() + static_cast<long>(counted),
-                                             text.begin() + static_cast<long>(at), '\n'));
-      return xml_error(path,
-                       "line " + std::to_string(line) + ": object " +
-                           printable(type.value_or("?")) +
-                           (cpuset ? " has a cpuset but no complete_cpuset" : " has no cpuset") +
-                           " (hwloc cannot load it)",
-                       "export the topology again with lstopo-no-graphics --of xml");
+  for (size_t at = text.find('<'); at != std::string::npos; at = text.find('<', at)) {
+    line += static_cast<size_t>(std::count(text.begin() + static_cast<long>(counted),
+                                           text.begin() + static_cast<long>(at), '\n'));
+    counted = at;
+    // Declarations, comments and end tags carry nothing hwloc reads as attributes.
+    std::string_view rest(text.data() + at, text.size() - at);
+    size_t skip = std::string_view::npos;
+    if (rest.substr(0, 4) == "<!--") {
+      skip = rest.find("-->");
+      if (skip != std::string_view::npos) skip += 3;
+    } else if (rest.substr(0, 2) == "<?") {
+      skip = rest.find("?>");
+      if (skip != std::string_view::npos) skip += 2;
+    } else if (rest.substr(0, 2) == "<!" || rest.substr(0, 2) == "</") {
+      skip = rest.find('>');
+      if (skip != std::string_view::npos) skip += 1;
     }
+    if (skip != std::string_view::npos) {
+      at += skip;
+      continue;
+    }
+    if (rest.size() >= 2 && (rest[1] == '!' || rest[1] == '?' || rest[1] == '/')) break;
+    size_t tag_at = at + 1;
+    auto tag = read_start_tag(path, text, tag_at, line);
+    if (!tag) return tag.error();
+    if (tag->name == "object") {
+      const std::string* type = tag->attribute("type");
+      bool pu = type && *type == "PU";
+      bool cpuset = tag->attribute("cpuset") != nullptr;
+      bool complete = tag->attribute("complete_cpuset") != nullptr;
+      if ((pu && !cpuset) || (cpuset && !complete)) {
+        return xml_error(path,
+                         "line " + std::to_string(line) + ": object " +
+                             printable(type ? *type : "?") +
+                             (cpuset ? " has a cpuset but no complete_cpuset" : " has no cpuset") +
+                             " (hwloc cannot load it)",
+                         "export the topology again with lstopo-no-graphics --of xml");
+      }
+    }
+    at = tag_at;
   }
   return Ok{};
 }
@@ -142,7 +214,7 @@ Result<std::string> check_xml_file(const std::string& path) {
   if (text->find("</topology>") == std::string::npos) {
     return xml_error(path, "is truncated (no closing </topology>)");
   }
-  if (auto st = check_objects(path, *text); !st) return st.error();
+  if (auto st = check_tags(path, *text); !st) return st.error();
   return text;
 }
 
