@@ -145,9 +145,9 @@ Result<XmlTag> read_start_tag(const std::string& path, const std::string& text, 
 }
 
 // Checks every start tag's syntax (above) and the object shapes that crash libhwloc itself
-// (2.9 dereferences a missing complete_cpuset in hwloc_topology_load, and lstopo with it): an
-// object with a cpuset but no complete_cpuset, a PU without a cpuset. Every export hwloc writes
-// has both.
+// (2.9 dereferences a missing complete set in hwloc_topology_load, and lstopo with it): an
+// object with a cpuset but no complete_cpuset, a nodeset but no complete_nodeset, a PU without a
+// cpuset. Every export hwloc writes has them all.
 Status check_tags(const std::string& path, const std::string& text) {
   size_t line = 1, counted = 0;
   for (size_t at = text.find('<'); at != std::string::npos; at = text.find('<', at)) {
@@ -177,14 +177,18 @@ Status check_tags(const std::string& path, const std::string& text) {
     if (!tag) return tag.error();
     if (tag->name == "object") {
       const std::string* type = tag->attribute("type");
-      bool pu = type && *type == "PU";
-      bool cpuset = tag->attribute("cpuset") != nullptr;
-      bool complete = tag->attribute("complete_cpuset") != nullptr;
-      if ((pu && !cpuset) || (cpuset && !complete)) {
+      std::string problem;
+      if (type && *type == "PU" && !tag->attribute("cpuset")) {
+        problem = "has no cpuset";
+      } else if (tag->attribute("cpuset") && !tag->attribute("complete_cpuset")) {
+        problem = "has a cpuset but no complete_cpuset";
+      } else if (tag->attribute("nodeset") && !tag->attribute("complete_nodeset")) {
+        problem = "has a nodeset but no complete_nodeset";
+      }
+      if (!problem.empty()) {
         return xml_error(path,
                          "line " + std::to_string(line) + ": object " +
-                             printable(type ? *type : "?") +
-                             (cpuset ? " has a cpuset but no complete_cpuset" : " has no cpuset") +
+                             printable(type ? *type : "?") + " " + problem +
                              " (hwloc cannot load it)",
                          "export the topology again with lstopo-no-graphics --of xml");
       }

@@ -313,7 +313,15 @@ TEST_F(HostileInput, HwlocShapesThatCrashHwloc) {
   auto cpuset = no_cpuset.find(" cpuset=\"", pu);
   no_cpuset.erase(cpuset, no_cpuset.find('"', cpuset + 9) + 1 - cpuset);
   path = file("no-cpuset.xml", no_cpuset);
-  refused("topo --topology '" + path + "'", "no cpuset");
+  // A nodeset without its complete_nodeset (the Machine here, a NUMANode alike): found by fuzzing.
+  std::string no_complete_nodeset = xml;
+  auto machine = no_complete_nodeset.find("<object type=\"Machine\"");
+  ASSERT_NE(machine, std::string::npos);
+  auto nodes = no_complete_nodeset.find(" complete_nodeset=\"", machine);
+  ASSERT_LT(nodes, no_complete_nodeset.find('>', machine));
+  no_complete_nodeset.erase(nodes, no_complete_nodeset.find('"', nodes + 19) + 1 - nodes);
+  path = file("no-complete-nodeset.xml", no_complete_nodeset);
+  refused("topo --topology '" + path + "'", "Machine has a nodeset but no complete_nodeset");
 }
 
 // Attribute syntax libhwloc's reader does not accept: it stops reading the tag there and 2.9 then
