@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -482,6 +484,28 @@ void RocmSmiBackend::read_activity(std::uint32_t dv, Tally& t, AcceleratorSample
       s.memory_free_bytes = total - used;
     }
   }
+  // GTT and the CPU-visible part of VRAM, as amd-smi's backend reads them.
+  if (!api_.memory_total || !api_.memory_usage) return;
+  struct Kind {
+    std::uint32_t type;
+    const char* total_field;
+    const char* used_field;
+    std::optional<std::uint64_t>* total;
+    std::optional<std::uint64_t>* used;
+  };
+  const Kind kinds[] = {
+      {rsmi::kMemoryTypeGtt, "gtt_total", "gtt_used", &s.gtt_total_bytes, &s.gtt_used_bytes},
+      {rsmi::kMemoryTypeVisVram, "vis_vram_total", "vis_vram_used", &s.visible_vram_total_bytes,
+       &s.visible_vram_used_bytes},
+  };
+  for (const Kind& k : kinds) {
+    if (!t.ok(k.total_field, api_.memory_total(dv, k.type, &total)) || total == 0 ||
+        total == UINT64_MAX) {
+      continue;
+    }
+    *k.total = total;
+    if (t.ok(k.used_field, api_.memory_usage(dv, k.type, &used)) && used <= total) *k.used = used;
+  }
 }
 
 std::optional<double> RocmSmiBackend::temperature(std::uint32_t dv, Tally& t, std::uint32_t sensor,
@@ -517,6 +541,7 @@ void RocmSmiBackend::read_power(std::uint32_t dv, Tally& t, AcceleratorSample& s
   std::uint64_t microwatts = 0;
   if (api_.power_average && t.ok("power_average", api_.power_average(dv, 0, &microwatts))) {
     s.power_watts = static_cast<double>(microwatts) / 1e6;
+    if (microwatts < 10000ULL * 1000000) s.average_power_watts = s.power_watts;
   } else if (api_.socket_power && t.ok("socket_power", api_.socket_power(dv, &microwatts))) {
     s.power_watts = static_cast<double>(microwatts) / 1e6;
   }
@@ -566,10 +591,16 @@ void RocmSmiBackend::read_errors(std::uint32_t dv, Tally& t, AcceleratorSample& 
     if (!(enabled & block)) continue;
     rsmi::ErrorCount count{};
     std::uint32_t st = api_.ecc_count(dv, block, &count);
-    if (st == rsmi::kSuccess) {
+    if (st == rsmi::kSuccess && count.correctable != UINT64_MAX &&
+        count.uncorrectable != UINT64_MAX) {
       answered = true;
       corrected += count.correctable;
       uncorrected += count.uncorrectable;
+      for (std::size_t k = 0; k < std::size(kAmdRasBlocks); ++k) {
+        if (block == 1ULL << k) {
+          s.ecc_blocks.push_back({kAmdRasBlocks[k], count.correctable, count.uncorrectable, {}});
+        }
+      }
     } else if (!is_unsupported(st)) {
       status = st;
     }
@@ -594,12 +625,18 @@ void RocmSmiBackend::read_bad_pages(std::uint32_t dv, Tally& t, AcceleratorSampl
 
 // Throttling from the metrics table's independent throttle bits, where the GPU fills them (not
 // MI300, whose table says "not available").
+// The same table's later fields (XGMI data, PCIe bandwidth, residencies, VCN/JPEG busy) too.
 void RocmSmiBackend::read_throttle(std::uint32_t dv, Tally& t, AcceleratorSample& s) const {
   if (!api_.gpu_metrics) return;
-  auto mask = amd::metrics_throttle_mask([&](amd::GpuMetricsPrefix* table) {
-    return t.ok("gpu_metrics", api_.gpu_metrics(dv, table));
-  });
-  if (mask) amd::set_throttle(*mask, s);
+  std::unique_ptr<unsigned char[]> buffer(new unsigned char[amd::kGpuMetricsBufferSize]());
+  if (!t.ok("gpu_metrics",
+            api_.gpu_metrics(dv, reinterpret_cast<amd::GpuMetricsPrefix*>(buffer.get())))) {
+    return;
+  }
+  amd::GpuMetricsPrefix prefix;
+  std::memcpy(&prefix, buffer.get(), sizeof prefix);
+  if (auto mask = amd::independent_throttle_mask(prefix)) amd::set_throttle(*mask, s);
+  amd::read_metrics_table(buffer.get(), s);
 }
 
 // The stride of the library's event array: the one its version implies, unless only the other
