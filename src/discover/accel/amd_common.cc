@@ -72,7 +72,7 @@ void read_metrics_table(const unsigned char* raw, AcceleratorSample& s) {
       if (written != kAbsent) s.xgmi_write_kb.emplace_back(k, written);
     }
   }
-  // GB/s; a PCIe 7.0 x16 link moves 512 GB/s both ways together.
+  // The bandwidth the firmware accumulates (GB/s summed over its sampling intervals), a counter.
   if (has(offsetof(GpuMetrics, pcie_bandwidth_acc), 8, 4)) {
     std::uint64_t v = u64(offsetof(GpuMetrics, pcie_bandwidth_acc));
     if (v != kAbsent) s.pcie_bandwidth_accumulated_gbs = static_cast<double>(v);

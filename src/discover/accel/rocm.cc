@@ -234,10 +234,16 @@ class RocmSmiBackend final : public AcceleratorBackend {
   std::vector<AcceleratorEvent> poll_events(std::chrono::milliseconds timeout) override;
 
  private:
+  // A compute partition after the first (whose index is the Gpu's).
+  struct Partition {
+    std::uint32_t index = 0;         // the library's device index
+    std::set<std::string> answered;  // its sample fields that answered at least once
+  };
   struct Gpu {
     std::uint32_t index = 0;
     std::string bus_id;
-    std::set<std::string> answered;  // sample fields that answered at least once
+    std::set<std::string> answered;           // sample fields that answered at least once
+    std::vector<Partition> other_partitions;  // partitions 1..N-1, in index order
   };
 
   Status open_once();
@@ -255,6 +261,7 @@ class RocmSmiBackend final : public AcceleratorBackend {
   void read_errors(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
   void read_bad_pages(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
   void read_throttle(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
+  void read_partitions(Gpu& gpu, AcceleratorSample& s) const;
   std::optional<double> temperature(std::uint32_t dv, Tally& t, std::uint32_t sensor,
                                     const char* field) const;
   std::optional<std::uint32_t> clock_mhz(std::uint32_t dv, Tally& t, std::uint32_t clock,
@@ -364,9 +371,14 @@ void RocmSmiBackend::enumerate(std::uint32_t count) {
   index_bus_ids_ = amd::physical_bus_ids(index_bus_ids_);  // partitions: one GPU, function 0
   for (std::uint32_t i = 0; i < count; ++i) {
     const std::string& bus_id = index_bus_ids_[i];
-    bool seen =
-        std::any_of(gpus_.begin(), gpus_.end(), [&](const Gpu& g) { return g.bus_id == bus_id; });
-    if (!bus_id.empty() && !seen) gpus_.push_back(Gpu{i, bus_id, {}});
+    if (bus_id.empty()) continue;
+    auto gpu =
+        std::find_if(gpus_.begin(), gpus_.end(), [&](const Gpu& g) { return g.bus_id == bus_id; });
+    if (gpu == gpus_.end()) {
+      gpus_.push_back(Gpu{i, bus_id, {}, {}});
+    } else {
+      gpu->other_partitions.push_back(Partition{i, {}});
+    }
   }
 }
 
@@ -463,7 +475,31 @@ AcceleratorSample RocmSmiBackend::sample(const std::string& pci_bus_id) {
   read_bad_pages(gpu->index, t, s);
   read_throttle(gpu->index, t, s);
   s.reachable = t.reachable();
+  if (s.reachable) read_partitions(*gpu, s);
   return s;
+}
+
+// Each further partition's own activity and memory through its own device index, as the amd-smi
+// backend reads them; one that does not answer is left out (its GPU's sample stands).
+void RocmSmiBackend::read_partitions(Gpu& gpu, AcceleratorSample& s) const {
+  for (std::size_t k = 0; k < gpu.other_partitions.size(); ++k) {
+    Partition& part = gpu.other_partitions[k];
+    Tally t(part.answered);
+    AcceleratorSample own;
+    read_activity(part.index, t, own);
+    if (!t.reachable() || (!own.gpu_utilization_percent && !own.memory_used_bytes)) continue;
+    PartitionSample ps;
+    ps.partition_id = static_cast<unsigned>(k + 1);
+    ps.index = part.index;
+    ps.gpu_utilization_percent = own.gpu_utilization_percent;
+    ps.memory_utilization_percent = own.memory_utilization_percent;
+    ps.memory_used_bytes = own.memory_used_bytes;
+    ps.memory_free_bytes = own.memory_free_bytes;
+    if (own.memory_used_bytes && own.memory_free_bytes) {
+      ps.memory_total_bytes = *own.memory_used_bytes + *own.memory_free_bytes;
+    }
+    s.partitions.push_back(ps);
+  }
 }
 
 void RocmSmiBackend::read_activity(std::uint32_t dv, Tally& t, AcceleratorSample& s) const {
