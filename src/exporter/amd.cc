@@ -12,13 +12,123 @@ namespace {
 using prometheus::MetricType;
 constexpr double kMiB = 1024.0 * 1024.0;
 
+using D = const MonitoredDevice&;
+using S = const AcceleratorSample&;
+
+std::optional<double> mib(const std::optional<std::uint64_t>& v) {
+  return v ? std::optional<double>(static_cast<double>(*v) / kMiB) : std::nullopt;
+}
+
+std::optional<double> free_mib(const std::optional<std::uint64_t>& total,
+                               const std::optional<std::uint64_t>& used) {
+  if (!total || !used || *used > *total) return std::nullopt;
+  return static_cast<double>(*total - *used) / kMiB;
+}
+
+// The value at `index` of a sample's (index, value) list.
+template <class T>
+std::optional<double> at_index(const std::vector<std::pair<unsigned, T>>& list, unsigned index) {
+  for (const auto& [i, v] : list) {
+    if (i == index) return static_cast<double>(v);
+  }
+  return std::nullopt;
+}
+
+// What metricslist.md adds to the table below: each RAS block's ECC counts, GTT and visible
+// VRAM, MI300's violation residencies, XGMI data per link, PCIe and VRAM bandwidth, VCN and
+// JPEG busy per engine. All GPU-wide: on partition 0 only (metricslist.md: "applicable for
+// primary partition").
+void add_metricslist_rows(std::vector<TableMetric>& rows) {
+  rows.push_back({"gpu_ecc_deferred_total", "Total deferred ECC errors", MetricType::Gauge,
+                  [](D, S s) { return as_double(s.ecc_deferred_volatile); }});
+  for (const char* block : kAmdRasBlocks) {
+    const std::string name = block;
+    auto counts = [name](S s) -> const RasBlockErrors* {
+      for (const auto& e : s.ecc_blocks) {
+        if (e.block == name) return &e;
+      }
+      return nullptr;
+    };
+    rows.push_back({"gpu_ecc_correct_" + name, "Correctable ECC errors in " + name,
+                    MetricType::Gauge, [counts](D, S s) {
+                      const RasBlockErrors* e = counts(s);
+                      return e ? std::optional<double>(e->correctable) : std::nullopt;
+                    }});
+    rows.push_back({"gpu_ecc_uncorrect_" + name, "Uncorrectable ECC errors in " + name,
+                    MetricType::Gauge, [counts](D, S s) {
+                      const RasBlockErrors* e = counts(s);
+                      return e ? std::optional<double>(e->uncorrectable) : std::nullopt;
+                    }});
+    rows.push_back({"gpu_ecc_deferred_" + name, "Deferred ECC errors in " + name, MetricType::Gauge,
+                    [counts](D, S s) {
+                      const RasBlockErrors* e = counts(s);
+                      return e ? as_double(e->deferred) : std::nullopt;
+                    }});
+  }
+  rows.push_back({"gpu_total_gtt", "Total GTT memory (MB)", MetricType::Gauge,
+                  [](D, S s) { return mib(s.gtt_total_bytes); }});
+  rows.push_back({"gpu_used_gtt", "Used GTT memory (MB)", MetricType::Gauge,
+                  [](D, S s) { return mib(s.gtt_used_bytes); }});
+  rows.push_back({"gpu_free_gtt", "Free GTT memory (MB)", MetricType::Gauge,
+                  [](D, S s) { return free_mib(s.gtt_total_bytes, s.gtt_used_bytes); }});
+  rows.push_back({"gpu_total_visible_vram", "Total visible VRAM (MB)", MetricType::Gauge,
+                  [](D, S s) { return mib(s.visible_vram_total_bytes); }});
+  rows.push_back({"gpu_used_visible_vram", "Used visible VRAM (MB)", MetricType::Gauge,
+                  [](D, S s) { return mib(s.visible_vram_used_bytes); }});
+  rows.push_back({"gpu_free_visible_vram", "Free visible VRAM (MB)", MetricType::Gauge, [](D, S s) {
+                    return free_mib(s.visible_vram_total_bytes, s.visible_vram_used_bytes);
+                  }});
+  rows.push_back({"gpu_violation_current_accumulated_counter",
+                  "Current accumulated violation counter", MetricType::Gauge,
+                  [](D, S s) { return as_double(s.violation.accumulation_counter); }});
+  static constexpr const char* kKinds[ViolationSample::kKinds] = {
+      "processor_hot", "ppt", "socket_thermal", "vr_thermal", "hbm_thermal"};
+  for (std::size_t k = 0; k < ViolationSample::kKinds; ++k) {
+    const std::string kind = kKinds[k];
+    rows.push_back({"gpu_violation_" + kind + "_residency_accumulated",
+                    "Accumulated " + kind + " violation residency", MetricType::Gauge,
+                    [k](D, S s) { return as_double(s.violation.residency_accumulated[k]); }});
+    rows.push_back({"gpu_violation_" + kind + "_residency_percentage",
+                    "Percentage of " + kind + " violation residency", MetricType::Gauge,
+                    [k](D, S s) { return s.violation.residency_percent[k]; }});
+  }
+  // metricslist.md: "usually 8 in an MI300X system", labelled link_index.
+  for (unsigned link = 0; link < 8; ++link) {
+    rows.push_back({"gpu_xgmi_link_rx",
+                    "Accumulated XGMI link data read (KB)",
+                    MetricType::Gauge,
+                    [link](D, S s) { return at_index(s.xgmi_read_kb, link); },
+                    {{"link_index", std::to_string(link)}}});
+  }
+  for (unsigned link = 0; link < 8; ++link) {
+    rows.push_back({"gpu_xgmi_link_tx",
+                    "Accumulated XGMI link data written (KB)",
+                    MetricType::Gauge,
+                    [link](D, S s) { return at_index(s.xgmi_write_kb, link); },
+                    {{"link_index", std::to_string(link)}}});
+  }
+  rows.push_back({"pcie_bidirectional_bandwidth", "Accumulated PCIe bandwidth (GB/s)",
+                  MetricType::Gauge, [](D, S s) { return s.pcie_bandwidth_accumulated_gbs; }});
+  rows.push_back({"gpu_vram_max_bandwidth", "Maximum VRAM bandwidth at max memory clock (GB/s)",
+                  MetricType::Gauge, [](D, S s) { return s.vram_max_bandwidth_gbs; }});
+  for (unsigned engine = 0; engine < 4; ++engine) {
+    rows.push_back({"gpu_vcn_busy_instantaneous",
+                    "VCN busy, instantaneous (%)",
+                    MetricType::Gauge,
+                    [engine](D, S s) { return at_index(s.vcn_busy_percent, engine); },
+                    {{"vcn_index", std::to_string(engine)}}});
+  }
+  for (unsigned engine = 0; engine < 40; ++engine) {
+    rows.push_back({"gpu_jpeg_busy_instantaneous",
+                    "JPEG busy, instantaneous (%)",
+                    MetricType::Gauge,
+                    [engine](D, S s) { return at_index(s.jpeg_busy_percent, engine); },
+                    {{"jpeg_index", std::to_string(engine)}}});
+  }
+}
+
 std::vector<TableMetric> amd_table() {
-  using D = const MonitoredDevice&;
-  using S = const AcceleratorSample&;
-  auto mib = [](const std::optional<std::uint64_t>& v) {
-    return v ? std::optional<double>(static_cast<double>(*v) / kMiB) : std::nullopt;
-  };
-  return {
+  std::vector<TableMetric> rows = {
       {"gpu_gfx_activity", "GPU GFX engine activity (%)", MetricType::Gauge,
        [](D, S s) { return s.gpu_utilization_percent; }},
       {"gpu_umc_activity", "GPU memory controller activity (%)", MetricType::Gauge,
@@ -48,9 +158,9 @@ std::vector<TableMetric> amd_table() {
                     : std::nullopt;
        }},
       {"gpu_used_vram", "GPU used VRAM (MB)", MetricType::Gauge,
-       [mib](D, S s) { return mib(s.memory_used_bytes); }},
+       [](D, S s) { return mib(s.memory_used_bytes); }},
       {"gpu_free_vram", "GPU free VRAM (MB)", MetricType::Gauge,
-       [mib](D, S s) { return mib(s.memory_free_bytes); }},
+       [](D, S s) { return mib(s.memory_free_bytes); }},
       {"gpu_clock",
        "GPU clock (MHz)",
        MetricType::Gauge,
@@ -115,7 +225,11 @@ std::vector<TableMetric> amd_table() {
        [](D, S s) { return as_double(s.pcie_nak_received_count); }},
       {"gpu_health", "GPU health: 1 healthy, 0 unhealthy", MetricType::Gauge,
        [](D d, S) { return std::optional<double>(d.health.healthy ? 1 : 0); }},
+      {"gpu_average_package_power", "GPU average socket power (W)", MetricType::Gauge,
+       [](D, S s) { return s.average_power_watts; }},
   };
+  add_metricslist_rows(rows);
+  return rows;
 }
 
 std::string lower(std::string s) {

@@ -118,6 +118,29 @@ TEST_F(Exporter, EveryNameSetWithTheScenarioValues) {
   EXPECT_EQ(value(f, "gpu_health", amd0), 1);
   EXPECT_EQ(value(f, "gpu_nodes_total", {}), 8);
   EXPECT_EQ(count(f, "gpu_clock"), 16u);
+  // metricslist.md's further fields through ROCm SMI: each RAS block with ECC on (46:00.0 had one
+  // correctable SDMA error), GTT in MB, XGMI data per link in KB, the metrics table's
+  // bandwidths (GB/s), residencies and VCN busy; what ROCm SMI lacks (deferred counts,
+  // residency percentages, average power on MI300X) absent.
+  EXPECT_EQ(value(f, "gpu_ecc_correct_sdma", {{"gpu_id", "2"}}), 1);
+  EXPECT_EQ(value(f, "gpu_ecc_correct_sdma", amd0), 0);
+  EXPECT_EQ(count(f, "gpu_ecc_uncorrect_umc"), 8u);
+  EXPECT_EQ(count(f, "gpu_ecc_correct_athub"), 0u);
+  EXPECT_EQ(count(f, "gpu_ecc_deferred_umc"), 0u);
+  EXPECT_EQ(value(f, "gpu_total_gtt", amd0), 1572864);
+  EXPECT_EQ(value(f, "gpu_used_gtt", amd0), 12);
+  EXPECT_EQ(value(f, "gpu_free_gtt", amd0), 1572852);
+  EXPECT_EQ(value(f, "gpu_total_visible_vram", amd0), 196608);
+  EXPECT_EQ(value(f, "gpu_xgmi_link_rx", with(amd0, {{"link_index", "1"}})), 2776148);
+  EXPECT_EQ(count(f, "gpu_xgmi_link_tx"), 64u);
+  EXPECT_EQ(value(f, "pcie_bidirectional_bandwidth", amd0), 1824);
+  EXPECT_EQ(value(f, "gpu_vram_max_bandwidth", amd0), 5300);
+  EXPECT_EQ(value(f, "gpu_violation_current_accumulated_counter", amd0), 5180000);
+  EXPECT_EQ(value(f, "gpu_violation_ppt_residency_accumulated", amd0), 0);
+  EXPECT_EQ(count(f, "gpu_violation_ppt_residency_percentage"), 0u);
+  EXPECT_EQ(value(f, "gpu_vcn_busy_instantaneous", with(amd0, {{"vcn_index", "0"}})), 12);
+  EXPECT_EQ(count(f, "gpu_jpeg_busy_instantaneous"), 8u * 32);
+  EXPECT_EQ(count(f, "gpu_average_package_power"), 0u);
   // The vendor-neutral family covers both, in base units.
   EXPECT_EQ(count(f, "polyaccel_accelerator_power_watts"), 16u);
   EXPECT_EQ(value(f, "polyaccel_accelerator_power_watts", {{"vendor", "amd"}, {"gpu", "gpu0"}}),

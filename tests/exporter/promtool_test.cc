@@ -107,6 +107,8 @@ TEST(Promtool, CompatibilityFamiliesHaveExactlyTheirPeersFindings) {
   expected.insert("gpu_ecc_uncorrect_total non-counter metrics should not have \"_total\" suffix");
   expected.insert(
       "pcie_replay_count non-histogram and non-summary metrics should not have \"_count\" suffix");
+  expected.insert(
+      "gpu_violation_current_accumulated_counter metric name should not include type 'counter'");
   // Gaudi's exporter: milliwatts spelled mW, a gauge named like a counter.
   expected.insert("habanalabs_power_mW" + camel_name);
   expected.insert("habanalabs_power_default_limit_mW" + camel_name);

@@ -507,6 +507,24 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
   EXPECT_EQ(p.scalar("pcie_speed{gpu_id=\"0\"}"), 32);
   EXPECT_EQ(p.scalar("count(pcie_nack_sent_count)"), 8);
   EXPECT_EQ(p.scalar("count(gpu_ecc_correct_total)"), 8);
+  // metricslist.md's per-block ECC, GTT / visible VRAM (MB), violation counters, XGMI data per
+  // link (KB), PCIe and VRAM bandwidth (GB/s) and VCN/JPEG busy (%), once per GPU.
+  EXPECT_EQ(p.scalar("gpu_ecc_correct_sdma{gpu_id=\"2\"}"), 1);
+  EXPECT_EQ(p.scalar("sum(gpu_ecc_correct_sdma)"), 1);
+  EXPECT_EQ(p.scalar("count(gpu_ecc_deferred_xgmi_wafl)"), 8);
+  EXPECT_TRUE(p.query("gpu_ecc_correct_athub").empty());  // no RAS on ATHUB: absent, not 0
+  EXPECT_EQ(p.scalar("gpu_total_gtt{gpu_id=\"0\"}"), 1572864);
+  EXPECT_EQ(p.scalar("gpu_free_gtt{gpu_id=\"0\"}"), 1572852);
+  EXPECT_EQ(p.scalar("gpu_used_visible_vram{gpu_id=\"0\"}"), 284);
+  EXPECT_EQ(p.scalar("gpu_violation_current_accumulated_counter{gpu_id=\"0\"}"), 5180000);
+  EXPECT_EQ(p.scalar("count(gpu_violation_ppt_residency_percentage)"), 8);
+  EXPECT_EQ(p.scalar("gpu_xgmi_link_rx{gpu_id=\"0\",link_index=\"1\"}"), 2776148);
+  EXPECT_EQ(p.scalar("count(gpu_xgmi_link_tx)"), 64);
+  EXPECT_EQ(p.scalar("pcie_bidirectional_bandwidth{gpu_id=\"0\"}"), 1824);
+  EXPECT_EQ(p.scalar("gpu_vram_max_bandwidth{gpu_id=\"0\"}"), 5300);
+  EXPECT_EQ(p.scalar("gpu_vcn_busy_instantaneous{gpu_id=\"0\",vcn_index=\"0\"}"), 12);
+  EXPECT_EQ(p.scalar("gpu_jpeg_busy_instantaneous{gpu_id=\"0\",jpeg_index=\"3\"}"), 25);
+  EXPECT_EQ(p.scalar("count(gpu_jpeg_busy_instantaneous)"), 8 * 32);
 }
 
 // Every compute partition has its own series set, as AMD's exporter (metricslist.md): its gpu_id

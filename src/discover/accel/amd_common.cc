@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 namespace polyaccel::amd {
 
@@ -40,6 +41,75 @@ std::optional<std::uint64_t> independent_throttle_mask(const GpuMetricsPrefix& m
     return std::nullopt;
   }
   return metrics.indep_throttle_status;
+}
+
+void read_metrics_table(const unsigned char* raw, AcceleratorSample& s) {
+  GpuMetricsPrefix head;
+  std::memcpy(&head, raw, sizeof head);
+  if (head.format_revision != 1) return;
+  // A field of the table when the content revision has it and the library's struct holds it.
+  auto has = [&](std::size_t offset, std::size_t size, unsigned revision) {
+    return head.content_revision >= revision && offset + size <= head.structure_size &&
+           offset + size <= sizeof(GpuMetrics);
+  };
+  auto u64 = [&](std::size_t offset) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, raw + offset, sizeof v);
+    return v;
+  };
+  auto u16 = [&](std::size_t offset) {
+    std::uint16_t v = 0;
+    std::memcpy(&v, raw + offset, sizeof v);
+    return v;
+  };
+  constexpr std::uint64_t kAbsent = ~0ULL;
+  constexpr std::size_t kLinks = 8;
+  if (has(offsetof(GpuMetrics, xgmi_write_data_acc), 8 * kLinks, 4)) {
+    for (unsigned k = 0; k < kLinks; ++k) {
+      std::uint64_t read = u64(offsetof(GpuMetrics, xgmi_read_data_acc) + 8 * k);
+      std::uint64_t written = u64(offsetof(GpuMetrics, xgmi_write_data_acc) + 8 * k);
+      if (read != kAbsent) s.xgmi_read_kb.emplace_back(k, read);
+      if (written != kAbsent) s.xgmi_write_kb.emplace_back(k, written);
+    }
+  }
+  // The bandwidth the firmware accumulates (GB/s summed over its sampling intervals), a counter.
+  if (has(offsetof(GpuMetrics, pcie_bandwidth_acc), 8, 4)) {
+    std::uint64_t v = u64(offsetof(GpuMetrics, pcie_bandwidth_acc));
+    if (v != kAbsent) s.pcie_bandwidth_accumulated_gbs = static_cast<double>(v);
+  }
+  // GB/s; MI355X's HBM3E gives 8000.
+  if (has(offsetof(GpuMetrics, vram_max_bandwidth), 8, 7)) {
+    std::uint64_t v = u64(offsetof(GpuMetrics, vram_max_bandwidth));
+    if (v != kAbsent && v > 0 && v <= 100000) s.vram_max_bandwidth_gbs = static_cast<double>(v);
+  }
+  if (has(offsetof(GpuMetrics, hbm_thm_residency_acc), 8, 6)) {
+    ViolationSample& v = s.violation;
+    if (!v.accumulation_counter) {
+      std::uint64_t c = u64(offsetof(GpuMetrics, accumulation_counter));
+      if (c != kAbsent) v.accumulation_counter = c;
+    }
+    const std::size_t residencies[ViolationSample::kKinds] = {
+        offsetof(GpuMetrics, prochot_residency_acc), offsetof(GpuMetrics, ppt_residency_acc),
+        offsetof(GpuMetrics, socket_thm_residency_acc), offsetof(GpuMetrics, vr_thm_residency_acc),
+        offsetof(GpuMetrics, hbm_thm_residency_acc)};
+    for (std::size_t k = 0; k < ViolationSample::kKinds; ++k) {
+      std::uint64_t r = u64(residencies[k]);
+      if (!v.residency_accumulated[k] && r != kAbsent) v.residency_accumulated[k] = r;
+    }
+  }
+  // Partition 0's engines (the whole GPU in SPX); percentages, UINT16_MAX for an engine the GPU
+  // lacks.
+  constexpr std::size_t kXcp0 = offsetof(GpuMetrics, xcp_stats);
+  if (has(kXcp0, sizeof(GpuXcpMetrics), 6)) {
+    for (unsigned k = 0; k < 4; ++k) {
+      std::uint16_t v = u16(kXcp0 + offsetof(GpuXcpMetrics, vcn_busy) + 2 * k);
+      if (v <= 100) s.vcn_busy_percent.emplace_back(k, v);
+    }
+    for (unsigned k = 0; k < 40; ++k) {
+      std::uint16_t v = u16(kXcp0 + offsetof(GpuXcpMetrics, jpeg_busy) + 2 * k);
+      if (v <= 100) s.jpeg_busy_percent.emplace_back(k, v);
+    }
+  }
 }
 
 std::vector<std::string> physical_bus_ids(const std::vector<std::string>& reported) {

@@ -60,6 +60,72 @@ static_assert(offsetof(GpuMetricsPrefix, firmware_timestamp) == 96);
 static_assert(offsetof(GpuMetricsPrefix, indep_throttle_status) == 112);
 static_assert(sizeof(GpuMetricsPrefix) == 120);
 
+// One XCP (compute partition) of the table, v1.6 and later (amdsmi_gpu_xcp_metrics_t).
+struct GpuXcpMetrics {
+  std::uint32_t gfx_busy_inst[8];  // percent, per XCC
+  std::uint16_t jpeg_busy[40];     // percent, per JPEG engine
+  std::uint16_t vcn_busy[4];       // percent, per VCN engine
+  std::uint64_t gfx_busy_acc[8];
+  std::uint64_t gfx_below_host_limit_acc[8];
+  std::uint64_t gfx_below_host_limit_ppt_acc[8];
+  std::uint64_t gfx_below_host_limit_thm_acc[8];
+  std::uint64_t gfx_low_utilization_acc[8];
+  std::uint64_t gfx_below_host_limit_total_acc[8];
+};
+static_assert(offsetof(GpuXcpMetrics, vcn_busy) == 112);
+static_assert(sizeof(GpuXcpMetrics) == 504);
+
+// The whole table as amd-smi 26 (amdsmi_gpu_metrics_t) and ROCm SMI 7 (rsmi_gpu_metrics_t)
+// declare it, 4544 bytes: the prefix, then what v1.4 to v1.8 appended. Older libraries' structs
+// end earlier (rocm_smi 6.2 and amd-smi 24: at pcie_nak_rcvd_count_acc, 424 bytes); a field is
+// read only when the table's content revision has it and its structure_size covers it.
+struct GpuMetrics {
+  GpuMetricsPrefix prefix;
+  std::uint16_t current_socket_power;  // v1.4
+  std::uint16_t vcn_activity[4];
+  std::uint32_t gfxclk_lock_status;
+  std::uint16_t xgmi_link_width;
+  std::uint16_t xgmi_link_speed;
+  std::uint64_t pcie_bandwidth_acc;  // GB/s
+  std::uint64_t pcie_bandwidth_inst;
+  std::uint64_t pcie_l0_to_recov_count_acc;
+  std::uint64_t pcie_replay_count_acc;
+  std::uint64_t pcie_replay_rover_count_acc;
+  std::uint64_t xgmi_read_data_acc[8];  // KB, per link
+  std::uint64_t xgmi_write_data_acc[8];
+  std::uint16_t current_gfxclks[8];
+  std::uint16_t current_socclks[4];
+  std::uint16_t current_vclk0s[4];
+  std::uint16_t current_dclk0s[4];
+  std::uint16_t jpeg_activity[32];
+  std::uint32_t pcie_nak_sent_count_acc;  // v1.5
+  std::uint32_t pcie_nak_rcvd_count_acc;
+  std::uint64_t accumulation_counter;  // v1.6
+  std::uint64_t prochot_residency_acc;
+  std::uint64_t ppt_residency_acc;
+  std::uint64_t socket_thm_residency_acc;
+  std::uint64_t vr_thm_residency_acc;
+  std::uint64_t hbm_thm_residency_acc;
+  std::uint16_t num_partition;
+  GpuXcpMetrics xcp_stats[8];
+  std::uint32_t pcie_lc_perf_other_end_recovery;  // v1.7
+  std::uint64_t vram_max_bandwidth;               // GB/s
+  std::uint16_t xgmi_link_status[8];
+};
+static_assert(offsetof(GpuMetrics, pcie_bandwidth_acc) == 144);
+static_assert(offsetof(GpuMetrics, xgmi_read_data_acc) == 184);
+static_assert(offsetof(GpuMetrics, pcie_nak_rcvd_count_acc) == 420);
+static_assert(offsetof(GpuMetrics, accumulation_counter) == 424);
+static_assert(offsetof(GpuMetrics, xcp_stats) == 480);
+static_assert(offsetof(GpuMetrics, vram_max_bandwidth) == 4520);
+static_assert(sizeof(GpuMetrics) == 4544);
+
+// From a metrics table the library wrote into `raw` (kGpuMetricsBufferSize bytes, zeroed
+// first), the sample's XGMI data, PCIe accumulated bandwidth, VRAM maximum bandwidth, VCN/JPEG
+// busy (partition 0's) and throttle residencies (those not set already), each only where the
+// table's revision has it and the GPU fills it (all ones: not kept).
+void read_metrics_table(const unsigned char* raw, AcceleratorSample& s);
+
 // Room for any version of either library's table (amd-smi 26's is about 6 KiB): the library
 // writes its whole struct, which a newer version may have made longer.
 inline constexpr std::size_t kGpuMetricsBufferSize = 64 * 1024;

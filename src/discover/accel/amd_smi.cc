@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -91,6 +92,7 @@ struct Api {
   amdsmi::ClockInfoFn* clock_info = nullptr;
   amdsmi::U64Fn* pcie_replay = nullptr;
   amdsmi::ErrorCountFn* ecc_total = nullptr;
+  amdsmi::BlockErrorCountFn* ecc_block = nullptr;
   amdsmi::BadPageInfoFn* bad_pages = nullptr;
   amdsmi::GpuMetricsFn* gpu_metrics = nullptr;
   amdsmi::ViolationStatusFn* violation_status = nullptr;
@@ -127,6 +129,7 @@ void resolve(SharedLibrary& lib, Api& api) {
   lib.resolve(api.clock_info, "amdsmi_get_clock_info");
   lib.resolve(api.pcie_replay, "amdsmi_get_gpu_pci_replay_counter");
   lib.resolve(api.ecc_total, "amdsmi_get_gpu_total_ecc_count");
+  lib.resolve(api.ecc_block, "amdsmi_get_gpu_ecc_count");
   lib.resolve(api.bad_pages, "amdsmi_get_gpu_bad_page_info");
   lib.resolve(api.gpu_metrics, "amdsmi_get_gpu_metrics_info");
   lib.resolve(api.violation_status, "amdsmi_get_violation_status");
@@ -231,6 +234,7 @@ class AmdSmiBackend final : public AcceleratorBackend {
   std::vector<PeerLink> xgmi_peers(const Gpu& gpu) const;
 
   void read_activity(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
+  void read_other_memory(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
   void read_temperatures(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
   void read_power(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
   void read_clocks(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const;
@@ -507,6 +511,7 @@ AcceleratorSample AmdSmiBackend::sample(const std::string& pci_bus_id) {
   }
   Tally t(gpu->answered);
   read_activity(gpu->handle, t, s);
+  read_other_memory(gpu->handle, t, s);
   read_temperatures(gpu->handle, t, s);
   read_power(gpu->handle, t, s);
   read_clocks(gpu->handle, t, s);
@@ -561,6 +566,34 @@ void AmdSmiBackend::read_activity(amdsmi::ProcessorHandle p, Tally& t, Accelerat
   }
 }
 
+// GTT and the CPU-visible part of VRAM: the GPU's, on its first partition only (metricslist.md).
+void AmdSmiBackend::read_other_memory(amdsmi::ProcessorHandle p, Tally& t,
+                                      AcceleratorSample& s) const {
+  if (!api_.memory_total || !api_.memory_usage) return;
+  struct Kind {
+    std::uint32_t type;
+    const char* total_field;
+    const char* used_field;
+    std::optional<std::uint64_t>* total;
+    std::optional<std::uint64_t>* used;
+  };
+  const Kind kinds[] = {
+      {amdsmi::kMemTypeGtt, "gtt_total", "gtt_used", &s.gtt_total_bytes, &s.gtt_used_bytes},
+      {amdsmi::kMemTypeVisVram, "vis_vram_total", "vis_vram_used", &s.visible_vram_total_bytes,
+       &s.visible_vram_used_bytes},
+  };
+  for (const Kind& k : kinds) {
+    std::uint64_t total = 0;
+    std::uint64_t used = 0;
+    if (!t.ok(k.total_field, api_.memory_total(p, k.type, &total)) || total == 0 ||
+        total == UINT64_MAX) {
+      continue;
+    }
+    *k.total = total;
+    if (t.ok(k.used_field, api_.memory_usage(p, k.type, &used)) && used <= total) *k.used = used;
+  }
+}
+
 std::optional<double> AmdSmiBackend::temperature(amdsmi::ProcessorHandle p, Tally& t,
                                                  std::uint32_t sensor,
                                                  const char* field_name) const {
@@ -601,6 +634,8 @@ void AmdSmiBackend::read_power(amdsmi::ProcessorHandle p, Tally& t, AcceleratorS
       } else if (pi.average_socket_power != UINT32_MAX) {
         s.power_watts = pi.average_socket_power;
       }
+      // Watts; no accelerator draws 10 kW.
+      if (pi.average_socket_power < 10000) s.average_power_watts = pi.average_socket_power;
     }
   }
   std::uint64_t counter = 0;
@@ -644,7 +679,26 @@ void AmdSmiBackend::read_errors(amdsmi::ProcessorHandle p, Tally& t, Accelerator
     if (t.ok("ecc", api_.ecc_total(p, counts.get()))) {
       s.ecc_corrected_volatile = counts.value().correctable_count;
       s.ecc_uncorrected_volatile = counts.value().uncorrectable_count;
+      if (counts.value().deferred_count != UINT64_MAX) {
+        s.ecc_deferred_volatile = counts.value().deferred_count;
+      }
     }
+  }
+  // Each RAS block's own counts, as AMD's exporter reads them; a block the GPU has no RAS for
+  // answers "not supported" and is left out.
+  if (!api_.ecc_block) return;
+  for (std::size_t k = 0; k < std::size(kAmdRasBlocks); ++k) {
+    Out<amdsmi::ErrorCount> counts;
+    const std::string field_name = std::string("ecc_") + kAmdRasBlocks[k];
+    if (!t.ok(field_name.c_str(), api_.ecc_block(p, 1ULL << k, counts.get()))) continue;
+    const amdsmi::ErrorCount c = counts.value();
+    if (c.correctable_count == UINT64_MAX || c.uncorrectable_count == UINT64_MAX) continue;
+    RasBlockErrors e;
+    e.block = kAmdRasBlocks[k];
+    e.correctable = c.correctable_count;
+    e.uncorrectable = c.uncorrectable_count;
+    if (c.deferred_count != UINT64_MAX) e.deferred = c.deferred_count;
+    s.ecc_blocks.push_back(e);
   }
 }
 
@@ -661,7 +715,25 @@ void AmdSmiBackend::read_bad_pages(amdsmi::ProcessorHandle p, Tally& t,
 
 // Throttling: the metrics table's independent throttle bits where the GPU fills them, else the
 // violation status of MI300 and later (its "active" flags, mapped onto the same bits).
+// The violation status's counters go to the sample's violation residencies either way.
 void AmdSmiBackend::read_throttle(amdsmi::ProcessorHandle p, Tally& t, AcceleratorSample& s) const {
+  std::optional<amdsmi::ViolationStatus> status;
+  if (structs_readable() && api_.violation_status) {
+    Out<amdsmi::ViolationStatus> out;
+    if (t.ok("violation_status", api_.violation_status(p, out.get()))) status = out.value();
+  }
+  if (status) {
+    const amdsmi::ViolationStatus& v = *status;
+    if (v.acc_counter != UINT64_MAX) s.violation.accumulation_counter = v.acc_counter;
+    const std::uint64_t accumulated[ViolationSample::kKinds] = {
+        v.acc_prochot_thrm, v.acc_ppt_pwr, v.acc_socket_thrm, v.acc_vr_thrm, v.acc_hbm_thrm};
+    const std::uint64_t percent[ViolationSample::kKinds] = {
+        v.per_prochot_thrm, v.per_ppt_pwr, v.per_socket_thrm, v.per_vr_thrm, v.per_hbm_thrm};
+    for (std::size_t k = 0; k < ViolationSample::kKinds; ++k) {
+      if (accumulated[k] != UINT64_MAX) s.violation.residency_accumulated[k] = accumulated[k];
+      if (percent[k] <= 100) s.violation.residency_percent[k] = static_cast<double>(percent[k]);
+    }
+  }
   if (api_.gpu_metrics) {
     auto mask = amd::metrics_throttle_mask([&](amd::GpuMetricsPrefix* table) {
       return t.ok("gpu_metrics", api_.gpu_metrics(p, table));
@@ -671,10 +743,8 @@ void AmdSmiBackend::read_throttle(amdsmi::ProcessorHandle p, Tally& t, Accelerat
       return;
     }
   }
-  if (!structs_readable() || !api_.violation_status) return;
-  Out<amdsmi::ViolationStatus> out;
-  if (!t.ok("violation_status", api_.violation_status(p, out.get()))) return;
-  const amdsmi::ViolationStatus v = out.value();
+  if (!status) return;
+  const amdsmi::ViolationStatus& v = *status;
   struct Flag {
     std::uint8_t active;
     std::uint64_t bit;
@@ -711,7 +781,10 @@ void AmdSmiBackend::read_pcie_metrics(amdsmi::ProcessorHandle p, Tally& t,
   std::uint16_t size = 0;
   std::memcpy(&size, raw, sizeof size);
   const std::uint8_t format = raw[2], content = raw[3];
-  if (format != 1 || content < 4 || size < kEnd) return;
+  if (format != 1 || content < 4 || size < kEnd) {
+    amd::read_metrics_table(raw, s);
+    return;
+  }
   auto read = [&](std::size_t offset, auto zero) -> std::optional<decltype(zero)> {
     decltype(zero) v = 0;
     std::memcpy(&v, raw + offset, sizeof v);
@@ -730,6 +803,7 @@ void AmdSmiBackend::read_pcie_metrics(amdsmi::ProcessorHandle p, Tally& t,
   s.pcie_replay_rollover_count = read(kRollover, std::uint64_t{});
   if (auto v = read(kNakSent, std::uint32_t{})) s.pcie_nak_sent_count = *v;
   if (auto v = read(kNakReceived, std::uint32_t{})) s.pcie_nak_received_count = *v;
+  amd::read_metrics_table(raw, s);
 }
 
 // The record stride: the one the library's version implies, unless only the other one gives

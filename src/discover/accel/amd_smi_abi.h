@@ -145,6 +145,8 @@ inline constexpr std::uint32_t kTempCurrent = 0;
 
 // amdsmi_memory_type_t
 inline constexpr std::uint32_t kMemTypeVram = 0;
+inline constexpr std::uint32_t kMemTypeVisVram = 1;  // the CPU-visible part of VRAM
+inline constexpr std::uint32_t kMemTypeGtt = 2;      // system memory mapped for the GPU
 
 // amdsmi_link_type_t (amdsmi_io_link_type_t before 26, same values)
 inline constexpr std::uint32_t kLinkTypePcie = 1;
@@ -365,6 +367,8 @@ using EnergyCountFn = Status(ProcessorHandle p, std::uint64_t* energy_accumulato
                              float* counter_resolution_uj, std::uint64_t* timestamp_ns);
 using ClockInfoFn = Status(ProcessorHandle p, std::uint32_t clock, ClkInfo* info);
 using ErrorCountFn = Status(ProcessorHandle p, ErrorCount* counts);
+// amdsmi_get_gpu_ecc_count: one RAS block's counts (amdsmi_gpu_block_t is a 64-bit enum).
+using BlockErrorCountFn = Status(ProcessorHandle p, std::uint64_t block, ErrorCount* counts);
 using BadPageInfoFn = Status(ProcessorHandle p, std::uint32_t* num_pages,
                              RetiredPageRecord* records);
 // amdsmi_gpu_metrics_t is declared only as far as we read it (amd_gpu_metrics.h).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -60,6 +61,38 @@ struct PartitionSample {
   std::optional<std::uint64_t> memory_used_bytes;
   std::optional<std::uint64_t> memory_free_bytes;
   std::optional<std::uint64_t> memory_total_bytes;
+};
+
+// AMD: the error counts of one RAS block since the driver loaded (amdsmi_get_gpu_ecc_count,
+// rsmi_dev_ecc_count_get), named as AMD's exporter names the block ("umc", "bif", "xgmi_wafl").
+// AMD's RAS blocks, bit k of rsmi_gpu_block_t and amdsmi_gpu_block_t being kAmdRasBlocks[k] (UMC
+// 1 to MPIO 1 << 18, the same in both), under the names AMD's exporter gives them.
+inline constexpr const char* kAmdRasBlocks[] = {
+    "umc", "sdma", "gfx", "mmhub", "athub", "bif", "hdp",  "xgmi_wafl", "df",  "smn",
+    "sem", "mp0",  "mp1", "fuse",  "mca",   "vcn", "jpeg", "ih",        "mpio"};
+
+struct RasBlockErrors {
+  std::string block;
+  std::uint64_t correctable = 0;
+  std::uint64_t uncorrectable = 0;
+  std::optional<std::uint64_t> deferred;  // amd-smi only
+};
+
+// AMD MI300 and later: throttling as residency counters (the violation status of amd-smi, the
+// metrics table's *_residency_acc of either library). The kinds, in this order: processor hot,
+// package power tracking, socket thermal, voltage rail thermal, HBM thermal.
+struct ViolationSample {
+  static constexpr std::size_t kKinds = 5;
+  std::optional<std::uint64_t> accumulation_counter;  // the counter the residencies count in
+  std::optional<std::uint64_t> residency_accumulated[kKinds];
+  std::optional<double> residency_percent[kKinds];  // 0-100, over the library's interval
+  bool empty() const {
+    if (accumulation_counter) return false;
+    for (std::size_t k = 0; k < kKinds; ++k) {
+      if (residency_accumulated[k] || residency_percent[k]) return false;
+    }
+    return true;
+  }
 };
 
 struct AcceleratorSample {
@@ -125,9 +158,28 @@ struct AcceleratorSample {
   std::optional<double> pcie_tx_bytes_per_second;
   std::optional<double> pcie_rx_bytes_per_second;
   std::vector<std::pair<unsigned, bool>> nic_ports;  // port → link up
-  ProfilingSample profiling;                         // the whole device
-  std::vector<MigInstanceSample> mig_instances;      // MIG mode: per GPU instance
-  std::vector<PartitionSample> partitions;           // AMD partition mode: partitions 1..N-1
+  // AMD: GTT (system memory the GPU maps) and the CPU-visible part of VRAM; the average
+  // socket power (MI200 and earlier); the error counts of each RAS block; MI300's throttle
+  // residencies; from the metrics table (v1.4 to v1.7) the XGMI data moved per link (KB), the
+  // PCIe accumulated bandwidth (GB/s), the VRAM's maximum bandwidth (GB/s) and the VCN and JPEG
+  // engines' busy percentages (index: the engine's place in the table, unsupported ones absent).
+  std::optional<std::uint64_t> gtt_total_bytes;
+  std::optional<std::uint64_t> gtt_used_bytes;
+  std::optional<std::uint64_t> visible_vram_total_bytes;
+  std::optional<std::uint64_t> visible_vram_used_bytes;
+  std::optional<double> average_power_watts;
+  std::vector<RasBlockErrors> ecc_blocks;
+  std::optional<std::uint64_t> ecc_deferred_volatile;
+  ViolationSample violation;
+  std::vector<std::pair<unsigned, std::uint64_t>> xgmi_read_kb;   // link → KB read
+  std::vector<std::pair<unsigned, std::uint64_t>> xgmi_write_kb;  // link → KB written
+  std::optional<double> pcie_bandwidth_accumulated_gbs;
+  std::optional<double> vram_max_bandwidth_gbs;
+  std::vector<std::pair<unsigned, double>> vcn_busy_percent;
+  std::vector<std::pair<unsigned, double>> jpeg_busy_percent;
+  ProfilingSample profiling;                     // the whole device
+  std::vector<MigInstanceSample> mig_instances;  // MIG mode: per GPU instance
+  std::vector<PartitionSample> partitions;       // AMD partition mode: partitions 1..N-1
 };
 
 enum class AcceleratorEventKind {

@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -232,10 +234,16 @@ class RocmSmiBackend final : public AcceleratorBackend {
   std::vector<AcceleratorEvent> poll_events(std::chrono::milliseconds timeout) override;
 
  private:
+  // A compute partition after the first (whose index is the Gpu's).
+  struct Partition {
+    std::uint32_t index = 0;         // the library's device index
+    std::set<std::string> answered;  // its sample fields that answered at least once
+  };
   struct Gpu {
     std::uint32_t index = 0;
     std::string bus_id;
-    std::set<std::string> answered;  // sample fields that answered at least once
+    std::set<std::string> answered;           // sample fields that answered at least once
+    std::vector<Partition> other_partitions;  // partitions 1..N-1, in index order
   };
 
   Status open_once();
@@ -253,6 +261,7 @@ class RocmSmiBackend final : public AcceleratorBackend {
   void read_errors(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
   void read_bad_pages(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
   void read_throttle(std::uint32_t dv, Tally& t, AcceleratorSample& s) const;
+  void read_partitions(Gpu& gpu, AcceleratorSample& s) const;
   std::optional<double> temperature(std::uint32_t dv, Tally& t, std::uint32_t sensor,
                                     const char* field) const;
   std::optional<std::uint32_t> clock_mhz(std::uint32_t dv, Tally& t, std::uint32_t clock,
@@ -362,9 +371,14 @@ void RocmSmiBackend::enumerate(std::uint32_t count) {
   index_bus_ids_ = amd::physical_bus_ids(index_bus_ids_);  // partitions: one GPU, function 0
   for (std::uint32_t i = 0; i < count; ++i) {
     const std::string& bus_id = index_bus_ids_[i];
-    bool seen =
-        std::any_of(gpus_.begin(), gpus_.end(), [&](const Gpu& g) { return g.bus_id == bus_id; });
-    if (!bus_id.empty() && !seen) gpus_.push_back(Gpu{i, bus_id, {}});
+    if (bus_id.empty()) continue;
+    auto gpu =
+        std::find_if(gpus_.begin(), gpus_.end(), [&](const Gpu& g) { return g.bus_id == bus_id; });
+    if (gpu == gpus_.end()) {
+      gpus_.push_back(Gpu{i, bus_id, {}, {}});
+    } else {
+      gpu->other_partitions.push_back(Partition{i, {}});
+    }
   }
 }
 
@@ -461,7 +475,31 @@ AcceleratorSample RocmSmiBackend::sample(const std::string& pci_bus_id) {
   read_bad_pages(gpu->index, t, s);
   read_throttle(gpu->index, t, s);
   s.reachable = t.reachable();
+  if (s.reachable) read_partitions(*gpu, s);
   return s;
+}
+
+// Each further partition's own activity and memory through its own device index, as the amd-smi
+// backend reads them; one that does not answer is left out (its GPU's sample stands).
+void RocmSmiBackend::read_partitions(Gpu& gpu, AcceleratorSample& s) const {
+  for (std::size_t k = 0; k < gpu.other_partitions.size(); ++k) {
+    Partition& part = gpu.other_partitions[k];
+    Tally t(part.answered);
+    AcceleratorSample own;
+    read_activity(part.index, t, own);
+    if (!t.reachable() || (!own.gpu_utilization_percent && !own.memory_used_bytes)) continue;
+    PartitionSample ps;
+    ps.partition_id = static_cast<unsigned>(k + 1);
+    ps.index = part.index;
+    ps.gpu_utilization_percent = own.gpu_utilization_percent;
+    ps.memory_utilization_percent = own.memory_utilization_percent;
+    ps.memory_used_bytes = own.memory_used_bytes;
+    ps.memory_free_bytes = own.memory_free_bytes;
+    if (own.memory_used_bytes && own.memory_free_bytes) {
+      ps.memory_total_bytes = *own.memory_used_bytes + *own.memory_free_bytes;
+    }
+    s.partitions.push_back(ps);
+  }
 }
 
 void RocmSmiBackend::read_activity(std::uint32_t dv, Tally& t, AcceleratorSample& s) const {
@@ -481,6 +519,28 @@ void RocmSmiBackend::read_activity(std::uint32_t dv, Tally& t, AcceleratorSample
         t.ok("vram_total", api_.memory_total(dv, rsmi::kMemoryTypeVram, &total)) && total >= used) {
       s.memory_free_bytes = total - used;
     }
+  }
+  // GTT and the CPU-visible part of VRAM, as amd-smi's backend reads them.
+  if (!api_.memory_total || !api_.memory_usage) return;
+  struct Kind {
+    std::uint32_t type;
+    const char* total_field;
+    const char* used_field;
+    std::optional<std::uint64_t>* total;
+    std::optional<std::uint64_t>* used;
+  };
+  const Kind kinds[] = {
+      {rsmi::kMemoryTypeGtt, "gtt_total", "gtt_used", &s.gtt_total_bytes, &s.gtt_used_bytes},
+      {rsmi::kMemoryTypeVisVram, "vis_vram_total", "vis_vram_used", &s.visible_vram_total_bytes,
+       &s.visible_vram_used_bytes},
+  };
+  for (const Kind& k : kinds) {
+    if (!t.ok(k.total_field, api_.memory_total(dv, k.type, &total)) || total == 0 ||
+        total == UINT64_MAX) {
+      continue;
+    }
+    *k.total = total;
+    if (t.ok(k.used_field, api_.memory_usage(dv, k.type, &used)) && used <= total) *k.used = used;
   }
 }
 
@@ -517,6 +577,7 @@ void RocmSmiBackend::read_power(std::uint32_t dv, Tally& t, AcceleratorSample& s
   std::uint64_t microwatts = 0;
   if (api_.power_average && t.ok("power_average", api_.power_average(dv, 0, &microwatts))) {
     s.power_watts = static_cast<double>(microwatts) / 1e6;
+    if (microwatts < 10000ULL * 1000000) s.average_power_watts = s.power_watts;
   } else if (api_.socket_power && t.ok("socket_power", api_.socket_power(dv, &microwatts))) {
     s.power_watts = static_cast<double>(microwatts) / 1e6;
   }
@@ -566,10 +627,16 @@ void RocmSmiBackend::read_errors(std::uint32_t dv, Tally& t, AcceleratorSample& 
     if (!(enabled & block)) continue;
     rsmi::ErrorCount count{};
     std::uint32_t st = api_.ecc_count(dv, block, &count);
-    if (st == rsmi::kSuccess) {
+    if (st == rsmi::kSuccess && count.correctable != UINT64_MAX &&
+        count.uncorrectable != UINT64_MAX) {
       answered = true;
       corrected += count.correctable;
       uncorrected += count.uncorrectable;
+      for (std::size_t k = 0; k < std::size(kAmdRasBlocks); ++k) {
+        if (block == 1ULL << k) {
+          s.ecc_blocks.push_back({kAmdRasBlocks[k], count.correctable, count.uncorrectable, {}});
+        }
+      }
     } else if (!is_unsupported(st)) {
       status = st;
     }
@@ -594,12 +661,18 @@ void RocmSmiBackend::read_bad_pages(std::uint32_t dv, Tally& t, AcceleratorSampl
 
 // Throttling from the metrics table's independent throttle bits, where the GPU fills them (not
 // MI300, whose table says "not available").
+// The same table's later fields (XGMI data, PCIe bandwidth, residencies, VCN/JPEG busy) too.
 void RocmSmiBackend::read_throttle(std::uint32_t dv, Tally& t, AcceleratorSample& s) const {
   if (!api_.gpu_metrics) return;
-  auto mask = amd::metrics_throttle_mask([&](amd::GpuMetricsPrefix* table) {
-    return t.ok("gpu_metrics", api_.gpu_metrics(dv, table));
-  });
-  if (mask) amd::set_throttle(*mask, s);
+  std::unique_ptr<unsigned char[]> buffer(new unsigned char[amd::kGpuMetricsBufferSize]());
+  if (!t.ok("gpu_metrics",
+            api_.gpu_metrics(dv, reinterpret_cast<amd::GpuMetricsPrefix*>(buffer.get())))) {
+    return;
+  }
+  amd::GpuMetricsPrefix prefix;
+  std::memcpy(&prefix, buffer.get(), sizeof prefix);
+  if (auto mask = amd::independent_throttle_mask(prefix)) amd::set_throttle(*mask, s);
+  amd::read_metrics_table(buffer.get(), s);
 }
 
 // The stride of the library's event array: the one its version implies, unless only the other

@@ -76,6 +76,8 @@ inline constexpr std::uint32_t kSwComponentDriver = 0;
 
 // rsmi_memory_type_t
 inline constexpr std::uint32_t kMemoryTypeVram = 0;
+inline constexpr std::uint32_t kMemoryTypeVisVram = 1;  // the CPU-visible part of VRAM
+inline constexpr std::uint32_t kMemoryTypeGtt = 2;      // system memory mapped for the GPU
 
 // rsmi_temperature_type_t (sensor) and rsmi_temperature_metric_t; values in millidegrees C.
 inline constexpr std::uint32_t kTempTypeEdge = 0;

@@ -78,6 +78,35 @@ TEST_P(AmdMi300xTest, EveryGpuHasXgmiToTheOtherSeven) {
   }
 }
 
+// metricslist.md's fields that both libraries give: each RAS block's counts, GTT and visible
+// VRAM, and the v1.7 metrics table's XGMI data, bandwidths, residencies and VCN/JPEG busy.
+TEST_P(AmdMi300xTest, MetricslistFieldsAlike) {
+  AcceleratorSample s = backend_->sample("0000:46:00.0");
+  ASSERT_TRUE(s.reachable);
+  std::vector<std::string> blocks;
+  for (const auto& e : s.ecc_blocks)
+    blocks.push_back(e.block);
+  EXPECT_THAT(blocks,
+              ::testing::ElementsAre("umc", "sdma", "gfx", "mmhub", "bif", "hdp", "xgmi_wafl"));
+  ASSERT_EQ(s.ecc_blocks.size(), 7u);
+  EXPECT_EQ(s.ecc_blocks[1].correctable, 1u);
+  EXPECT_EQ(s.ecc_blocks[0].correctable, 0u);
+  EXPECT_EQ(s.gtt_total_bytes, std::optional<std::uint64_t>(1649267441664ULL));
+  EXPECT_EQ(s.gtt_used_bytes, std::optional<std::uint64_t>(12582912));
+  EXPECT_EQ(s.visible_vram_total_bytes, std::optional<std::uint64_t>(192ULL << 30));
+  EXPECT_EQ(s.violation.accumulation_counter, std::optional<std::uint64_t>(5180000));
+  EXPECT_EQ(s.violation.residency_accumulated[1], std::optional<std::uint64_t>(0));
+  ASSERT_EQ(s.xgmi_read_kb.size(), 8u);
+  EXPECT_EQ(s.xgmi_read_kb[1].second, 1835008u);
+  EXPECT_EQ(s.pcie_bandwidth_accumulated_gbs, std::optional<double>(1824));
+  EXPECT_EQ(s.vram_max_bandwidth_gbs, std::optional<double>(5300));
+  AcceleratorSample decoding = backend_->sample("0000:05:00.0");
+  ASSERT_EQ(decoding.vcn_busy_percent.size(), 4u);
+  EXPECT_EQ(decoding.vcn_busy_percent[0].second, 12);
+  ASSERT_EQ(decoding.jpeg_busy_percent.size(), 32u);
+  EXPECT_EQ(decoding.jpeg_busy_percent[3].second, 25);
+}
+
 TEST_P(AmdMi300xTest, BadPagesOfTheRasTable) {
   AcceleratorSample s = backend_->sample("0000:05:00.0");
   EXPECT_EQ(s.bad_pages_retired, std::optional<std::uint64_t>(0));

@@ -136,6 +136,67 @@ TEST_F(AmdSmiMi300xTest, IdleSample) {
   EXPECT_EQ(backend_->sample("0000:26:00.0").bad_pages_retired, std::optional<std::uint64_t>(1));
 }
 
+// What metricslist.md adds, as amd-smi 26 gives it on an idle MI300X: every RAS block with ECC
+// on, MI300's violation counters, and the v1.7 metrics table's XGMI, bandwidth and VCN/JPEG
+// fields; the table's all-ones entries (JPEG engines 32 to 39) absent.
+TEST_F(AmdSmiMi300xTest, MetricslistFieldsAtIdle) {
+  AcceleratorSample s = backend_->sample("0000:05:00.0");
+  ASSERT_TRUE(s.reachable);
+  EXPECT_EQ(s.gtt_total_bytes, std::optional<std::uint64_t>(1649267441664ULL));
+  EXPECT_EQ(s.gtt_used_bytes, std::optional<std::uint64_t>(12582912));
+  EXPECT_EQ(s.visible_vram_total_bytes, std::optional<std::uint64_t>(kVram));
+  EXPECT_EQ(s.visible_vram_used_bytes, std::optional<std::uint64_t>(kIdleVramUsed));
+  EXPECT_FALSE(s.average_power_watts);  // MI300X reports the current socket power only
+  std::vector<std::string> blocks;
+  for (const auto& e : s.ecc_blocks) {
+    blocks.push_back(e.block);
+    EXPECT_EQ(e.correctable, 0u) << e.block;
+    EXPECT_EQ(e.uncorrectable, 0u) << e.block;
+    EXPECT_EQ(e.deferred, std::optional<std::uint64_t>(0)) << e.block;
+  }
+  EXPECT_THAT(blocks, ElementsAre("umc", "sdma", "gfx", "mmhub", "bif", "hdp", "xgmi_wafl"));
+  EXPECT_EQ(s.ecc_deferred_volatile, std::optional<std::uint64_t>(0));
+  AcceleratorSample sdma = backend_->sample("0000:46:00.0");
+  ASSERT_GE(sdma.ecc_blocks.size(), 2u);
+  EXPECT_EQ(sdma.ecc_blocks[1].block, "sdma");
+  EXPECT_EQ(sdma.ecc_blocks[1].correctable, 1u);
+  EXPECT_EQ(sdma.ecc_corrected_volatile, std::optional<std::uint64_t>(1));
+
+  EXPECT_EQ(s.violation.accumulation_counter, std::optional<std::uint64_t>(5180000));
+  for (std::size_t k = 0; k < ViolationSample::kKinds; ++k) {
+    EXPECT_EQ(s.violation.residency_accumulated[k], std::optional<std::uint64_t>(0)) << k;
+    EXPECT_EQ(s.violation.residency_percent[k], std::optional<double>(0)) << k;
+  }
+  ASSERT_EQ(s.xgmi_read_kb.size(), 8u);
+  EXPECT_EQ(s.xgmi_read_kb[0], (std::pair<unsigned, std::uint64_t>{0, 0}));
+  EXPECT_EQ(s.xgmi_read_kb[1], (std::pair<unsigned, std::uint64_t>{1, 2776148}));
+  ASSERT_EQ(s.xgmi_write_kb.size(), 8u);
+  EXPECT_EQ(s.xgmi_write_kb[7], (std::pair<unsigned, std::uint64_t>{7, 2097152}));
+  EXPECT_EQ(s.pcie_bandwidth_accumulated_gbs, std::optional<double>(1824));
+  EXPECT_EQ(s.vram_max_bandwidth_gbs, std::optional<double>(5300));
+  ASSERT_EQ(s.vcn_busy_percent.size(), 4u);
+  EXPECT_EQ(s.vcn_busy_percent[0], (std::pair<unsigned, double>{0, 12}));
+  ASSERT_EQ(s.jpeg_busy_percent.size(), 32u);
+  EXPECT_EQ(s.jpeg_busy_percent[3], (std::pair<unsigned, double>{3, 25}));
+}
+
+// Training: package power tracking on 85:00.0 and socket and HBM thermal on e5:00.0, as
+// residencies and percentages.
+TEST_F(AmdSmiMi300xTest, ViolationResidenciesFollowTheSteps) {
+  steps_->go(1);
+  AcceleratorSample s85 = backend_->sample("0000:85:00.0");
+  EXPECT_EQ(s85.violation.accumulation_counter, std::optional<std::uint64_t>(5480000));
+  EXPECT_EQ(s85.violation.residency_accumulated[1], std::optional<std::uint64_t>(54000));
+  EXPECT_EQ(s85.violation.residency_percent[1], std::optional<double>(18));
+  EXPECT_EQ(s85.violation.residency_percent[2], std::optional<double>(0));
+  AcceleratorSample e5 = backend_->sample("0000:e5:00.0");
+  EXPECT_EQ(e5.violation.residency_accumulated[2], std::optional<std::uint64_t>(21000));
+  EXPECT_EQ(e5.violation.residency_percent[2], std::optional<double>(7));
+  EXPECT_EQ(e5.violation.residency_accumulated[4], std::optional<std::uint64_t>(9000));
+  EXPECT_EQ(e5.violation.residency_percent[4], std::optional<double>(3));
+  EXPECT_EQ(e5.gtt_used_bytes, std::optional<std::uint64_t>(4294967296ULL));
+}
+
 TEST_F(AmdSmiMi300xTest, SamplesFollowTheSteps) {
   steps_->go(1);
   for (size_t i = 0; i < 8; ++i) {
@@ -403,16 +464,26 @@ TEST(AmdSmiBackend, PartialLibraryWorksWithWhatItHas) {
   EXPECT_EQ(backend->library().path, kPartialLibrary);
   EXPECT_THAT(
       backend->library().missing_symbols,
-      UnorderedElementsAreArray(std::vector<std::string>{
-          "amdsmi_get_lib_version", "amdsmi_get_gpu_device_uuid", "amdsmi_get_gpu_asic_info",
-          "amdsmi_get_gpu_board_info", "amdsmi_get_gpu_compute_partition",
-          "amdsmi_get_gpu_memory_partition", "amdsmi_topo_get_link_type",
-          "amdsmi_get_power_cap_info", "amdsmi_get_gpu_ecc_enabled", "amdsmi_get_energy_count",
-          "amdsmi_get_gpu_pci_replay_counter", "amdsmi_get_gpu_total_ecc_count",
-          "amdsmi_get_gpu_bad_page_info", "amdsmi_get_gpu_metrics_info",
-          "amdsmi_get_violation_status", "amdsmi_init_gpu_event_notification",
-          "amdsmi_set_gpu_event_notification_mask", "amdsmi_get_gpu_event_notification",
-          "amdsmi_stop_gpu_event_notification"}));
+      UnorderedElementsAreArray(std::vector<std::string>{"amdsmi_get_lib_version",
+                                                         "amdsmi_get_gpu_device_uuid",
+                                                         "amdsmi_get_gpu_asic_info",
+                                                         "amdsmi_get_gpu_board_info",
+                                                         "amdsmi_get_gpu_compute_partition",
+                                                         "amdsmi_get_gpu_memory_partition",
+                                                         "amdsmi_topo_get_link_type",
+                                                         "amdsmi_get_power_cap_info",
+                                                         "amdsmi_get_gpu_ecc_enabled",
+                                                         "amdsmi_get_energy_count",
+                                                         "amdsmi_get_gpu_pci_replay_counter",
+                                                         "amdsmi_get_gpu_total_ecc_count",
+                                                         "amdsmi_get_gpu_ecc_count",
+                                                         "amdsmi_get_gpu_bad_page_info",
+                                                         "amdsmi_get_gpu_metrics_info",
+                                                         "amdsmi_get_violation_status",
+                                                         "amdsmi_init_gpu_event_notification",
+                                                         "amdsmi_set_gpu_event_notification_mask",
+                                                         "amdsmi_get_gpu_event_notification",
+                                                         "amdsmi_stop_gpu_event_notification"}));
 
   auto devices = backend->devices();
   ASSERT_TRUE(devices) << devices.error().message();
@@ -440,6 +511,13 @@ TEST(AmdSmiBackend, PartialLibraryWorksWithWhatItHas) {
   EXPECT_FALSE(s.ecc_corrected_volatile);
   EXPECT_FALSE(s.bad_pages_retired);
   EXPECT_FALSE(s.throttle_reasons);
+  // Without amdsmi_get_gpu_ecc_count, the metrics table and the violation status: no per-block
+  // counts, residencies or XGMI data; GTT comes through the memory calls it has.
+  EXPECT_TRUE(s.ecc_blocks.empty());
+  EXPECT_TRUE(s.violation.empty());
+  EXPECT_TRUE(s.xgmi_read_kb.empty());
+  EXPECT_FALSE(s.vram_max_bandwidth_gbs);
+  EXPECT_EQ(s.gtt_total_bytes, std::optional<std::uint64_t>(1649267441664ULL));
   EXPECT_TRUE(backend->poll_events(std::chrono::milliseconds(10)).empty());
 }
 

@@ -372,6 +372,34 @@ TEST(RocmBackend, PartitionsOfOneGpuAreOneDevice) {
   EXPECT_EQ(events[0].pci_bus_id, "0000:05:00.0");
 }
 
+// The further partitions of a GPU in DPX through their own device indices, as the amd-smi
+// backend samples them: partition 1 with its own activity and memory; what belongs to the GPU
+// (power, temperatures, PCIe, ECC) on the GPU's sample only.
+TEST(RocmBackend, EachPartitionIsSampled) {
+  constexpr std::uint64_t kGiB = 1ULL << 30;
+  auto backend =
+      backend_for(kLibrary, std::filesystem::path(ROCM_SMI_SCENARIO_DIR) / "mi300x-2x-dpx.json");
+  Status opened = backend->open();
+  ASSERT_TRUE(opened) << opened.error().message();
+  auto devices = backend->devices();
+  ASSERT_TRUE(devices);
+  ASSERT_EQ(devices->size(), 2u);
+  EXPECT_EQ((*devices)[0].partitions, 2u);
+  AcceleratorSample dpx = backend->sample("0000:05:00.0");
+  ASSERT_TRUE(dpx.reachable);
+  EXPECT_EQ(dpx.gpu_utilization_percent, 72.0);
+  EXPECT_EQ(dpx.memory_used_bytes, 64 * kGiB);
+  ASSERT_EQ(dpx.partitions.size(), 1u);
+  const PartitionSample& second = dpx.partitions[0];
+  EXPECT_EQ(second.partition_id, 1u);
+  EXPECT_EQ(second.index, 1u);
+  EXPECT_EQ(second.gpu_utilization_percent, 18.0);
+  EXPECT_EQ(second.memory_utilization_percent, 9.0);
+  EXPECT_EQ(second.memory_used_bytes, 8 * kGiB);
+  EXPECT_EQ(second.memory_total_bytes, 96 * kGiB);
+  EXPECT_TRUE(backend->sample("0000:26:00.0").partitions.empty());
+}
+
 TEST(RocmBackend, PartialLibraryWorksWithWhatItHas) {
   auto backend = backend_for(kPartialLibrary, kMi300x);
   Status opened = backend->open();

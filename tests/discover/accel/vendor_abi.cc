@@ -160,6 +160,7 @@ class Comparer {
       for (const auto& n : all.at("names").value(list, json::array()))
         listed_.insert(n.get<std::string>());
     }
+    enumerators_ = enumerator_names(all);
   }
 
   void version(const std::string& name, const json& v) {
@@ -181,11 +182,33 @@ class Comparer {
     out_.push_back(Difference{d_.api + "/" + version_ + "/" + category + "/" + what, text});
   }
 
+  // The value of enumerator `name` in this version's enums, if one has it.
+  std::optional<Value> enumerator(const std::string& name) const {
+    if (!facts_->contains("enums")) return std::nullopt;
+    for (const auto& [type, e] : facts_->at("enums").items()) {
+      if (e.contains("enumerators") && e.at("enumerators").contains(name)) {
+        return json_value(e.at("enumerators").at(name));
+      }
+    }
+    return std::nullopt;
+  }
+
   void constants() {
     const json& facts = facts_->value("constants", json::object());
     const json& absent = facts_->value("absent_constants", json::array());
     for (const DeclaredConstant& c : d_.constants) {
-      if (!applies(c.versions, version_) || !known(c.name)) continue;
+      if (!applies(c.versions, version_)) continue;
+      if (!known(c.name)) {
+        // Not listed as a constant: compared as the enumerator the data records it as.
+        if (!enumerators_.count(c.name)) continue;
+        auto theirs = enumerator(c.name);
+        if (!theirs) {
+          add("constant", c.name, "no enum of this version has it");
+        } else if (!(*theirs == c.value)) {
+          add("constant", c.name, "ours " + c.value.str() + ", vendor " + theirs->str());
+        }
+        continue;
+      }
       if (!facts.contains(c.name)) {
         add("constant", c.name,
             mentions(absent, c.name) ? "not defined by this version; ours is " + c.value.str()
@@ -332,6 +355,7 @@ class Comparer {
   const json& all_;
   std::vector<Difference>& out_;
   std::set<std::string> listed_;
+  std::set<std::string> enumerators_;  // every enumerator of every version
   std::string version_;
   const json* facts_ = nullptr;
 };
@@ -456,8 +480,9 @@ std::vector<std::string> coverage_gaps(const DeclaredApi& declared, const json& 
       gaps.push_back(n + ": in the data, not declared by us and no reason why");
     }
   }
+  const std::set<std::string> enumerators = enumerator_names(facts);
   for (const auto& n : ours) {
-    if (!theirs.count(n) && !listed(undocumented, n)) {
+    if (!theirs.count(n) && !enumerators.count(n) && !listed(undocumented, n)) {
       gaps.push_back(n + ": declared by us, no facts in the data and no reason why");
     }
   }
@@ -538,6 +563,59 @@ std::vector<DeclaredField> gpu_metrics_prefix_fields() {
       POLYACCEL_ABI_FIELD(GpuMetricsPrefix, voltage_mem, "voltage_mem"),
       POLYACCEL_ABI_FIELD(GpuMetricsPrefix, indep_throttle_status, "indep_throttle_status"),
   };
+}
+
+std::vector<DeclaredField> gpu_metrics_fields() {
+  using amd::GpuMetrics;
+  std::vector<DeclaredField> fields = gpu_metrics_prefix_fields();
+  const std::vector<DeclaredField> appended = {
+      POLYACCEL_ABI_FIELD(GpuMetrics, current_socket_power, "current_socket_power"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, vcn_activity, "vcn_activity"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, gfxclk_lock_status, "gfxclk_lock_status"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, xgmi_link_width, "xgmi_link_width"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, xgmi_link_speed, "xgmi_link_speed"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, pcie_bandwidth_acc, "pcie_bandwidth_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, pcie_bandwidth_inst, "pcie_bandwidth_inst"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, pcie_l0_to_recov_count_acc, "pcie_l0_to_recov_count_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, pcie_replay_count_acc, "pcie_replay_count_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, pcie_replay_rover_count_acc, "pcie_replay_rover_count_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, xgmi_read_data_acc, "xgmi_read_data_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, xgmi_write_data_acc, "xgmi_write_data_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, current_gfxclks, "current_gfxclks"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, current_socclks, "current_socclks"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, current_vclk0s, "current_vclk0s"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, current_dclk0s, "current_dclk0s"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, jpeg_activity, "jpeg_activity"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, pcie_nak_sent_count_acc, "pcie_nak_sent_count_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, pcie_nak_rcvd_count_acc, "pcie_nak_rcvd_count_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, accumulation_counter, "accumulation_counter"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, prochot_residency_acc, "prochot_residency_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, ppt_residency_acc, "ppt_residency_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, socket_thm_residency_acc, "socket_thm_residency_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, vr_thm_residency_acc, "vr_thm_residency_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, hbm_thm_residency_acc, "hbm_thm_residency_acc"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, num_partition, "num_partition"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, xcp_stats, "xcp_stats"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, pcie_lc_perf_other_end_recovery,
+                          "pcie_lc_perf_other_end_recovery"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, vram_max_bandwidth, "vram_max_bandwidth"),
+      POLYACCEL_ABI_FIELD(GpuMetrics, xgmi_link_status, "xgmi_link_status"),
+  };
+  fields.insert(fields.end(), appended.begin(), appended.end());
+  return fields;
+}
+
+std::set<std::string> enumerator_names(const json& facts) {
+  std::set<std::string> names;
+  for (const auto& [version, v] : facts.at("versions").items()) {
+    if (!v.contains("enums")) continue;
+    for (const auto& [name, e] : v.at("enums").items()) {
+      if (!e.contains("enumerators")) continue;
+      for (const auto& [enumerator, value] : e.at("enumerators").items())
+        names.insert(enumerator);
+    }
+  }
+  return names;
 }
 
 json load_facts(const std::string& api) {

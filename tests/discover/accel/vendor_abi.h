@@ -219,6 +219,12 @@ struct ApiTables {
 // The fields of amd::GpuMetricsPrefix (the part of rsmi_gpu_metrics_t and amdsmi_gpu_metrics_t
 // that both backends read), by the vendor's names.
 std::vector<DeclaredField> gpu_metrics_prefix_fields();
+// The fields of amd::GpuMetrics, the whole v1.x table as amd-smi 26 and rocm-smi-lib 7 declare
+// it (4544 bytes): the prefix's and those v1.4 to v1.7 appended.
+std::vector<DeclaredField> gpu_metrics_fields();
+// The enumerators of every enum of every version of `facts`: constants the data records only
+// as members of an enum a covered prototype uses (AMDSMI_MEM_TYPE_GTT of amdsmi_memory_type_t).
+std::set<std::string> enumerator_names(const nlohmann::json& facts);
 
 ApiTables nvml_tables();
 ApiTables rocm_smi_tables();

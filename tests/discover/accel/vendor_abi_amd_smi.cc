@@ -50,6 +50,8 @@ ApiTables amd_smi_tables() {
       C("AMDSMI_MEM_PAGE_STATUS_RESERVED", kPageReserved),
       C("AMDSMI_MEM_PAGE_STATUS_UNRESERVABLE", kPageUnreservable),
       C("AMDSMI_MEM_TYPE_VRAM", kMemTypeVram),
+      C("AMDSMI_MEM_TYPE_VIS_VRAM", kMemTypeVisVram),
+      C("AMDSMI_MEM_TYPE_GTT", kMemTypeGtt),
       C("AMDSMI_PROCESSOR_TYPE_AMD_GPU", kProcessorTypeAmdGpu),
       C("AMDSMI_STATUS_SUCCESS", kSuccess),
       C("AMDSMI_STATUS_INVAL", kInval),
@@ -222,9 +224,21 @@ ApiTables amd_smi_tables() {
                      alignof(Bdf),
                      {DeclaredField{"as_uint", 0, sizeof(Bdf), kind_of<Bdf>()}},
                      {}},
-      // Only the v1 prefix of the metrics table that we read (amd_common.h); the backend passes
-      // a buffer of kGpuMetricsBufferSize.
-      S(amdsmi_gpu_metrics_t, amd::GpuMetricsPrefix, gpu_metrics_prefix_fields()),
+      // 24.x (424 bytes): the v1 prefix that the throttle mask reads; the later fields are read
+      // only from a table whose structure_size covers them (amd::read_metrics_table). 26: the
+      // whole table (amd_common.h). The backend passes a buffer of kGpuMetricsBufferSize.
+      DeclaredStruct{"amdsmi_gpu_metrics_t",
+                     "amd::GpuMetricsPrefix",
+                     sizeof(amd::GpuMetricsPrefix),
+                     alignof(amd::GpuMetricsPrefix),
+                     gpu_metrics_prefix_fields(),
+                     {"rocm-6.2.2"}},
+      DeclaredStruct{"amdsmi_gpu_metrics_t",
+                     "amd::GpuMetrics",
+                     sizeof(amd::GpuMetrics),
+                     alignof(amd::GpuMetrics),
+                     gpu_metrics_fields(),
+                     {"amdsmi-26.1.0-therock", "amdsmi-26.1.0-alumet"}},
   };
   d.types = {
       DeclaredType{"amdsmi_processor_handle", sizeof(ProcessorHandle)},
@@ -259,6 +273,7 @@ ApiTables amd_smi_tables() {
       F(amdsmi_get_clock_info, ClockInfoFn),
       F(amdsmi_get_gpu_pci_replay_counter, U64Fn),
       F(amdsmi_get_gpu_total_ecc_count, ErrorCountFn),
+      F(amdsmi_get_gpu_ecc_count, BlockErrorCountFn),
       F(amdsmi_get_gpu_bad_page_info, BadPageInfoFn),
       F(amdsmi_get_gpu_metrics_info, GpuMetricsFn),
       F(amdsmi_get_violation_status, ViolationStatusFn),
@@ -332,13 +347,17 @@ ApiTables amd_smi_tables() {
       {"amd_smi/rocm-6.2.2/constant/AMDSMI_STATUS_MORE_DATA", optional_status},
       {"amd_smi/rocm-6.2.2/constant/AMDSMI_STATUS_CORRUPTED_EEPROM", optional_status},
       {"amd_smi/rocm-6.2.2/struct/amdsmi_gpu_metrics_t/sizeof", metrics_reason},
-      {"amd_smi/amdsmi-26.1.0-therock/struct/amdsmi_gpu_metrics_t/sizeof", metrics_reason},
-      {"amd_smi/amdsmi-26.1.0-alumet/struct/amdsmi_gpu_metrics_t/sizeof", metrics_reason},
       {"amd_smi/rocm-6.2.2/function/amdsmi_get_gpu_metrics_info/param2", metrics_reason},
       {"amd_smi/amdsmi-26.1.0-therock/function/amdsmi_get_gpu_metrics_info/param2", metrics_reason},
       {"amd_smi/amdsmi-26.1.0-alumet/function/amdsmi_get_gpu_metrics_info/param2", metrics_reason},
   };
   std::vector<Undocumented> undocumented = {
+      {"amdsmi_get_gpu_ecc_count",
+       "declared by every header version in the data (declared_functions) but without a "
+       "prototype there; ours is amdsmi.h's (processor handle, amdsmi_gpu_block_t, "
+       "amdsmi_error_count_t*): amdsmi_gpu_block_t is a 64-bit enum and amdsmi_error_count_t "
+       "64 bytes in every version (both in the data), and the backend hands it a buffer of "
+       "that size plus 4 KiB (Out<T>)"},
       {"AMDSMI_STATUS_IPC_ERROR",
        "newer than the headers in the data (amd-smi's changelog: \"Added new error status code "
        "AMDSMI_STATUS_IPC_ERROR (21)\"); named in messages only"},

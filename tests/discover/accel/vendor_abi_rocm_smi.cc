@@ -46,6 +46,8 @@ ApiTables rocm_smi_tables() {
       C("RSMI_MEM_PAGE_STATUS_PENDING", kPagePending),
       C("RSMI_MEM_PAGE_STATUS_UNRESERVABLE", kPageUnreservable),
       C("RSMI_MEM_TYPE_VRAM", kMemoryTypeVram),
+      C("RSMI_MEM_TYPE_VIS_VRAM", kMemoryTypeVisVram),
+      C("RSMI_MEM_TYPE_GTT", kMemoryTypeGtt),
       C("RSMI_STATUS_SUCCESS", kSuccess),
       C("RSMI_STATUS_INVALID_ARGS", kInvalidArgs),
       C("RSMI_STATUS_NOT_SUPPORTED", kNotSupported),
@@ -137,12 +139,21 @@ ApiTables rocm_smi_tables() {
         POLYACCEL_ABI_FIELD(RetiredPageRecord, page_size, "page_size"),
         POLYACCEL_ABI_FIELD(RetiredPageRecord, status, "status")},
        {}},
+      // Before 7 (96 to 424 bytes): the v1 prefix the throttle mask reads; later fields are
+      // read only from a table whose structure_size covers them. rocm-smi-lib 7: the whole
+      // table (amd::GpuMetrics).
       {"rsmi_gpu_metrics_t",
        "amd::GpuMetricsPrefix",
        sizeof(amd::GpuMetricsPrefix),
        alignof(amd::GpuMetricsPrefix),
        gpu_metrics_prefix_fields(),
-       {}},
+       {"rocm-5.2.3", "rocm-6.0.0", "rocm-6.2.2"}},
+      {"rsmi_gpu_metrics_t",
+       "amd::GpuMetrics",
+       sizeof(amd::GpuMetrics),
+       alignof(amd::GpuMetrics),
+       gpu_metrics_fields(),
+       {"rocm-systems-develop-1b1610f"}},
   };
   // The symbols rocm.cc resolves (its resolve()), with the type it calls each by (its Api).
   d.functions = {
@@ -224,7 +235,6 @@ ApiTables rocm_smi_tables() {
                         "revision 1.0 and so gives no throttle bits"},
       {"rocm_smi/rocm-6.0.0/struct/rsmi_gpu_metrics_t/sizeof", metrics_reason},
       {"rocm_smi/rocm-6.2.2/struct/rsmi_gpu_metrics_t/sizeof", metrics_reason},
-      {"rocm_smi/rocm-systems-develop-1b1610f/struct/rsmi_gpu_metrics_t/sizeof", metrics_reason},
       {"rocm_smi/rocm-5.2.3/function/rsmi_dev_gpu_metrics_info_get/param2", metrics_reason},
       {"rocm_smi/rocm-6.0.0/function/rsmi_dev_gpu_metrics_info_get/param2", metrics_reason},
       {"rocm_smi/rocm-6.2.2/function/rsmi_dev_gpu_metrics_info_get/param2", metrics_reason},

@@ -149,6 +149,7 @@ TEST(VendorAbiComparator, PointerRules) {
 TEST(VendorAbiComparator, MutatedFactsAreCaught) {
   const ApiTables hlml = hlml_tables();
   const ApiTables nvml = nvml_tables();
+  const ApiTables amd_smi = amd_smi_tables();
   struct Mutation {
     const ApiTables* tables;
     std::string what;
@@ -189,6 +190,20 @@ TEST(VendorAbiComparator, MutatedFactsAreCaught) {
          f["versions"]["cuda-13.3"]["constants"]["NVML_NVLINK_MAX_LINKS"]["value"] = 48;
        },
        "nvml/cuda-13.3/constant/NVML_NVLINK_MAX_LINKS"},
+      {&amd_smi, "an enumerator we compare although names.constants does not list it",
+       [](json& f) {
+         f["versions"]["amdsmi-26.1.0-therock"]["enums"]["amdsmi_memory_type_t"]["enumerators"]
+          ["AMDSMI_MEM_TYPE_GTT"] = 3;
+       },
+       "amd_smi/amdsmi-26.1.0-therock/constant/AMDSMI_MEM_TYPE_GTT"},
+      {&amd_smi, "a field of the metrics table past the prefix",
+       [](json& f) {
+         for (auto& field :
+              f["versions"]["amdsmi-26.1.0-alumet"]["structs"]["amdsmi_gpu_metrics_t"]["fields"]) {
+           if (field["name"] == "vram_max_bandwidth") field["offset"] = 4512;
+         }
+       },
+       "amd_smi/amdsmi-26.1.0-alumet/struct/amdsmi_gpu_metrics_t/vram_max_bandwidth/offset"},
       {&nvml, "a wider out-parameter",
        [](json& f) {
          f["versions"]["cuda-13.3"]["functions"]["nvmlDeviceGetPowerUsage"]["signature"] =

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -61,7 +62,11 @@ struct Values {
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> ecc;  // block → (ce, ue)
   std::vector<RetiredPageRecord> bad_pages;
   std::optional<std::uint64_t> indep_throttle_status;
-  std::optional<json> pcie;  // the metrics table's PCIe counters (v1.5 table when given)
+  std::optional<json> pcie;       // the metrics table's PCIe counters (v1.5 table when given)
+  std::optional<json> metrics;    // its v1.6/v1.7 fields (a v1.7 table when given with pcie)
+  std::optional<json> violation;  // the violation status's counters and percentages
+  std::optional<std::uint64_t> gtt_used;
+  std::optional<std::uint64_t> visible_vram_used;
   std::optional<std::set<std::string>> violation_active;  // the flags set; unset: unsupported
   Status lost = kSuccess;  // what every call on the device returns, if not success
 };
@@ -76,6 +81,8 @@ struct Device {
   std::string asic_serial;
   std::string serial;
   std::uint64_t vram_bytes = 0;
+  std::uint64_t gtt_bytes = 0;
+  std::uint64_t visible_vram_bytes = 0;
   std::uint64_t target_graphics_version = ~0ULL;
   std::string compute_partition;
   std::string memory_partition;
@@ -164,6 +171,8 @@ const std::set<std::string>& field_names() {
       "driver_info",
       "vram_total",
       "vram_used",
+      "gtt",
+      "visible_vram",
       "compute_partition",
       "memory_partition",
       "xgmi",
@@ -180,6 +189,7 @@ const std::set<std::string>& field_names() {
       "mem_clock",
       "pcie_replay",
       "ecc",
+      "ecc_block",
       "bad_pages",
       "gpu_metrics",
       "violation_status",
@@ -214,13 +224,31 @@ std::uint64_t target_version(const std::string& gfx) {
 }
 
 void apply_values(const json& j, Values& v) {
-  inject::check_keys(
-      j,
-      {"busy_percent", "memory_busy_percent", "vram_used_bytes", "temperature_edge_c",
-       "temperature_junction_c", "temperature_memory_c", "temperature_hbm_c", "power_average_watts",
-       "socket_power_watts", "energy_counter", "sclk_mhz", "mclk_mhz", "pcie_replay_count", "ecc",
-       "bad_pages", "indep_throttle_status", "pcie", "violation_active", "lost"},
-      "step values");
+  inject::check_keys(j,
+                     {"busy_percent",
+                      "memory_busy_percent",
+                      "vram_used_bytes",
+                      "temperature_edge_c",
+                      "temperature_junction_c",
+                      "temperature_memory_c",
+                      "temperature_hbm_c",
+                      "power_average_watts",
+                      "socket_power_watts",
+                      "energy_counter",
+                      "sclk_mhz",
+                      "mclk_mhz",
+                      "pcie_replay_count",
+                      "ecc",
+                      "bad_pages",
+                      "indep_throttle_status",
+                      "pcie",
+                      "violation_active",
+                      "lost",
+                      "metrics",
+                      "violation",
+                      "gtt_used_bytes",
+                      "visible_vram_used_bytes"},
+                     "step values");
   auto take = [&](const char* key, auto& field) {
     if (j.contains(key))
       field = j.at(key).get<typename std::decay_t<decltype(field)>::value_type>();
@@ -239,6 +267,35 @@ void apply_values(const json& j, Values& v) {
   take("pcie_replay_count", v.pcie_replay);
   take("indep_throttle_status", v.indep_throttle_status);
   if (j.contains("pcie")) v.pcie = j.at("pcie");
+  if (j.contains("metrics")) {
+    inject::check_keys(
+        j.at("metrics"),
+        {"accumulation_counter", "residency_acc", "xgmi_read_kb", "xgmi_write_kb",
+         "pcie_bandwidth_acc_gbs", "vram_max_bandwidth_gbs", "vcn_busy", "jpeg_busy"},
+        "metrics");
+    const std::pair<const char*, std::size_t> lists[] = {{"residency_acc", 5},
+                                                         {"xgmi_read_kb", 8},
+                                                         {"xgmi_write_kb", 8},
+                                                         {"vcn_busy", 4},
+                                                         {"jpeg_busy", 40}};
+    for (const auto& [key, max] : lists) {
+      if (j.at("metrics").value(key, json::array()).size() > max) {
+        throw std::runtime_error(std::string("metrics: too many ") + key);
+      }
+    }
+    v.metrics = j.at("metrics");
+  }
+  if (j.contains("violation")) {
+    inject::check_keys(j.at("violation"), {"acc_counter", "acc", "per"}, "violation");
+    for (const char* key : {"acc", "per"}) {
+      if (j.at("violation").value(key, json::array()).size() > 5) {
+        throw std::runtime_error(std::string("violation: five ") + key + " at most");
+      }
+    }
+    v.violation = j.at("violation");
+  }
+  take("gtt_used_bytes", v.gtt_used);
+  take("visible_vram_used_bytes", v.visible_vram_used);
   if (j.contains("temperature_hbm_c")) {
     v.temperature_hbm = j.at("temperature_hbm_c").get<std::vector<std::int64_t>>();
   }
@@ -276,12 +333,12 @@ void apply_values(const json& j, Values& v) {
 }
 
 Device parse_device(const json& j, const std::set<std::string>& unsupported_everywhere) {
-  inject::check_keys(
-      j,
-      {"pci_bus_id", "uuid", "name", "board_name", "model_number", "asic_serial", "serial",
-       "vram_bytes", "gfx_version", "compute_partition", "memory_partition", "xgmi_peers",
-       "power_cap_watts", "ecc_enabled_blocks", "energy_resolution_uj", "unsupported"},
-      "device");
+  inject::check_keys(j,
+                     {"pci_bus_id", "uuid", "name", "board_name", "model_number", "asic_serial",
+                      "serial", "vram_bytes", "gtt_bytes", "visible_vram_bytes", "gfx_version",
+                      "compute_partition", "memory_partition", "xgmi_peers", "power_cap_watts",
+                      "ecc_enabled_blocks", "energy_resolution_uj", "unsupported"},
+                     "device");
   Device d;
   d.bus_id = j.at("pci_bus_id").get<std::string>();
   d.bdf = bdf_of(d.bus_id);
@@ -292,6 +349,8 @@ Device parse_device(const json& j, const std::set<std::string>& unsupported_ever
   d.asic_serial = j.value("asic_serial", "");
   d.serial = j.value("serial", "");
   d.vram_bytes = j.value("vram_bytes", std::uint64_t{0});
+  d.gtt_bytes = j.value("gtt_bytes", std::uint64_t{0});
+  d.visible_vram_bytes = j.value("visible_vram_bytes", std::uint64_t{0});
   if (j.contains("gfx_version")) d.target_graphics_version = target_version(j.at("gfx_version"));
   d.compute_partition = j.value("compute_partition", "");
   d.memory_partition = j.value("memory_partition", "");
@@ -576,9 +635,16 @@ INJECT_CHECK(amdsmi_get_gpu_driver_info, DriverInfoFn);
 
 AMDSMI_API Status amdsmi_get_gpu_memory_total(ProcessorHandle p, std::uint32_t type,
                                               std::uint64_t* total) {
-  return device_call(p, "vram_total", total, [&](const Device& d, const Values&) {
-    if (type != kMemTypeVram || d.vram_bytes == 0) return kNotSupported;
-    *total = d.vram_bytes;
+  const char* field = type == kMemTypeGtt       ? "gtt"
+                      : type == kMemTypeVisVram ? "visible_vram"
+                                                : "vram_total";
+  return device_call(p, field, total, [&](const Device& d, const Values&) {
+    const std::uint64_t bytes = type == kMemTypeVram      ? d.vram_bytes
+                                : type == kMemTypeGtt     ? d.gtt_bytes
+                                : type == kMemTypeVisVram ? d.visible_vram_bytes
+                                                          : 0;
+    if (bytes == 0) return kNotSupported;
+    *total = bytes;
     return kSuccess;
   });
 }
@@ -586,8 +652,14 @@ INJECT_CHECK(amdsmi_get_gpu_memory_total, MemoryFn);
 
 AMDSMI_API Status amdsmi_get_gpu_memory_usage(ProcessorHandle p, std::uint32_t type,
                                               std::uint64_t* used) {
-  return device_call(p, "vram_used", used, [&](const Device&, const Values& v) {
-    return type == kMemTypeVram ? put(v.vram_used, used) : kNotSupported;
+  const char* field = type == kMemTypeGtt       ? "gtt"
+                      : type == kMemTypeVisVram ? "visible_vram"
+                                                : "vram_used";
+  return device_call(p, field, used, [&](const Device&, const Values& v) {
+    return type == kMemTypeVram      ? put(v.vram_used, used)
+           : type == kMemTypeGtt     ? put(v.gtt_used, used)
+           : type == kMemTypeVisVram ? put(v.visible_vram_used, used)
+                                     : kNotSupported;
   });
 }
 INJECT_CHECK(amdsmi_get_gpu_memory_usage, MemoryFn);
@@ -798,6 +870,22 @@ AMDSMI_API Status amdsmi_get_gpu_total_ecc_count(ProcessorHandle p, ErrorCount* 
 }
 INJECT_CHECK(amdsmi_get_gpu_total_ecc_count, ErrorCountFn);
 
+// One RAS block's counts; a block without ECC on has no RAS counters ("not supported").
+AMDSMI_API Status amdsmi_get_gpu_ecc_count(ProcessorHandle p, std::uint64_t block,
+                                           ErrorCount* counts) {
+  return device_call(p, "ecc_block", counts, [&](const Device& d, const Values& v) {
+    if (!(d.ecc_enabled_blocks & block)) return kNotSupported;
+    *counts = ErrorCount{};
+    for (const auto& [name, ce_ue] : v.ecc) {
+      if (inject::gpu_block_named(name) != block) continue;
+      counts->correctable_count = ce_ue.first;
+      counts->uncorrectable_count = ce_ue.second;
+    }
+    return kSuccess;
+  });
+}
+INJECT_CHECK(amdsmi_get_gpu_ecc_count, BlockErrorCountFn);
+
 // With no records buffer: how many pages; else up to *num_pages records.
 AMDSMI_API Status amdsmi_get_gpu_bad_page_info(ProcessorHandle p, std::uint32_t* num_pages,
                                                RetiredPageRecord* records) {
@@ -852,6 +940,39 @@ AMDSMI_API Status amdsmi_get_gpu_metrics_info(ProcessorHandle p,
     put(176, static_cast<std::uint64_t>(pc.value("replay_rollover", 0)));
     put(416, static_cast<std::uint32_t>(pc.value("nak_sent", 0)));
     put(420, static_cast<std::uint32_t>(pc.value("nak_received", 0)));
+    if (!v.metrics) return kSuccess;
+    // A v1.7 table (MI300 with a 6.14 driver): residencies, XGMI data, bandwidths, and the one
+    // partition's VCN and JPEG busy; what is not given stays all ones.
+    using polyaccel::amd::GpuMetrics;
+    using polyaccel::amd::GpuXcpMetrics;
+    raw[3] = 7;
+    const json& mj = *v.metrics;
+    auto put_list = [&](const char* key, std::size_t offset, auto zero, std::size_t max) {
+      std::size_t k = 0;
+      for (const auto& x : mj.value(key, json::array())) {
+        if (k == max) break;  // checked when the scenario was read
+        put(offset + k++ * sizeof zero, static_cast<decltype(zero)>(x.get<std::uint64_t>()));
+      }
+    };
+    if (mj.contains("accumulation_counter")) {
+      put(offsetof(GpuMetrics, accumulation_counter),
+          mj.at("accumulation_counter").get<std::uint64_t>());
+    }
+    put_list("residency_acc", offsetof(GpuMetrics, prochot_residency_acc), std::uint64_t{}, 5);
+    put_list("xgmi_read_kb", offsetof(GpuMetrics, xgmi_read_data_acc), std::uint64_t{}, 8);
+    put_list("xgmi_write_kb", offsetof(GpuMetrics, xgmi_write_data_acc), std::uint64_t{}, 8);
+    if (mj.contains("pcie_bandwidth_acc_gbs")) {
+      put(offsetof(GpuMetrics, pcie_bandwidth_acc),
+          mj.at("pcie_bandwidth_acc_gbs").get<std::uint64_t>());
+    }
+    if (mj.contains("vram_max_bandwidth_gbs")) {
+      put(offsetof(GpuMetrics, vram_max_bandwidth),
+          mj.at("vram_max_bandwidth_gbs").get<std::uint64_t>());
+    }
+    put(offsetof(GpuMetrics, num_partition), std::uint16_t{1});
+    constexpr std::size_t kXcp0 = offsetof(GpuMetrics, xcp_stats);
+    put_list("vcn_busy", kXcp0 + offsetof(GpuXcpMetrics, vcn_busy), std::uint16_t{}, 4);
+    put_list("jpeg_busy", kXcp0 + offsetof(GpuXcpMetrics, jpeg_busy), std::uint16_t{}, 40);
     return kSuccess;
   });
 }
@@ -867,6 +988,24 @@ AMDSMI_API Status amdsmi_get_violation_status(ProcessorHandle p, ViolationStatus
     status->active_socket_thrm = flag("socket_thrm");
     status->active_vr_thrm = flag("vr_thrm");
     status->active_hbm_thrm = flag("hbm_thrm");
+    if (!v.violation) return kSuccess;
+    const json& vj = *v.violation;
+    if (vj.contains("acc_counter")) status->acc_counter = vj.at("acc_counter").get<std::uint64_t>();
+    // In the order prochot, ppt, socket, vr, hbm, as amdsmi_violation_status_t has them.
+    std::uint64_t* acc[] = {&status->acc_prochot_thrm, &status->acc_ppt_pwr,
+                            &status->acc_socket_thrm, &status->acc_vr_thrm, &status->acc_hbm_thrm};
+    std::uint64_t* per[] = {&status->per_prochot_thrm, &status->per_ppt_pwr,
+                            &status->per_socket_thrm, &status->per_vr_thrm, &status->per_hbm_thrm};
+    std::size_t k = 0;
+    for (const auto& x : vj.value("acc", json::array())) {
+      if (k == 5) break;  // checked when the scenario was read
+      *acc[k++] = x.get<std::uint64_t>();
+    }
+    k = 0;
+    for (const auto& x : vj.value("per", json::array())) {
+      if (k == 5) break;
+      *per[k++] = x.get<std::uint64_t>();
+    }
     return kSuccess;
   });
 }

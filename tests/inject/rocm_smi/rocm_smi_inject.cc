@@ -51,7 +51,7 @@ constexpr rsmi_status_t RSMI_STATUS_UNEXPECTED_DATA = 15;
 constexpr rsmi_status_t RSMI_STATUS_BUSY = 16;
 constexpr rsmi_status_t RSMI_STATUS_UNKNOWN_ERROR = 0xFFFFFFFF;
 
-enum : std::uint32_t { RSMI_MEM_TYPE_VRAM = 0, RSMI_MEM_TYPE_VIS_VRAM = 1 };
+enum : std::uint32_t { RSMI_MEM_TYPE_VRAM = 0, RSMI_MEM_TYPE_VIS_VRAM = 1, RSMI_MEM_TYPE_GTT = 2 };
 enum : std::uint32_t {
   RSMI_TEMP_TYPE_EDGE = 0,
   RSMI_TEMP_TYPE_JUNCTION = 1,
@@ -149,6 +149,9 @@ struct Values {
   std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> ecc;  // block → (ce, ue)
   std::vector<std::pair<std::uint64_t, std::uint32_t>> bad_pages;        // address, page status
   std::optional<std::uint64_t> indep_throttle_status;  // unset: the table says "not available"
+  std::optional<std::uint64_t> gtt_used;
+  std::optional<std::uint64_t> visible_vram_used;
+  std::optional<nlohmann::json> metrics;     // the v1.6/v1.7 fields: a v1.7 table when given
   rsmi_status_t lost = RSMI_STATUS_SUCCESS;  // what every call on the device returns, if not 0
 };
 
@@ -159,6 +162,8 @@ struct Device {
   std::string serial;
   std::string name;
   std::uint64_t vram_bytes = 0;
+  std::uint64_t gtt_bytes = 0;
+  std::uint64_t visible_vram_bytes = 0;
   std::string gfx_version;
   std::string compute_partition;
   std::string memory_partition;
@@ -265,13 +270,13 @@ std::uint64_t bdfid_of(const std::string& bus_id) {
 }
 
 void apply_values(const nlohmann::json& j, Values& v) {
-  inject::check_keys(
-      j,
-      {"busy_percent", "memory_busy_percent", "vram_used_bytes", "temperature_edge_c",
-       "temperature_junction_c", "temperature_memory_c", "power_average_watts",
-       "socket_power_watts", "energy_counter", "sclk_mhz", "mclk_mhz", "pcie_replay_count", "ecc",
-       "bad_pages", "indep_throttle_status", "lost"},
-      "step values");
+  inject::check_keys(j,
+                     {"busy_percent", "memory_busy_percent", "vram_used_bytes",
+                      "temperature_edge_c", "temperature_junction_c", "temperature_memory_c",
+                      "power_average_watts", "socket_power_watts", "energy_counter", "sclk_mhz",
+                      "mclk_mhz", "pcie_replay_count", "ecc", "bad_pages", "indep_throttle_status",
+                      "lost", "gtt_used_bytes", "visible_vram_used_bytes", "metrics"},
+                     "step values");
   auto take = [&](const char* key, auto& field) {
     if (j.contains(key))
       field = j.at(key).get<typename std::decay_t<decltype(field)>::value_type>();
@@ -279,6 +284,26 @@ void apply_values(const nlohmann::json& j, Values& v) {
   take("busy_percent", v.busy_percent);
   take("memory_busy_percent", v.memory_busy_percent);
   take("vram_used_bytes", v.vram_used);
+  take("gtt_used_bytes", v.gtt_used);
+  take("visible_vram_used_bytes", v.visible_vram_used);
+  if (j.contains("metrics")) {
+    inject::check_keys(
+        j.at("metrics"),
+        {"accumulation_counter", "residency_acc", "xgmi_read_kb", "xgmi_write_kb",
+         "pcie_bandwidth_acc_gbs", "vram_max_bandwidth_gbs", "vcn_busy", "jpeg_busy"},
+        "metrics");
+    const std::pair<const char*, std::size_t> lists[] = {{"residency_acc", 5},
+                                                         {"xgmi_read_kb", 8},
+                                                         {"xgmi_write_kb", 8},
+                                                         {"vcn_busy", 4},
+                                                         {"jpeg_busy", 40}};
+    for (const auto& [key, max] : lists) {
+      if (j.at("metrics").value(key, nlohmann::json::array()).size() > max) {
+        throw std::runtime_error(std::string("metrics: too many ") + key);
+      }
+    }
+    v.metrics = j.at("metrics");
+  }
   take("temperature_edge_c", v.temperature_edge);
   take("temperature_junction_c", v.temperature_junction);
   take("temperature_memory_c", v.temperature_memory);
@@ -309,10 +334,10 @@ void apply_values(const nlohmann::json& j, Values& v) {
 
 Device parse_device(const nlohmann::json& j, const std::set<std::string>& unsupported_everywhere) {
   inject::check_keys(j,
-                     {"pci_bus_id", "unique_id", "serial", "name", "vram_bytes", "gfx_version",
-                      "compute_partition", "memory_partition", "xgmi_peers", "power_cap_watts",
-                      "ecc_enabled_blocks", "energy_resolution_uj", "sclk_range_mhz",
-                      "mclk_range_mhz", "unsupported"},
+                     {"pci_bus_id", "unique_id", "serial", "name", "vram_bytes", "gtt_bytes",
+                      "visible_vram_bytes", "gfx_version", "compute_partition", "memory_partition",
+                      "xgmi_peers", "power_cap_watts", "ecc_enabled_blocks", "energy_resolution_uj",
+                      "sclk_range_mhz", "mclk_range_mhz", "unsupported"},
                      "device");
   Device d;
   d.bus_id = j.at("pci_bus_id").get<std::string>();
@@ -325,6 +350,8 @@ Device parse_device(const nlohmann::json& j, const std::set<std::string>& unsupp
   d.serial = j.value("serial", "");
   d.name = j.value("name", "");
   d.vram_bytes = j.value("vram_bytes", std::uint64_t{0});
+  d.gtt_bytes = j.value("gtt_bytes", std::uint64_t{0});
+  d.visible_vram_bytes = j.value("visible_vram_bytes", d.vram_bytes);
   d.gfx_version = j.value("gfx_version", "");
   d.compute_partition = j.value("compute_partition", "");
   d.memory_partition = j.value("memory_partition", "");
@@ -590,9 +617,12 @@ RSMI_API rsmi_status_t rsmi_dev_name_get(std::uint32_t dv, char* name, std::size
 RSMI_API rsmi_status_t rsmi_dev_memory_total_get(std::uint32_t dv, std::uint32_t type,
                                                  std::uint64_t* total) {
   return device_call(dv, "vram_total", total, [&](const Device& d, const Values&) {
-    if (type != RSMI_MEM_TYPE_VRAM && type != RSMI_MEM_TYPE_VIS_VRAM)
-      return RSMI_STATUS_NOT_SUPPORTED;
-    *total = d.vram_bytes;
+    const std::uint64_t bytes = type == RSMI_MEM_TYPE_VRAM       ? d.vram_bytes
+                                : type == RSMI_MEM_TYPE_VIS_VRAM ? d.visible_vram_bytes
+                                : type == RSMI_MEM_TYPE_GTT      ? d.gtt_bytes
+                                                                 : 0;
+    if (bytes == 0) return RSMI_STATUS_NOT_SUPPORTED;
+    *total = bytes;
     return RSMI_STATUS_SUCCESS;
   });
 }
@@ -600,7 +630,10 @@ RSMI_API rsmi_status_t rsmi_dev_memory_total_get(std::uint32_t dv, std::uint32_t
 RSMI_API rsmi_status_t rsmi_dev_memory_usage_get(std::uint32_t dv, std::uint32_t type,
                                                  std::uint64_t* used) {
   return device_call(dv, "vram_used", used, [&](const Device&, const Values& v) {
-    return type == RSMI_MEM_TYPE_VRAM ? put(v.vram_used, used) : RSMI_STATUS_NOT_SUPPORTED;
+    return type == RSMI_MEM_TYPE_VRAM       ? put(v.vram_used, used)
+           : type == RSMI_MEM_TYPE_VIS_VRAM ? put(v.visible_vram_used, used)
+           : type == RSMI_MEM_TYPE_GTT      ? put(v.gtt_used, used)
+                                            : RSMI_STATUS_NOT_SUPPORTED;
   });
 }
 
@@ -870,7 +903,46 @@ RSMI_API rsmi_status_t rsmi_dev_gpu_metrics_info_get(std::uint32_t dv,
     m.content_revision = 3;
     m.throttle_status = UINT32_MAX;
     m.indep_throttle_status = v.indep_throttle_status.value_or(~0ULL);
-    *metrics = m;
+    if (!v.metrics) {
+      *metrics = m;
+      return RSMI_STATUS_SUCCESS;
+    }
+    // A v1.7 table in rocm-smi-lib 7's rsmi_gpu_metrics_t (4544 bytes; offsets from its header,
+    // ../shared/reference/vendor-abi/rocm_smi.json): the caller's buffer holds it all. What the
+    // step does not give stays all ones, "not available".
+    constexpr std::size_t kSize = 4544, kPcieBandwidthAcc = 144, kXgmiRead = 184, kXgmiWrite = 248,
+                          kAccumulationCounter = 424, kResidencies = 432, kNumPartition = 472,
+                          kXcp0 = 480, kXcpJpegBusy = 32, kXcpVcnBusy = 112,
+                          kVramMaxBandwidth = 4520;
+    m.structure_size = kSize;
+    m.content_revision = 7;
+    auto* raw = reinterpret_cast<unsigned char*>(metrics);
+    std::memset(raw, 0xff, kSize);
+    std::memcpy(raw, &m, sizeof m);
+    auto put_at = [&](std::size_t offset, auto value) {
+      std::memcpy(raw + offset, &value, sizeof value);
+    };
+    const nlohmann::json& mj = *v.metrics;
+    auto put_list = [&](const char* key, std::size_t offset, auto zero) {
+      std::size_t k = 0;
+      for (const auto& x : mj.value(key, nlohmann::json::array()))
+        put_at(offset + k++ * sizeof zero, static_cast<decltype(zero)>(x.get<std::uint64_t>()));
+    };
+    if (mj.contains("accumulation_counter")) {
+      put_at(kAccumulationCounter, mj.at("accumulation_counter").get<std::uint64_t>());
+    }
+    put_list("residency_acc", kResidencies, std::uint64_t{});
+    put_list("xgmi_read_kb", kXgmiRead, std::uint64_t{});
+    put_list("xgmi_write_kb", kXgmiWrite, std::uint64_t{});
+    if (mj.contains("pcie_bandwidth_acc_gbs")) {
+      put_at(kPcieBandwidthAcc, mj.at("pcie_bandwidth_acc_gbs").get<std::uint64_t>());
+    }
+    if (mj.contains("vram_max_bandwidth_gbs")) {
+      put_at(kVramMaxBandwidth, mj.at("vram_max_bandwidth_gbs").get<std::uint64_t>());
+    }
+    put_at(kNumPartition, std::uint16_t{1});
+    put_list("vcn_busy", kXcp0 + kXcpVcnBusy, std::uint16_t{});
+    put_list("jpeg_busy", kXcp0 + kXcpJpegBusy, std::uint16_t{});
     return RSMI_STATUS_SUCCESS;
   });
 }
