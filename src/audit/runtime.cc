@@ -93,12 +93,10 @@ Finding make(const char* id, Severity severity, std::string subject) {
 
 void check_cdi_enabled(const ContainerRuntimeFacts& r, bool nvidia, Findings& out) {
   const RuntimeConfigFacts& c = r.containerd;
-  // containerd 1.x (config version 2) has CDI off unless enable_cdi = true; 2.x has it on unless
-  // the file turns it off. Without a configuration file the version, and so the default, is
-  // unknown: said nothing.
-  if (c.installed && !c.config_path.empty()) {
-    bool on = c.enable_cdi.value_or(c.config_version >= 3);
-    if (!on) {
+  // By the configuration's version's default (cdi_enabled); without a configuration file the
+  // version, and so the default, is unknown: said nothing.
+  if (auto on = cdi_enabled(c)) {
+    if (!*on) {
       const char* table = c.config_version >= 3 ? "plugins.\"io.containerd.cri.v1.runtime\""
                                                 : "plugins.\"io.containerd.grpc.v1.cri\"";
       Finding f = make("runtime.cdi-disabled", Severity::warning, "containerd");
@@ -121,7 +119,7 @@ void check_cdi_enabled(const ContainerRuntimeFacts& r, bool nvidia, Findings& ou
     }
   }
   const RuntimeConfigFacts& o = r.crio;
-  if (o.installed && o.enable_cdi && !*o.enable_cdi) {
+  if (auto on = cdi_enabled(o); on && !*on) {
     Finding f = make("runtime.cdi-disabled", Severity::warning, "cri-o");
     f.observed = "cdi_spec_dirs = [] in the [crio.runtime] configuration: CRI-O reads no CDI spec";
     f.expected = "cdi_spec_dirs naming /etc/cdi and /var/run/cdi (CRI-O's default)";

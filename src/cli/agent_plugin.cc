@@ -17,10 +17,14 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
     if (!s) return s.error();
     o.mig_strategy = *s;
   }
+  // Read only for auto; the root is the one every command reads (--fsroot).
+  ContainerRuntimeFacts runtime;
+  if (options.device_list_strategy == "auto")
+    runtime = read_container_runtime_facts(filesystem_root(discover));
   auto device_list =
-      parse_device_list_strategy(options.device_list_strategy, "--device-list-strategy");
+      choose_device_list_strategy(options.device_list_strategy, "--device-list-strategy", runtime);
   if (!device_list) return device_list.error();
-  o.allocate.device_list = *device_list;
+  o.allocate.device_list = device_list->strategy;
   if (!options.sharing_config.empty()) {
     // Read and checked once here, so that a bad file fails the start in one line (the runner
     // reloads it on every change and keeps the last good one).
@@ -41,6 +45,8 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
   o.allocate.gpu_rdma_devices = options.gpu_rdma_devices;
   o.nfd_features_dir = options.nfd_features_dir;
   o.root = filesystem_root(discover);
+  std::cerr << "polyaccel agent: device plugin: device list strategy "
+            << to_string(device_list->strategy) << " (" << device_list->reason << ")\n";
   auto runner = std::make_unique<DevicePluginRunner>(monitor, o);
   Status st = runner->start(std::chrono::seconds(60));
   if (!st) return st.error();

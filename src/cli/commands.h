@@ -102,7 +102,7 @@ struct AgentOptions {
   std::string sharing_config;
   std::string nic_config;         // SR-IOV VF pools and shared HCAs (kube/nic_resources.h)
   bool gpu_rdma_devices = false;  // GPU Allocate adds the nearest HCAs' device nodes
-  std::string device_list_strategy = "envvar";  // and/or cdi-cri (kube/allocate.h)
+  std::string device_list_strategy = "auto";  // envvar and/or cdi-cri (kube/allocate.h)
   std::string nfd_features_dir = "/etc/kubernetes/node-feature-discovery/features.d";
   std::string mig_strategy;  // none, single, mixed; empty: the sharing config's, else none
   std::string state = "/var/lib/polyaccel/allocations.json";  // as `place --state`; "" for none

@@ -226,7 +226,8 @@ int main(int argc, char** argv) {
   agent
       ->add_option("--device-list-strategy", agent_options.device_list_strategy,
                    "how Allocate names the devices: envvar, cdi-cri (CDI devices of `polyaccel "
-                   "cdi generate`'s specs) or envvar,cdi-cri")
+                   "cdi generate`'s specs), envvar,cdi-cri, or auto (envvar,cdi-cri where the "
+                   "container runtime has CDI on and the specs are there, else envvar)")
       ->capture_default_str();
   agent
       ->add_option("--nfd-features-dir", agent_options.nfd_features_dir,

@@ -216,6 +216,15 @@ bool ContainerRuntimeFacts::process_running(const std::string& name) const {
   return processes.count(name.substr(0, kCommLength)) > 0;
 }
 
+std::optional<bool> cdi_enabled(const RuntimeConfigFacts& runtime) {
+  if (!runtime.installed) return std::nullopt;
+  if (runtime.name == "containerd") {
+    if (runtime.config_path.empty()) return std::nullopt;
+    return runtime.enable_cdi.value_or(runtime.config_version >= 3);
+  }
+  return runtime.enable_cdi.value_or(true);
+}
+
 const std::vector<std::string>& default_cdi_spec_dirs() {
   static const std::vector<std::string> dirs = {"/etc/cdi", "/var/run/cdi"};
   return dirs;

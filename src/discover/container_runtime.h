@@ -64,6 +64,14 @@ struct ContainerRuntimeFacts {
   bool process_running(const std::string& name) const;
 };
 
+// Whether the runtime hands CDI devices to containers, by its configuration. containerd 1.x
+// (config version 2) has CDI off unless enable_cdi = true; 2.x (version 3) has it on unless the
+// file turns it off; without a configuration file its version, and so its default, is unknown:
+// nullopt. CRI-O has it on (since 1.23) unless cdi_spec_dirs = [] leaves it nothing to read.
+// nullopt too for a runtime that is not installed. The audit's runtime family and the device
+// plugin's `--device-list-strategy auto` both decide by it.
+std::optional<bool> cdi_enabled(const RuntimeConfigFacts& runtime);
+
 // The CDI spec directories a runtime reads when its configuration names none.
 const std::vector<std::string>& default_cdi_spec_dirs();
 

@@ -13,35 +13,6 @@ std::set<std::string> unhealthy_of(const AcceleratorSnapshot& s) {
   return out;
 }
 
-// The monitor's HostModel is made once, when it opens the backends; its rescans update only the
-// snapshot's devices. A MIG layout changed since (`polyaccel mig apply`, nvidia-smi, a claim's
-// dynamic instance) is taken from there, so that the slices follow it.
-HostModel with_current_mig(const AcceleratorSnapshot& s) {
-  HostModel m = *s.host;
-  for (auto& a : m.accelerators) {
-    if (!a.inventory) continue;
-    const MonitoredDevice* d = s.device(a.pci.address.to_string());
-    if (!d || !d->listed) continue;
-    a.inventory->mig_enabled = d->inventory.mig_enabled;
-    a.inventory->mig_instances = d->inventory.mig_instances;
-  }
-  return m;
-}
-
-// What of the snapshot's MIG layouts the pool depends on, to see when it changed.
-std::string mig_layouts(const AcceleratorSnapshot& s) {
-  std::string key;
-  for (const auto& d : s.devices) {
-    if (!d.listed) continue;
-    key += d.pci_bus_id + (d.inventory.mig_enabled.value_or(false) ? "+" : "-");
-    for (const auto& i : d.inventory.mig_instances)
-      key += std::to_string(i.gpu_instance_id) + "/" + std::to_string(i.compute_instance_id) + "/" +
-             std::to_string(i.profile_id) + "@" + std::to_string(i.placement_start) + i.uuid + ",";
-    key += ";";
-  }
-  return key;
-}
-
 std::vector<nlohmann::json> published(const Pool& p) {
   std::vector<nlohmann::json> out;
   for (size_t i = 0; i < p.slices.size(); ++i)
@@ -97,7 +68,7 @@ Status DraRunner::start(std::chrono::milliseconds ready_timeout) {
                  "did not finish opening the vendor libraries in time",
                  {}};
   }
-  HostModel model = with_current_mig(*snap);
+  HostModel model = model_with_current_mig(*snap);
   auto pool = build(model, *snap);
   if (!pool) return pool.error();
   {
@@ -131,7 +102,7 @@ void DraRunner::follow(std::uint64_t generation) {
         unhealthy = now_unhealthy;
         layouts = now_layouts;
         keep = snap;
-        HostModel model = with_current_mig(*snap);
+        HostModel model = model_with_current_mig(*snap);
         auto pool = build(model, *snap);
         if (!pool) {
           log("devices: " + pool.error().message());

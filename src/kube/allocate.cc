@@ -139,12 +139,81 @@ Result<DeviceListStrategy> parse_device_list_strategy(const std::string& text,
       out.cdi_cri = true;
     } else {
       return bad_input(input, "'" + item + "' is not a device list strategy",
-                       "use envvar, cdi-cri or envvar,cdi-cri");
+                       "use envvar, cdi-cri, envvar,cdi-cri or auto");
     }
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
   return out;
+}
+
+std::string to_string(const DeviceListStrategy& strategy) {
+  if (strategy.envvar && strategy.cdi_cri) return "envvar,cdi-cri";
+  return strategy.cdi_cri ? "cdi-cri" : "envvar";
+}
+
+namespace {
+
+// Why the runtime's configuration has CDI on or off, or cannot tell (cdi_enabled's rules).
+std::string cdi_setting(const RuntimeConfigFacts& r, std::optional<bool> on) {
+  if (!r.problem.empty()) return r.name + "'s configuration cannot be read (" + r.problem + ")";
+  if (r.name == "containerd") {
+    if (!on) return "containerd has no /etc/containerd/config.toml: its CDI default is unknown";
+    std::string file = r.config_path + " (config version " + std::to_string(r.config_version) + ")";
+    if (r.enable_cdi) return file + " sets enable_cdi = " + (*r.enable_cdi ? "true" : "false");
+    return file + " leaves enable_cdi at containerd " +
+           (*on ? "2.x's default, true" : "1.x's default, false");
+  }
+  return *on ? std::string("CRI-O has CDI on")
+             : "CRI-O's cdi_spec_dirs = [] leaves it no CDI spec to read";
+}
+
+// A spec of `polyaccel cdi generate` (kinds polyaccel.io/gpu and hpu; claim specs are the DRA
+// driver's) in one of the runtime's CDI directories; "" when none.
+std::string polyaccel_spec_in(const ContainerRuntimeFacts& facts, const RuntimeConfigFacts& r) {
+  const auto& dirs = r.cdi_spec_dirs.empty() ? default_cdi_spec_dirs() : r.cdi_spec_dirs;
+  for (const auto& spec : facts.cdi_specs) {
+    if (!spec.problem.empty()) continue;
+    if (spec.kind != "polyaccel.io/gpu" && spec.kind != "polyaccel.io/hpu") continue;
+    for (const auto& dir : dirs) {
+      std::string d = dir;
+      while (d.size() > 1 && d.back() == '/')
+        d.pop_back();
+      if (spec.path.starts_with(d + "/")) return spec.path;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<DeviceListChoice> choose_device_list_strategy(const std::string& text,
+                                                     const std::string& input,
+                                                     const ContainerRuntimeFacts& runtime) {
+  if (text != "auto") {
+    auto parsed = parse_device_list_strategy(text, input);
+    if (!parsed) return parsed.error();
+    return DeviceListChoice{*parsed, "set by " + input};
+  }
+  const DeviceListStrategy envvar{true, false};
+  std::vector<const RuntimeConfigFacts*> installed;
+  for (const auto* r : {&runtime.containerd, &runtime.crio})
+    if (r->installed) installed.push_back(r);
+  if (installed.empty()) return DeviceListChoice{envvar, "auto: no containerd or CRI-O found"};
+  std::string why;
+  for (const auto* r : installed) {
+    auto on = cdi_enabled(*r);
+    std::string setting = cdi_setting(*r, on);
+    if (!on || !*on || !r->problem.empty()) return DeviceListChoice{envvar, "auto: " + setting};
+    std::string spec = polyaccel_spec_in(runtime, *r);
+    if (spec.empty()) {
+      return DeviceListChoice{
+          envvar, "auto: " + setting + ", but no polyaccel.io spec is in the CDI directories " +
+                      r->name + " reads (`polyaccel cdi generate -o /var/run/cdi` writes them)"};
+    }
+    why += (why.empty() ? "" : "; ") + setting + " and reads " + spec;
+  }
+  return DeviceListChoice{DeviceListStrategy{true, true}, "auto: " + why};
 }
 
 Result<ContainerAllocation> compute_allocation(const HostModel& model,

@@ -11,8 +11,9 @@
 //           NCCL_IB_HCA/UCX_NET_DEVICES for InfiniBand and RoCE, FI_PROVIDER (efa, cxi) for EFA
 //           and Slingshot
 //           with gpu_rdma_devices also those NICs' /dev/infiniband nodes (below)
-//   CDI     with the cdi-cri device list strategy: polyaccel.io/gpu=<id> (hpu for Gaudi), the id
-//           the device is advertised under, as named in `polyaccel cdi generate`'s specs
+//   CDI     with the cdi-cri device list strategy (auto's choice where the runtime has CDI on):
+//           polyaccel.io/gpu=<id> (hpu for Gaudi), the id the device is advertised under, as
+//           named in `polyaccel cdi generate`'s specs
 //   NICs    shared HCAs and SR-IOV VFs (nic_resources.h): /dev/infiniband/rdma_cm and each chosen
 //           HCA's uverbsN, umadN and issmN; NCCL_IB_HCA and UCX_NET_DEVICES naming the chosen
 //           HCAs; for VFs PCIDEVICE_<RESOURCE>=<VF addresses> (the sriov-network-device-plugin's
@@ -25,6 +26,7 @@
 
 #include "core/error.h"
 #include "core/host_model.h"
+#include "discover/container_runtime.h"
 #include "kube/device_nodes.h"
 #include "kube/resources.h"
 
@@ -56,6 +58,22 @@ struct DeviceListStrategy {
 // "envvar", "cdi-cri" or both, comma-separated.
 Result<DeviceListStrategy> parse_device_list_strategy(const std::string& text,
                                                       const std::string& input);
+// "envvar", "cdi-cri", "envvar,cdi-cri".
+std::string to_string(const DeviceListStrategy& strategy);
+
+// The strategy Allocate uses, and why: said once in the agent's log.
+struct DeviceListChoice {
+  DeviceListStrategy strategy;
+  std::string reason;
+};
+// `auto` (the agent's default) decides from the container runtime's configuration, by the rules
+// of the audit's runtime family (cdi_enabled): envvar,cdi-cri where every runtime installed
+// (containerd, CRI-O) has CDI on and a polyaccel.io spec of `polyaccel cdi generate` is in a
+// directory it reads (a CDI device without its spec fails the container's start), else envvar.
+// Anything else is parse_device_list_strategy's, as the operator set it.
+Result<DeviceListChoice> choose_device_list_strategy(const std::string& text,
+                                                     const std::string& input,
+                                                     const ContainerRuntimeFacts& runtime);
 
 struct AllocateOptions {
   DeviceListStrategy device_list;

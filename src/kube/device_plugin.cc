@@ -39,6 +39,8 @@ constexpr std::chrono::milliseconds kLongestRetry{30000};
 // The name of the lock that keeps a second agent off the directory. kubelet removes only the
 // sockets of its directory at start, so the lock file outlives a kubelet restart.
 constexpr const char* kLockName = "polyaccel.lock";
+// Ids of withdrawn devices remembered per resource (Plan::withdrawn).
+constexpr size_t kMaxWithdrawnIds = 1024;
 
 // Everything an RPC needs, immutable once built: a new plan replaces it whole.
 struct Plan {
@@ -49,6 +51,9 @@ struct Plan {
   NicNodes nic_nodes;
   std::vector<std::vector<DeviceSlot>> slots;  // per accelerator resource, for the chooser
   AllocateOptions allocate;
+  // By resource: ids an earlier plan advertised and this one does not (a MIG instance destroyed,
+  // a GPU gone), so that an Allocate kubelet chose before it saw the new list is told why.
+  std::map<std::string, std::set<std::string>> withdrawn;
 
   const PluginResource* resource(const std::string& name, size_t* index = nullptr) const {
     for (size_t i = 0; i < resources.size(); ++i) {
@@ -222,8 +227,17 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
     const PluginResource* r = plan.resource(resource_);
     if (!r) return grpc::Status(grpc::StatusCode::UNAVAILABLE, resource_ + " is no longer served");
     std::vector<size_t> gpus;
+    auto withdrawn = plan.withdrawn.find(resource_);
     for (const auto& c : req->container_requests()) {
       std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
+      for (const auto& id : ids) {
+        if (r->device(id) || withdrawn == plan.withdrawn.end() || !withdrawn->second.count(id))
+          continue;
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            "device " + id + ": " + resource_ +
+                                " no longer advertises it (the node's devices changed: a MIG "
+                                "reconfiguration or a GPU gone); the pod must be scheduled again");
+      }
       auto a = compute_allocation(plan.model, *r, plan.nodes, ids, plan.allocate, plan.nic_nodes);
       if (!a) return failed(a.error());
       if (r->kind == ResourceKind::accelerator) {
@@ -654,10 +668,52 @@ struct DevicePlugin::Impl {
     return Ok{};
   }
 
+  // The ids the plan before `next` advertised and `next` does not, per resource, added to those
+  // withdrawn earlier (an id advertised again leaves the list); each change is logged.
+  void note_withdrawn(Plan& next) {
+    auto current = board.get().first;
+    if (current) next.withdrawn = current->plan->withdrawn;
+    for (const auto& r : next.resources) {
+      auto& gone = next.withdrawn[r.name];
+      for (const auto& d : r.devices)
+        gone.erase(d.id);
+      const PluginResource* before = current ? current->plan->resource(r.name) : nullptr;
+      if (!before) continue;
+      std::vector<std::string> added, removed;
+      for (const auto& d : before->devices) {
+        if (r.device(d.id)) continue;
+        removed.push_back(d.id);
+        gone.insert(d.id);
+      }
+      for (const auto& d : r.devices)
+        if (!before->device(d.id)) added.push_back(d.id);
+      // Bounded on a node reconfigured for months: past the limit, the first ids in the set's
+      // order are forgotten (arbitrary ones; Allocate then calls such an id unknown).
+      while (gone.size() > kMaxWithdrawnIds)
+        gone.erase(gone.begin());
+      if (added.empty() && removed.empty()) continue;
+      std::string line = r.name + ": " + std::to_string(r.devices.size()) + " devices now";
+      for (const auto& id : added)
+        line += ", +" + id;
+      for (const auto& id : removed)
+        line += ", -" + id;
+      event("devices " + r.name, line);
+    }
+    // A resource no longer served has no server: kubelet finds its socket gone.
+    for (auto it = next.withdrawn.begin(); it != next.withdrawn.end();) {
+      if (!next.resource(it->first) || it->second.empty()) {
+        it = next.withdrawn.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
   // A new plan from the model and the last good sharing config. Keeps the old one on an error.
   Status replan() {
     auto plan = make_plan();
     if (!plan) return plan.error();
+    note_withdrawn(**plan);
     std::shared_ptr<const Plan> p = *plan;
     publish(p);
     write_labels(*p);

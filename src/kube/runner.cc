@@ -54,8 +54,9 @@ Status DevicePluginRunner::start(std::chrono::milliseconds ready_timeout) {
                  {}};
   }
   plugin_.set_health(health_of(*snap));
-  HostModel model = *snap->host;
+  HostModel model = model_with_current_mig(*snap);
   filled_ = complete_inventories(model, *snap);
+  layouts_ = mig_layouts(*snap);
   Status st = plugin_.start(std::move(model));
   if (!st) return st;
   follower_ = std::thread([this, snap] { follow(snap->generation, snap->host.get()); });
@@ -69,13 +70,16 @@ void DevicePluginRunner::follow(std::uint64_t generation, const HostModel* host)
     if (snap->generation == generation || !snap->ready) continue;
     generation = snap->generation;
     // A new HostModel is published only when the device set changed; a GPU listed again after
-    // it was lost at start changes the plan too.
-    HostModel model = *snap->host;
+    // it was lost at start, or a MIG layout changed since (the monitor's rescans, as the DRA
+    // driver follows them), changes the plan too.
+    HostModel model = model_with_current_mig(*snap);
     auto filled = complete_inventories(model, *snap);
-    if (snap->host.get() != host || filled != filled_) {
+    auto layouts = mig_layouts(*snap);
+    if (snap->host.get() != host || filled != filled_ || layouts != layouts_) {
       plugin_.set_model(std::move(model));
       host = snap->host.get();
       filled_ = std::move(filled);
+      layouts_ = std::move(layouts);
     }
     plugin_.set_health(health_of(*snap));
     keep = snap;

@@ -1,7 +1,8 @@
 // The device plugin fed by the accelerator monitor: it starts on the monitor's first complete
-// snapshot, plans again when the device set changes (a GPU came or went, a new MIG layout) and
-// passes every device's health on to ListAndWatch. It follows the monitor from a thread of its
-// own, so a slow kubelet never holds up the monitor's sampling.
+// snapshot, plans again when the device set changes (a GPU came or went, a new MIG layout seen by
+// the monitor's rescans: `polyaccel mig apply`, nvidia-smi) and passes every device's health on
+// to ListAndWatch. It follows the monitor from a thread of its own, so a slow kubelet never holds
+// up the monitor's sampling.
 #pragma once
 
 #include <atomic>
@@ -40,6 +41,8 @@ class DevicePluginRunner {
   std::thread follower_;
   // Bus ids of GPUs whose inventory came from the monitor's devices, not its model (runner.cc).
   std::set<std::string> filled_;
+  // The MIG layouts the plan was last made from (mig_layouts of the monitor).
+  std::string layouts_;
 };
 
 }  // namespace polyaccel

@@ -1,11 +1,9 @@
 // `polyaccel agent` with its device plugin, as a process: the 8xH100 test library on the XE8640
 // capture, MIG mixed, a kubelet played by the test; SIGTERM stops it cleanly and removes its
-// sockets. Bad device plugin options are one line and exit code 2.
+// sockets; its log says once which device list strategy Allocate uses and why. Bad device plugin
+// options are one line and exit code 2.
 #include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/file.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -16,8 +14,7 @@
 #include "core/file_io.h"
 #include "kube/fake_kubelet.h"
 #include "kube/models.h"
-
-extern char** environ;
+#include "support/background.h"
 
 namespace polyaccel {
 namespace {
@@ -51,23 +48,16 @@ TEST(AgentDevicePlugin, ServesKubeletAndStopsOnSigterm) {
                                    "mixed",
                                    "--pod-resources-socket",
                                    ""};
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  ASSERT_EQ(::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+  Background agent(args, dir.path() / "agent.log", false);
+  ASSERT_TRUE(agent.started());
 
   auto ep = kubelet.endpoint("nvidia.com/mig-3g.40gb", 60s);
   ASSERT_TRUE(ep);
   auto list = kubelet.wait_update(
       ep, [](const auto& r) { return r.devices_size() == 1; }, 30s);
   ASSERT_TRUE(list);
-  v1beta1::AllocateRequest req;
-  req.add_container_requests()->add_devices_ids(list->devices(0).id());
   v1beta1::AllocateResponse resp;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(ep->stub->Allocate(&ctx, req, &resp).ok());
+  ASSERT_TRUE(allocate(*ep, {list->devices(0).id()}, &resp).ok());
   EXPECT_EQ(resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), list->devices(0).id());
   EXPECT_TRUE(kubelet.endpoint("nvidia.com/gpu", 10s));
   auto labels = read_text_file(dir.path() / "polyaccel");
@@ -75,11 +65,16 @@ TEST(AgentDevicePlugin, ServesKubeletAndStopsOnSigterm) {
   EXPECT_THAT(*labels, HasSubstr("nvidia.com/mig.strategy=mixed\n"));
   EXPECT_THAT(*labels, HasSubstr("nvidia.com/mig-3g.40gb.count=1\n"));
 
-  ASSERT_EQ(::kill(pid, SIGTERM), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  auto exit_code = agent.terminate();
+  ASSERT_TRUE(exit_code) << agent.log();
+  EXPECT_EQ(*exit_code, 0) << agent.log();
+  // The default, auto: with --topology no root is read, so no container runtime is found.
+  const std::string chosen =
+      "polyaccel agent: device plugin: device list strategy envvar (auto: no containerd or CRI-O "
+      "found)\n";
+  auto log = agent.log();
+  EXPECT_THAT(log, HasSubstr(chosen));
+  EXPECT_EQ(log.find(chosen), log.rfind(chosen)) << "said once";
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "polyaccel-nvidia.com_gpu.sock"));
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "kubelet.sock"));
 }

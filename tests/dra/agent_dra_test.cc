@@ -5,12 +5,6 @@
 // NodeUnprepareResources on the plugin's socket. It publishes the pool, prepares a claim (the
 // CDI spec with the claim's device nodes and env), survives its own restart through the
 // checkpoint, unprepares, and stops cleanly on SIGTERM.
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <thread>
 
@@ -19,12 +13,12 @@
 #include <gtest/gtest.h>
 
 #include "core/file_io.h"
+#include "dra/dra_fixture.h"
 #include "dra/fake_api_server.h"
 #include "kube/models.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/pluginregistration_v1.grpc.pb.h"
-
-extern char** environ;
+#include "support/background.h"
 
 namespace polyaccel {
 namespace {
@@ -36,52 +30,28 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-const std::string kUidA = "0b8e1c2a-1111-2222-3333-444455556666";
-const std::string kUidB = "7f3a9d10-aaaa-bbbb-cccc-ddddeeeeffff";
 // hgx-8xh100.json: 4e:00.0 is a whole GPU, db:00.0 runs MIG with a 3g.40gb at slice 4 (GPU
 // instance 2, compute instance 0).
 const std::string kGpuUuid = "GPU-1e7f3a90-c4d2-5b86-0e1f-7a2c9d4b8e63";
 const std::string kMigUuid = "MIG-7c1d9e42-30ab-5f86-b2e4-9a0c6d1f3e58";
 
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
-
-template <class Pred>
-bool wait_for(Pred pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
-
 class AgentDra : public ::testing::Test {
  protected:
   AgentDra() : server_(dir_.path()) {
     use_vendor_libraries(NVML_INJECT_LIB, "", "");
-    write(dir_.path() / "kubeconfig",
-          "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-          "contexts:\n- name: c\n  context: {cluster: k, user: u}\n"
-          "clusters:\n- name: k\n  cluster: {server: \"" +
-              server_.url() + "\"}\nusers:\n- name: u\n  user: {token: test-token}\n");
+    write_text(dir_.path() / "kubeconfig",
+               "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+               "contexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+               "clusters:\n- name: k\n  cluster: {server: \"" +
+                   server_.url() + "\"}\nusers:\n- name: u\n  user: {token: test-token}\n");
     // What the nvidia driver shows in /proc: minor N for the scenario's N-th GPU, and the MIG
     // capability minors of db:00.0's (minor 7) 3g.40gb instance.
-    const char* bus[] = {"18", "2a", "4e", "5f", "9a", "ab", "cb", "db"};
-    for (int i = 0; i < 8; ++i)
-      write(root() / "proc/driver/nvidia/gpus" / ("0000:" + std::string(bus[i]) + ":00.0") /
-                "information",
-            "Model: NVIDIA H100 80GB HBM3\nDevice Minor: " + std::to_string(i) + "\n");
-    write(root() / "proc/driver/nvidia-caps/mig-minors",
-          "config 1\nmonitor 2\ngpu7/gi2/access 66\ngpu7/gi2/ci0/access 67\n");
+    write_nvidia_minors(root(), {"0000:18:00.0", "0000:2a:00.0", "0000:4e:00.0", "0000:5f:00.0",
+                                 "0000:9a:00.0", "0000:ab:00.0", "0000:cb:00.0", "0000:db:00.0"});
+    write_mig_minors(root(), "gpu7/gi2/access 66\ngpu7/gi2/ci0/access 67\n");
   }
   ~AgentDra() override {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
+    agent_.reset();
     std::lock_guard<std::mutex> lock(server_.mu);
     EXPECT_TRUE(server_.schema_errors.empty()) << server_.schema_errors.front();
   }
@@ -131,27 +101,19 @@ class AgentDra : public ::testing::Test {
                                      d + "/kubeconfig",
                                      "--node-name",
                                      "node-1"};
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    std::string log_path = d + "/agent.log";
-    posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    ASSERT_EQ(::posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
+    // Appended: a restarted agent's log follows the first one's.
+    agent_ = std::make_unique<Background>(args, dir_.path() / "agent.log", true);
+    ASSERT_TRUE(agent_->started());
     ASSERT_TRUE(wait_for([&] { return fs::exists(registration_socket()); }, 60s)) << log();
   }
 
   // SIGTERM: exit code 0, both sockets gone.
   void stop_agent() {
-    ASSERT_EQ(::kill(pid_, SIGTERM), 0);
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid_, &status, 0), pid_);
-    pid_ = 0;
-    ASSERT_TRUE(WIFEXITED(status)) << log();
-    EXPECT_EQ(WEXITSTATUS(status), 0) << log();
+    ASSERT_TRUE(agent_);
+    auto exit_code = agent_->terminate();
+    agent_.reset();
+    ASSERT_TRUE(exit_code) << log();
+    EXPECT_EQ(*exit_code, 0) << log();
     EXPECT_FALSE(fs::exists(registration_socket()));
     EXPECT_FALSE(fs::exists(plugin_dir() / "dra.sock"));
   }
@@ -258,7 +220,7 @@ class AgentDra : public ::testing::Test {
 
   TempDir dir_;
   FakeApiServer server_;
-  pid_t pid_ = 0;
+  std::unique_ptr<Background> agent_;
 };
 
 TEST_F(AgentDra, PublishesPreparesSurvivesARestartAndStopsOnSigterm) {

@@ -15,8 +15,8 @@
 #include <fstream>
 
 #include "core/file_io.h"
+#include "dra/dra_fixture.h"
 #include "dra/plugin.h"
-#include "kube/models.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 
 namespace polyaccel::dra {
@@ -24,28 +24,21 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace v1 = k8s::io::kubelet::pkg::apis::dra::v1;
+using polyaccel::testing::kUidA;
+using polyaccel::testing::kUidB;
+using polyaccel::testing::kUidC;
 using polyaccel::testing::TempDir;
 using ::testing::HasSubstr;
 
-const std::string kUidA = "0b8e1c2a-1111-2222-3333-444455556666";
-const std::string kUidB = "7f3a9d10-aaaa-bbbb-cccc-ddddeeeeffff";
-const std::string kUidC = "5c6d7e8f-1234-5678-9abc-def012345678";
 // hgx-8xh200-mig.json: 5d:00.0 has MIG on and no instance; 18:00.0 holds 7 x 1g.18gb.
 const std::string kEmptyGpu = "0000:5d:00.0";
 const std::string kFullGpu = "0000:18:00.0";
 
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
-
 class DynamicMig : public ::testing::Test {
  protected:
   DynamicMig() {
-    polyaccel::testing::use_vendor_libraries(NVML_INJECT_LIB, "", "");
+    polyaccel::testing::use_nvml_scenario("hgx-8xh200-mig.json");
     ::setenv("POLYACCEL_LOCK_DIR", dir_.path().c_str(), 1);  // `mig apply`'s lock
-    ::setenv("NVML_INJECT_SCENARIO",
-             (std::string(NVML_SCENARIO_DIR) + "/hgx-8xh200-mig.json").c_str(), 1);
     // The control first: it keeps the library initialised (its MIG state) for the whole test.
     auto c = open_nvml_mig_control();
     EXPECT_TRUE(c) << c.error().message();
@@ -56,18 +49,17 @@ class DynamicMig : public ::testing::Test {
     }
     // /proc of the nvidia driver: minor i for the i-th GPU, and capability minors for every
     // GPU instance id the library may hand out.
-    std::string caps = "config 1\nmonitor 2\n";
+    polyaccel::testing::write_nvidia_minors(root(),
+                                            polyaccel::testing::accelerator_bus_ids(model_));
+    std::string caps;
     for (size_t i = 0; i < model_.accelerators.size(); ++i) {
-      write(root() / "proc/driver/nvidia/gpus" / model_.accelerators[i].pci.address.to_string() /
-                "information",
-            "Device Minor: " + std::to_string(i) + "\n");
       for (unsigned gi = 1; gi <= 14; ++gi) {
         std::string g = "gpu" + std::to_string(i) + "/gi" + std::to_string(gi);
         caps += g + "/access " + std::to_string(100 * i + 2 * gi) + "\n" + g + "/ci0/access " +
                 std::to_string(100 * i + 2 * gi + 1) + "\n";
       }
     }
-    write(root() / "proc/driver/nvidia-caps/mig-minors", caps);
+    polyaccel::testing::write_mig_minors(root(), caps);
     SliceOptions so;
     so.node = "node-1";
     so.mig = MigDevices::all;
@@ -101,10 +93,7 @@ class DynamicMig : public ::testing::Test {
   }
 
   void start_plugin(bool with_control = true) {
-    DraPluginOptions o;
-    o.plugin_dir = (dir_.path() / "plugins/polyaccel.io").string();
-    o.registry_dir = (dir_.path() / "plugins_registry").string();
-    o.cdi_dir = cdi_dir().string();
+    DraPluginOptions o = polyaccel::testing::dra_plugin_options(dir_.path());
     o.log = [this](const std::string& line) { log_ += line + "\n"; };
     o.lookup = [this](const std::string& ns, const std::string& name) -> Result<ClaimInfo> {
       auto it = claims_.find(name);

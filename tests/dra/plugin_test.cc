@@ -6,8 +6,8 @@
 
 #include <fstream>
 
+#include "dra/dra_fixture.h"
 #include "dra/plugin.h"
-#include "kube/models.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/dra_v1beta1.grpc.pb.h"
 #include "kube/proto/pluginregistration_v1.grpc.pb.h"
@@ -16,30 +16,21 @@ namespace polyaccel::dra {
 namespace {
 
 namespace fs = std::filesystem;
+using polyaccel::testing::kUidA;
+using polyaccel::testing::kUidB;
 using polyaccel::testing::TempDir;
+using polyaccel::testing::write_text;
 namespace v1 = k8s::io::kubelet::pkg::apis::dra::v1;
 namespace v1beta1 = k8s::io::kubelet::pkg::apis::dra::v1beta1;
-
-const std::string kUidA = "0b8e1c2a-1111-2222-3333-444455556666";
-const std::string kUidB = "7f3a9d10-aaaa-bbbb-cccc-ddddeeeeffff";
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
 
 class Kubelet : public ::testing::Test {
  protected:
   Kubelet() {
     model_ = polyaccel::testing::load_fixture(polyaccel::testing::kXe8640);
     // What the nvidia driver and ib_uverbs show in /proc and /sys.
-    for (size_t i = 0; i < model_.accelerators.size(); ++i)
-      write(root() / "proc/driver/nvidia/gpus" / model_.accelerators[i].pci.address.to_string() /
-                "information",
-            "Model: NVIDIA H100\nDevice Minor: " + std::to_string(i) + "\n");
-    for (unsigned k = 0; k < 4; ++k)
-      write(root() / "sys/class/infiniband_verbs" / ("uverbs" + std::to_string(k)) / "ibdev",
-            "mlx5_" + std::to_string(k) + "\n");
+    polyaccel::testing::write_nvidia_minors(root(),
+                                            polyaccel::testing::accelerator_bus_ids(model_));
+    polyaccel::testing::write_uverbs(root(), 4);
     SliceOptions so;
     so.node = "node-1";
     pool_ = *build_pool(model_, so);
@@ -56,11 +47,7 @@ class Kubelet : public ::testing::Test {
   fs::path cdi_dir() const { return dir_.path() / "cdi"; }
 
   void start_plugin() {
-    DraPluginOptions o;
-    o.plugin_dir = (dir_.path() / "plugins/polyaccel.io").string();
-    o.registry_dir = (dir_.path() / "plugins_registry").string();
-    o.cdi_dir = cdi_dir().string();
-    o.log = [](const std::string&) {};
+    DraPluginOptions o = polyaccel::testing::dra_plugin_options(dir_.path());
     o.lookup = [this](const std::string& ns, const std::string& name) -> Result<ClaimInfo> {
       ++lookups_;
       std::string uid = name == "a" ? kUidA : name == "b" ? kUidB : "";
@@ -232,7 +219,7 @@ TEST_F(Kubelet, AgentRestartKeepsPreparedClaimsAndUnprepareIsIdempotent) {
 }
 
 TEST_F(Kubelet, ACheckpointThatIsNotOneStopsTheStart) {
-  write(dir_.path() / "plugins/polyaccel.io/checkpoint.json", "{\"version\": 9}");
+  write_text(dir_.path() / "plugins/polyaccel.io/checkpoint.json", "{\"version\": 9}");
   DraPluginOptions o;
   o.plugin_dir = (dir_.path() / "plugins/polyaccel.io").string();
   o.registry_dir = (dir_.path() / "plugins_registry").string();

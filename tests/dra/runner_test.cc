@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "discover/accel/monitor.h"
+#include "dra/dra_fixture.h"
 #include "dra/fake_api_server.h"
 #include "dra/runner.h"
-#include "kube/models.h"
 
 namespace polyaccel::dra {
 namespace {
@@ -19,18 +19,9 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using polyaccel::testing::FakeApiServer;
 using polyaccel::testing::TempDir;
+using polyaccel::testing::wait_for;
 
 const std::string kEmptyGpu = "0000:5d:00.0";  // MIG on, no instance
-
-template <class Pred>
-bool wait_for(Pred pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
 
 // The published device whose polyaccel.io/uuid is `uuid`, and the pool's generation.
 std::pair<json, std::int64_t> published(FakeApiServer& server, const std::string& uuid) {
@@ -48,9 +39,7 @@ std::pair<json, std::int64_t> published(FakeApiServer& server, const std::string
 }
 
 TEST(DraRunner, AMigLayoutChangedWhileRunningIsPublished) {
-  polyaccel::testing::use_vendor_libraries(NVML_INJECT_LIB, "", "");
-  ::setenv("NVML_INJECT_SCENARIO",
-           (std::string(NVML_SCENARIO_DIR) + "/hgx-8xh200-mig.json").c_str(), 1);
+  polyaccel::testing::use_nvml_scenario("hgx-8xh200-mig.json");
   auto control = open_nvml_mig_control();  // first: it keeps the library's MIG state
   ASSERT_TRUE(control) << control.error().message();
   TempDir dir;
@@ -63,9 +52,7 @@ TEST(DraRunner, AMigLayoutChangedWhileRunningIsPublished) {
   monitor.start();
   DraRunnerOptions ro;
   ro.slices.node = "node-1";
-  ro.plugin.plugin_dir = (dir.path() / "plugins/polyaccel.io").string();
-  ro.plugin.registry_dir = (dir.path() / "plugins_registry").string();
-  ro.plugin.cdi_dir = (dir.path() / "cdi").string();
+  ro.plugin = polyaccel::testing::dra_plugin_options(dir.path());
   ro.root = "";
   ro.log = [](const std::string&) {};
   KubeConfig kc;

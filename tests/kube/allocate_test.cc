@@ -243,5 +243,125 @@ TEST(Allocate, JurecaEachA100HasItsOwnHcaAndG4dnEfaIsNotAnIbHca) {
   EXPECT_TRUE(closest_rdma_devices(g, {4, 5}).empty());
 }
 
+// --device-list-strategy auto on container runtime configurations under a root the test builds:
+// the corpus's real containerd 1.7 (version 2) and 2.0 (version 3) files and CRI-O's crio.conf,
+// and the version defaults alone; read by the audit's parser (read_container_runtime_facts).
+class AutoDeviceListStrategy : public ::testing::Test {
+ protected:
+  void copy_corpus(const std::string& name, const std::string& to) {
+    std::ifstream in(std::string(POLYACCEL_SOURCE_DIR) +
+                     "/tests/fuzz/corpus/container_runtime_toml/" + name);
+    ASSERT_TRUE(in) << name;
+    write(to, std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  void write(const std::string& file, const std::string& text) { write_text(root() / file, text); }
+  // A spec as `polyaccel cdi generate -o /var/run/cdi` writes it (kind polyaccel.io/gpu).
+  void write_polyaccel_spec(const std::string& dir = "var/run/cdi") {
+    write(dir + "/polyaccel.io-gpu.json",
+          R"({"cdiVersion":"0.8.0","kind":"polyaccel.io/gpu","devices":[{"name":")" + kGpu4e +
+              R"(","containerEdits":{"deviceNodes":[{"path":"/dev/nvidia0"}]}}]})");
+  }
+  DeviceListChoice choose(const std::string& text = "auto") {
+    auto c = choose_device_list_strategy(text, "--device-list-strategy",
+                                         read_container_runtime_facts(root().string()));
+    EXPECT_TRUE(c) << c.error().message();
+    return c ? *c : DeviceListChoice{};
+  }
+  std::filesystem::path root() const { return dir_.path(); }
+
+ private:
+  TempDir dir_;
+};
+
+TEST_F(AutoDeviceListStrategy, Containerd17WithEnableCdiAndOurSpecSendsCdiDevices) {
+  write("usr/bin/containerd", "");
+  copy_corpus("containerd-1.7-v2.toml", "etc/containerd/config.toml");
+  write_polyaccel_spec();
+  auto c = choose();
+  EXPECT_EQ(to_string(c.strategy), "envvar,cdi-cri");
+  EXPECT_EQ(c.reason,
+            "auto: /etc/containerd/config.toml (config version 2) sets enable_cdi = true and reads "
+            "/var/run/cdi/polyaccel.io-gpu.json");
+}
+
+TEST_F(AutoDeviceListStrategy, CdiOnWithoutOurSpecStaysEnvvar) {
+  write("usr/bin/containerd", "");
+  copy_corpus("containerd-1.7-v2.toml", "etc/containerd/config.toml");
+  write("etc/cdi/nvidia.yaml",
+        "cdiVersion: 0.6.0\nkind: nvidia.com/gpu\ndevices:\n- name: all\n"
+        "  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n");
+  auto c = choose();
+  EXPECT_EQ(to_string(c.strategy), "envvar");
+  EXPECT_THAT(c.reason, HasSubstr("sets enable_cdi = true, but no polyaccel.io spec is in the CDI "
+                                  "directories containerd reads"));
+}
+
+TEST_F(AutoDeviceListStrategy, Containerd20ThatTurnsCdiOffStaysEnvvar) {
+  write("usr/bin/containerd", "");
+  copy_corpus("containerd-2.0-v3.toml", "etc/containerd/config.toml");
+  write_polyaccel_spec();
+  auto c = choose();
+  EXPECT_EQ(to_string(c.strategy), "envvar");
+  EXPECT_EQ(c.reason,
+            "auto: /etc/containerd/config.toml (config version 3) sets enable_cdi = false");
+}
+
+TEST_F(AutoDeviceListStrategy, TheDefaultOfEachContainerdVersion) {
+  write("usr/bin/containerd", "");
+  write_polyaccel_spec("etc/cdi");
+  write("etc/containerd/config.toml", "version = 3\n");
+  auto two = choose();
+  EXPECT_EQ(to_string(two.strategy), "envvar,cdi-cri");
+  EXPECT_THAT(two.reason, HasSubstr("leaves enable_cdi at containerd 2.x's default, true"));
+  write("etc/containerd/config.toml", "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n");
+  auto one = choose();
+  EXPECT_EQ(to_string(one.strategy), "envvar");
+  EXPECT_THAT(one.reason, HasSubstr("leaves enable_cdi at containerd 1.x's default, false"));
+  std::filesystem::remove(root() / "etc/containerd/config.toml");
+  auto unknown = choose();
+  EXPECT_EQ(to_string(unknown.strategy), "envvar");
+  EXPECT_EQ(unknown.reason,
+            "auto: containerd has no /etc/containerd/config.toml: its CDI default is unknown");
+}
+
+TEST_F(AutoDeviceListStrategy, CriOHasCdiUnlessItsSpecDirsAreEmptied) {
+  write("usr/bin/crio", "");
+  copy_corpus("crio.conf", "etc/crio/crio.conf");
+  write_polyaccel_spec();
+  auto on = choose();
+  EXPECT_EQ(to_string(on.strategy), "envvar,cdi-cri");
+  EXPECT_EQ(on.reason, "auto: CRI-O has CDI on and reads /var/run/cdi/polyaccel.io-gpu.json");
+  write("etc/crio/crio.conf.d/99-nocdi.conf", "[crio.runtime]\ncdi_spec_dirs = []\n");
+  auto off = choose();
+  EXPECT_EQ(to_string(off.strategy), "envvar");
+  EXPECT_EQ(off.reason, "auto: CRI-O's cdi_spec_dirs = [] leaves it no CDI spec to read");
+}
+
+TEST_F(AutoDeviceListStrategy, BothRuntimesMustHaveCdiAndNoneMeansEnvvar) {
+  auto none = choose();
+  EXPECT_EQ(to_string(none.strategy), "envvar");
+  EXPECT_EQ(none.reason, "auto: no containerd or CRI-O found");
+  write("usr/bin/crio", "");
+  copy_corpus("crio.conf", "etc/crio/crio.conf");
+  write("usr/bin/containerd", "");
+  copy_corpus("containerd-2.0-v3.toml", "etc/containerd/config.toml");
+  write_polyaccel_spec();
+  EXPECT_EQ(to_string(choose().strategy), "envvar");
+}
+
+TEST_F(AutoDeviceListStrategy, AnExplicitStrategyOverridesTheRuntime) {
+  write("usr/bin/containerd", "");
+  copy_corpus("containerd-2.0-v3.toml", "etc/containerd/config.toml");
+  auto c = choose("cdi-cri");
+  EXPECT_EQ(to_string(c.strategy), "cdi-cri");
+  EXPECT_EQ(c.reason, "set by --device-list-strategy");
+  auto bad = choose_device_list_strategy("auto,cdi-cri", "--device-list-strategy",
+                                         read_container_runtime_facts(root().string()));
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message(),
+            "--device-list-strategy: 'auto' is not a device list strategy (use envvar, cdi-cri, "
+            "envvar,cdi-cri or auto)");
+}
+
 }  // namespace
 }  // namespace polyaccel

@@ -55,16 +55,6 @@ std::map<std::string, std::string> health_of(const v1beta1::ListAndWatchResponse
   return out;
 }
 
-grpc::Status allocate(FakeKubelet::Endpoint& ep, const std::vector<std::string>& ids,
-                      v1beta1::AllocateResponse* out) {
-  v1beta1::AllocateRequest req;
-  auto* c = req.add_container_requests();
-  for (const auto& id : ids)
-    c->add_devices_ids(id);
-  grpc::ClientContext ctx;
-  return ep.stub->Allocate(&ctx, req, out);
-}
-
 std::vector<std::string> preferred(FakeKubelet::Endpoint& ep,
                                    const std::vector<std::string>& available,
                                    const std::vector<std::string>& must, int size) {

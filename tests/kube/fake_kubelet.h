@@ -150,4 +150,15 @@ class FakeKubelet final : public v1beta1::Registration::Service {
   std::map<std::string, std::vector<std::shared_ptr<Endpoint>>> endpoints_;
 };
 
+// Allocate as kubelet calls it for one container of a pod: `ids` from the endpoint's list.
+inline grpc::Status allocate(FakeKubelet::Endpoint& ep, const std::vector<std::string>& ids,
+                             v1beta1::AllocateResponse* out) {
+  v1beta1::AllocateRequest req;
+  auto* c = req.add_container_requests();
+  for (const auto& id : ids)
+    c->add_devices_ids(id);
+  grpc::ClientContext ctx;
+  return ep.stub->Allocate(&ctx, req, out);
+}
+
 }  // namespace polyaccel::testing

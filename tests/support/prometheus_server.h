@@ -1,7 +1,7 @@
 // What the tests that run agents under a real Prometheus server share (prometheus_test,
-// vendor_dashboards_test): a free loopback port, a process in the background, the port an agent
-// says it listens on, and Debian's Prometheus scraping a list of targets every second.
-// Header-only, as test_support.h.
+// vendor_dashboards_test): a free loopback port, a process in the background (background.h), the
+// port an agent says it listens on, and Debian's Prometheus scraping a list of targets every
+// second. Header-only, as test_support.h.
 #pragma once
 
 #include <netinet/in.h>
@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/background.h"
 #include "support/test_support.h"
 
 namespace polyaccel::testing {
@@ -38,32 +39,6 @@ inline int free_port() {
   ::close(fd);
   return port;
 }
-
-// A process started in the background through the shell; SIGTERM and reaped at the end.
-class Background {
- public:
-  Background(const std::string& command, const std::filesystem::path& log) : log_(log) {
-    auto r = run_command("(" + command + ") > '" + log.string() + "' 2>&1 & echo $!");
-    pid_ = std::atoi(r.output.c_str());
-  }
-  ~Background() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 200 && ::kill(pid_, 0) == 0; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    if (::kill(pid_, 0) == 0) ::kill(pid_, SIGKILL);
-  }
-  Background(const Background&) = delete;
-  Background& operator=(const Background&) = delete;
-  std::string log() const {
-    std::ifstream in(log_);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
- private:
-  std::filesystem::path log_;
-  int pid_ = -1;
-};
 
 // The port an agent started with --listen 127.0.0.1:0 logs ("on port N"), waiting up to 10 s;
 // throws "<what>agent did not start: <its log>" when it does not say.

@@ -7,12 +7,9 @@
 #include <fstream>
 #include <string>
 
-namespace polyaccel::testing {
+#include "support/test_support.h"
 
-inline void write_text(const std::filesystem::path& p, const std::string& text) {
-  std::filesystem::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
+namespace polyaccel::testing {
 
 // The NEC tarball's Intel X722 PF 0000:60:00.0 (sriov_totalvfs 64) below its real parent bridge.
 inline const char* kX722PfDir =

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -40,6 +41,12 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Writes `text` to `p`, making its directories: the files of a tree a test builds.
+inline void write_text(const std::filesystem::path& p, const std::string& text) {
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
 
 struct CommandResult {
   int exit_code = -1;

@@ -29,6 +29,31 @@ const MonitoredDevice* AcceleratorSnapshot::device(const std::string& id_or_bus_
   return nullptr;
 }
 
+HostModel model_with_current_mig(const AcceleratorSnapshot& s) {
+  HostModel m = *s.host;
+  for (auto& a : m.accelerators) {
+    if (!a.inventory) continue;
+    const MonitoredDevice* d = s.device(a.pci.address.to_string());
+    if (!d || !d->listed) continue;
+    a.inventory->mig_enabled = d->inventory.mig_enabled;
+    a.inventory->mig_instances = d->inventory.mig_instances;
+  }
+  return m;
+}
+
+std::string mig_layouts(const AcceleratorSnapshot& s) {
+  std::string key;
+  for (const auto& d : s.devices) {
+    if (!d.listed) continue;
+    key += d.pci_bus_id + (d.inventory.mig_enabled.value_or(false) ? "+" : "-");
+    for (const auto& i : d.inventory.mig_instances)
+      key += std::to_string(i.gpu_instance_id) + "/" + std::to_string(i.compute_instance_id) + "/" +
+             std::to_string(i.profile_id) + "@" + std::to_string(i.placement_start) + i.uuid + ",";
+    key += ";";
+  }
+  return key;
+}
+
 AcceleratorMonitor::AcceleratorMonitor(HostModel host,
                                        std::vector<std::unique_ptr<AcceleratorBackend>> backends,
                                        MonitorOptions options)

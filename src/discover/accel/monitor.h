@@ -66,6 +66,16 @@ struct AcceleratorSnapshot {
   const MonitoredDevice* device(const std::string& id_or_bus_id) const;
 };
 
+// The monitor's HostModel is made once, when it opens the backends; its rescans update only the
+// snapshot's devices. A MIG layout changed since (`polyaccel mig apply`, nvidia-smi, a DRA claim's
+// dynamic instance) is taken from there: the snapshot's model with each listed device's current
+// MIG mode and instances. The DRA driver and the device plugin both plan from it.
+HostModel model_with_current_mig(const AcceleratorSnapshot& s);
+
+// The snapshot's MIG layouts (mode, instances and their placements, per listed device) as one
+// key: when it differs from the last one seen, the layout changed and a plan must be made again.
+std::string mig_layouts(const AcceleratorSnapshot& s);
+
 // What changed between two publications; given to listeners.
 struct MonitorChange {
   bool device_set = false;                  // a device appeared, or a MIG layout changed
