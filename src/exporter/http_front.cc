@@ -124,11 +124,22 @@ struct Connection {
   bool backend_connected = false;  // the non-blocking connect finished
   bool answer_done = false;        // civetweb closed: all of the answer is in to_client
   bool closing = false;            // all sent and our side shut: waiting for the client's EOF
+  bool head_marked = false;        // the answer's head says `Connection: close` (or is sent as is)
   std::string received;            // the client's bytes while its head is incomplete
   std::string to_backend, to_client;
   std::size_t to_backend_sent = 0, to_client_sent = 0;
   Clock::time_point deadline;
 };
+
+// Whether an answer's head (status line and fields, without the blank line) has a Connection field.
+bool has_connection_field(std::string_view head) {
+  for (std::size_t at = head.find("\r\n"); at != std::string_view::npos;
+       at = head.find("\r\n", at + 2)) {
+    std::string_view field = head.substr(at + 2, 11);
+    if (equals_lower(field, "connection:")) return true;
+  }
+  return false;
+}
 
 // Sends what is left of `buffer` on a non-blocking socket; false on a failure other than "later".
 bool flush(int fd, const std::string& buffer, std::size_t& sent) {
@@ -218,6 +229,18 @@ void HttpFront::run() {
   };
   // Sends what civetweb answered; the connection ends once all of it is out.
   auto to_client = [&](std::uint64_t id, Connection& c) {
+    if (!c.head_marked) {
+      // Every connection ends after one answer, and HTTP/1.1 clients (Python's http.client, Go
+      // between retries) take an answer without `Connection: close` as keep-alive and send the
+      // next request into a closing socket. civetweb's answers for prometheus-cpp omit it.
+      std::size_t head_end = c.to_client.find("\r\n\r\n");
+      if (head_end == std::string::npos && !c.answer_done) return;  // the head is not in yet
+      c.head_marked = true;
+      std::size_t status_end = c.to_client.find("\r\n");
+      if (head_end != std::string::npos && status_end != std::string::npos &&
+          !has_connection_field(std::string_view(c.to_client).substr(0, head_end)))
+        c.to_client.insert(status_end + 2, "Connection: close\r\n");
+    }
     if (!flush(c.client, c.to_client, c.to_client_sent)) return close_connection(id);
     if (c.answer_done && c.to_client_sent == c.to_client.size() && !c.closing) {
       // Closing with unread bytes (the rest of an oversized head, a pipelined request) would
@@ -236,6 +259,7 @@ void HttpFront::run() {
                   std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
     c.relaying = true;
     c.answer_done = true;
+    c.head_marked = true;
     c.received.clear();
     to_client(id, c);
   };

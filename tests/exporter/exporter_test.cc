@@ -260,6 +260,12 @@ TEST_F(Exporter, HttpServesMetricsGzipAndHealthz) {
   EXPECT_THAT(body, HasSubstr("polyaccel_accelerator_power_watts{gpu=\"gpu0\",vendor=\"amd\""));
   std::string headers = curl("-o /dev/null -D - -H 'Accept-Encoding: gzip' " + base + "/metrics");
   EXPECT_THAT(headers, HasSubstr("Content-Encoding: gzip"));
+  // One answer per connection, and the answer says so: a keep-alive client (two URLs in one
+  // curl, as Python's http.client and Go reuse connections) reconnects instead of failing.
+  EXPECT_THAT(headers, HasSubstr("Connection: close"));
+  std::string two = curl("-s -o /dev/null -o /dev/null -w '%{http_code} %{num_connects}\\n' " +
+                         base + "/healthz " + base + "/healthz");
+  EXPECT_EQ(two, "200 1\n200 1\n");
   EXPECT_THAT(curl("--compressed " + base + "/metrics"),
               HasSubstr("# TYPE DCGM_FI_DEV_GPU_UTIL gauge"));
   EXPECT_EQ(curl(base + "/healthz"), "ok\n");
