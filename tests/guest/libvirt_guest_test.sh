@@ -3,7 +3,7 @@
 # every node and runs in_guest_libvirt.py there: place --libvirt's XML started by libvirtd + QEMU
 # in the guest. Usage: libvirt_guest_test.sh POLYACCEL
 set -euo pipefail
-polyaccel=$1
+polyaccel=$(realpath "$1")  # the guest runs it from another directory
 here=$(cd "$(dirname "$0")" && pwd)
 for tool in libvirtd virsh qemu-system-x86_64; do
   command -v "$tool" > /dev/null || { echo "libvirt_guest_test: no $tool (scripts/install-deps.sh)" >&2; exit 2; }
