@@ -18,6 +18,8 @@ packages=(
   socat openssl
   # the live multi-NUMA guest of tests/guest: QEMU (TCG), Debian's kernel, busybox for its init
   qemu-system-x86 linux-image-amd64 busybox-static cpio python3 file
+  # libvirtd and its QEMU driver inside that guest (Guest.libvirt: place --libvirt started for real)
+  libvirt-daemon libvirt-daemon-driver-qemu
 )
 
 missing=()

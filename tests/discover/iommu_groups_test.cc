@@ -6,30 +6,22 @@
 
 #include "core/host_model_json.h"
 #include "discover/discover.h"
+#include "support/fixture_model.h"
 #include "support/iommu_tree.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
 namespace {
 
+using polyaccel::testing::discover_capture;
+using polyaccel::testing::kNecTarball;
 using polyaccel::testing::TempDir;
 using polyaccel::testing::topology_fixture;
-
-const char* kNecTarball = "sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2";
-
-HostModel discover_tree(const std::filesystem::path& root) {
-  DiscoverOptions options;
-  options.fsroot = root.string();
-  options.backends = BackendMode::off;
-  auto m = discover_host(options);
-  if (!m) ADD_FAILURE() << m.error().message();
-  return m ? *m : HostModel{};
-}
 
 TEST(IommuGroups, CapturedTreeWithoutGroupsHasNone) {
   TempDir tmp;
   auto root = polyaccel::testing::extract_tarball(topology_fixture(kNecTarball), tmp.path());
-  HostModel m = discover_tree(root);
+  HostModel m = discover_capture(root, BackendMode::off);
   EXPECT_TRUE(m.iommu_groups.empty());
   for (const auto& n : m.nics)
     EXPECT_FALSE(n.pci.iommu_group.has_value()) << n.id;
@@ -39,7 +31,7 @@ TEST(IommuGroups, MembersBridgesAndEachDevicesGroup) {
   TempDir tmp;
   auto root = polyaccel::testing::extract_tarball(topology_fixture(kNecTarball), tmp.path());
   polyaccel::testing::add_nec_iommu_groups(root);
-  HostModel m = discover_tree(root);
+  HostModel m = discover_capture(root, BackendMode::off);
   ASSERT_EQ(m.iommu_groups.size(), 10u);
   const IommuGroup* x722 = m.iommu_group(40);
   ASSERT_NE(x722, nullptr);

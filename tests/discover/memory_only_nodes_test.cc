@@ -8,11 +8,13 @@
 
 #include "core/host_model_json.h"
 #include "discover/discover.h"
+#include "support/fixture_model.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
 namespace {
 
+using polyaccel::testing::discover_capture;
 using polyaccel::testing::run_command;
 using polyaccel::testing::TempDir;
 using polyaccel::testing::topology_fixture;
@@ -20,15 +22,6 @@ using polyaccel::testing::topology_fixture;
 const char* kXeonMax = "2socket-snc4-8ddr+8hbm-numa-1xmlx5-cpuonly_xeon-max-9462-flat.xml";
 // hwloc's logical indexes of the 16 GiB nodes P#8-15: each follows its SNC domain's DDR node.
 const char* kSmallNodes = "numa:1 numa:3 numa:5 numa:7 numa:9 numa:11 numa:13 numa:15";
-
-HostModel load(const std::filesystem::path& xml) {
-  DiscoverOptions o;
-  o.topology_xml = xml.string();
-  o.backends = BackendMode::off;
-  auto m = discover_host(o);
-  EXPECT_TRUE(m) << (m ? "" : m.error().message());
-  return m ? *m : HostModel{};
-}
 
 // hwloc-annotate IN OUT -- LOCATIONS -- ANNOTATION (options before IN).
 std::filesystem::path annotate(const std::filesystem::path& in, const std::filesystem::path& out,
@@ -41,7 +34,7 @@ std::filesystem::path annotate(const std::filesystem::path& in, const std::files
 }
 
 TEST(MemoryOnlyNodes, XeonMaxHbmStaysHbmAndLocalToTheNic) {
-  HostModel m = load(topology_fixture(kXeonMax));
+  HostModel m = discover_capture(topology_fixture(kXeonMax), BackendMode::off);
   for (unsigned n = 8; n < 16; ++n)
     EXPECT_EQ(m.numa_node(n)->kind, NumaKind::hbm) << n;
   EXPECT_EQ(m.nic("mlx5_0")->pci.numa_nodes, (std::vector<unsigned>{2, 10}));
@@ -51,7 +44,7 @@ TEST(MemoryOnlyNodes, ASmallMemoryOnlyNodeOnAProcessorWithoutHbmIsNotHbm) {
   TempDir tmp;
   auto xml = annotate(topology_fixture(kXeonMax), tmp.path() / "no-hbm.xml", "--ri", "package:all",
                       "info CPUModel 'Intel(R) Xeon(R) Platinum 8480+'");
-  HostModel m = load(xml);
+  HostModel m = discover_capture(xml, BackendMode::off);
   for (unsigned n = 8; n < 16; ++n) {
     EXPECT_EQ(m.numa_node(n)->kind, NumaKind::cpuless) << n;
     EXPECT_TRUE(m.numa_node(n)->cpus.empty()) << n;
@@ -67,7 +60,7 @@ TEST(MemoryOnlyNodes, CxlDaxNodesAreCxlOutOfDeviceSetsAndShownSo) {
   TempDir tmp;
   auto xml = annotate(topology_fixture(kXeonMax), tmp.path() / "cxl.xml", "", kSmallNodes,
                       "info DAXType CXLMem");
-  HostModel m = load(xml);
+  HostModel m = discover_capture(xml, BackendMode::off);
   for (unsigned n = 8; n < 16; ++n) {
     EXPECT_EQ(m.numa_node(n)->kind, NumaKind::cxl) << n;
     EXPECT_TRUE(m.numa_node(n)->cpus.empty()) << n;
@@ -94,7 +87,7 @@ TEST(MemoryOnlyNodes, CxlDaxNodesAreCxlOutOfDeviceSetsAndShownSo) {
   // hwloc 2.10+ names the kind in the subtype instead.
   auto labelled = annotate(topology_fixture(kXeonMax), tmp.path() / "cxl-subtype.xml", "",
                            kSmallNodes, "subtype CXL-DRAM");
-  HostModel l = load(labelled);
+  HostModel l = discover_capture(labelled, BackendMode::off);
   EXPECT_EQ(l.numa_node(12)->kind, NumaKind::cxl);
   EXPECT_EQ(l.nic("mlx5_0")->pci.numa_nodes, (std::vector<unsigned>{2}));
 }

@@ -5,24 +5,17 @@
 #include <gtest/gtest.h>
 
 #include "discover/discover.h"
+#include "support/fixture_model.h"
 #include "support/sriov_tree.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
 namespace {
 
+using polyaccel::testing::discover_capture;
+using polyaccel::testing::kNecTarball;
 using polyaccel::testing::TempDir;
 using polyaccel::testing::topology_fixture;
-
-const char* kNecTarball = "sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2";
-
-HostModel discover_tree(const std::filesystem::path& root) {
-  DiscoverOptions options;
-  options.fsroot = root.string();
-  auto m = discover_host(options);
-  if (!m) ADD_FAILURE() << m.error().message();
-  return m ? *m : HostModel{};
-}
 
 const Nic* nic_at(const HostModel& m, const std::string& address) {
   for (const auto& n : m.nics) {
@@ -34,7 +27,7 @@ const Nic* nic_at(const HostModel& m, const std::string& address) {
 TEST(Sriov, CapturedPfsShowTheirCapabilityAndNoVfs) {
   TempDir tmp;
   auto root = polyaccel::testing::extract_tarball(topology_fixture(kNecTarball), tmp.path());
-  HostModel model = discover_tree(root);
+  HostModel model = discover_capture(root);
   const HostModel* m = &model;
   for (const char* pf : {"0000:60:00.0", "0000:60:00.1"}) {
     const Nic* n = nic_at(*m, pf);
@@ -83,7 +76,7 @@ TEST(Sriov, DiscoveryCarriesVfsIntoTheModel) {
   TempDir tmp;
   auto root = polyaccel::testing::extract_tarball(topology_fixture(kNecTarball), tmp.path());
   polyaccel::testing::add_x722_vfs(root, 2);
-  HostModel model = discover_tree(root);
+  HostModel model = discover_capture(root);
   const HostModel* m = &model;
   const Nic* pf = nic_at(*m, "0000:60:00.0");
   ASSERT_NE(pf, nullptr);
