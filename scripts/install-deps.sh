@@ -18,6 +18,8 @@ packages=(
   socat openssl
   # the live multi-NUMA guest of tests/guest: QEMU (TCG), Debian's kernel, busybox for its init
   qemu-system-x86 linux-image-amd64 busybox-static cpio python3 file
+  # the container runtime that runs our CDI specs in that guest (tests/guest/cdi_podman.py)
+  podman crun conmon
 )
 
 missing=()
