@@ -6,7 +6,7 @@
 // A container runtime consuming the spec (podman run --device polyaccel.io/gpu=gpu-0 with a local
 // rootfs) is not part of this suite: in the sandbox CI runs in, podman 4.3's runtimes cannot
 // start a container at all (crun refuses the hybrid cgroup v1 hierarchy, runc's setrlimit is
-// refused); docs/dra.md shows the command.
+// refused). The test guest runs it as root: Guest.cdi (tests/guest/cdi_podman.py).
 #include <gtest/gtest.h>
 
 #include <fstream>

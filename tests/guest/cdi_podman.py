@@ -112,7 +112,7 @@ with tarfile.open(rootfs, "w") as tar:
         ti.type, ti.mode = tarfile.DIRTYPE, 0o755
         tar.addfile(ti)
     tar.add(os.path.realpath(shutil.which("busybox")), "bin/busybox")
-    for applet in ("sh", "stat", "ls", "env", "echo", "cat"):
+    for applet in ("sh", "stat", "env", "sed", "["):
         ti = tarfile.TarInfo("bin/" + applet)
         ti.type, ti.linkname = tarfile.SYMTYPE, "busybox"
         tar.addfile(ti)
@@ -121,7 +121,8 @@ r = podman("import", "--change", "CMD=/bin/sh", rootfs, IMAGE)
 check(r.returncode == 0, "podman import of the busybox rootfs (%s)" % r.stderr.strip()[-300:])
 
 # What the container reports: each /dev node (type, major:minor in hex) and the environment.
-PROBE = ("for p in $(ls -d /dev/nvidia* /dev/nvidia-caps/* 2>/dev/null); do "
+# (The /dev/nvidia-caps directory itself is not a node.)
+PROBE = ("for p in /dev/nvidia* /dev/nvidia-caps/*; do [ -e $p ] && [ ! -d $p ] && "
          "stat -c 'node %n %F %t:%T' $p; done; env | sed 's/^/env /'")
 
 
@@ -180,8 +181,11 @@ check(gpu is not None, "a polyaccel.io/gpu spec is written: %s" % [s["kind"] for
 if gpu is not None:
     names = [d["name"] for d in gpu["devices"]]
     whole = next((n for n in names if n.startswith("gpu-") and "-mig-" not in n), None)
-    mig = next((n for n in names if "-mig-" in n), None)
-    check(whole is not None and mig is not None, "the spec has a whole GPU and a MIG device: %s" % names)
+    # The MIG device whose instance has capability minors (gpu7/gi2 above): the 3g.40gb.
+    mig = next((d["name"] for d in gpu["devices"] if "-mig-" in d["name"] and any(
+        "nvidia-caps" in n["path"] for n in d["containerEdits"].get("deviceNodes", []))), None)
+    check(whole is not None and mig is not None,
+          "the spec has a whole GPU and a MIG device with capability nodes: %s" % names)
     if whole:
         expect_device(gpu, whole, "whole GPU")
         env_of = dict(s.split("=", 1) for s in
