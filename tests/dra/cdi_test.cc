@@ -231,6 +231,17 @@ TEST_F(Cdi, CommandsPrintSlicesAndWriteSpecs) {
   auto written = json::parse(std::ifstream(out / "polyaccel.io-gpu.json"));
   EXPECT_EQ(written, gj["specs"][0]);
   EXPECT_TRUE(cdi_problems(written).empty());
+  // A cdiVersion no CDI library knows (or one below what the spec uses, 0.5.0) would be skipped
+  // by the runtime without a reason: refused in one line, nothing written.
+  fs::remove_all(out);
+  for (const std::string v : {"0.4.0", "0.9.0", "x"}) {
+    auto b = run_command(polyaccel::testing::polyaccel_binary() + " cdi generate --topology '" +
+                         topo + "' --root '" + root().string() + "' -o '" + out.string() +
+                         "' --cdi-version " + v + " 2>&1");
+    EXPECT_EQ(b.exit_code, 2) << v << ": " << b.output;
+    EXPECT_NE(b.output.find("--cdi-version"), std::string::npos) << b.output;
+    EXPECT_FALSE(fs::exists(out)) << v;
+  }
 }
 
 }  // namespace
