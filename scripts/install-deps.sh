@@ -20,6 +20,8 @@ packages=(
   qemu-system-x86 linux-image-amd64 busybox-static cpio python3 file
   # libvirtd and its QEMU driver inside that guest (Guest.libvirt: place --libvirt started for real)
   libvirt-daemon libvirt-daemon-driver-qemu
+  # the container runtime that runs our CDI specs in that guest (tests/guest/cdi_podman.py)
+  podman crun conmon
 )
 
 missing=()

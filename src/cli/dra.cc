@@ -61,9 +61,15 @@ DraCommands add_dra_commands(CLI::App& app, DraCliOptions& options,
       ->add_option("--root", options.root,
                    "read device minors under DIR (its sys/, proc/); default: --fsroot or /")
       ->type_name("DIR");
-  c.cdi_generate->add_option(
-      "--cdi-version", options.cdi_version,
-      "cdiVersion to write (default: the current, " + std::string(dra::kCdiVersion) + ")");
+  // A runtime skips a spec of a version its CDI library does not know, or one below what the
+  // spec uses, and says only "unresolvable CDI devices" (podman 4.3 knows up to 0.5.0): only
+  // released versions from 0.5.0 (digit-led device names, hostPath) are written.
+  c.cdi_generate
+      ->add_option("--cdi-version", options.cdi_version,
+                   "cdiVersion to write: 0.5.0 (podman 4.3), 0.6.0, 0.7.0 or 0.8.0 (default: the "
+                   "current, " +
+                       std::string(dra::kCdiVersion) + ")")
+      ->check(CLI::IsMember({"0.5.0", "0.6.0", "0.7.0", "0.8.0"}));
   c.cdi_generate->add_option("--mig-devices", options.mig_devices, "MIG devices: existing or all")
       ->check(CLI::IsMember({"existing", "all"}));
   return c;

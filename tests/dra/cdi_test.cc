@@ -6,7 +6,7 @@
 // A container runtime consuming the spec (podman run --device polyaccel.io/gpu=gpu-0 with a local
 // rootfs) is not part of this suite: in the sandbox CI runs in, podman 4.3's runtimes cannot
 // start a container at all (crun refuses the hybrid cgroup v1 hierarchy, runc's setrlimit is
-// refused); docs/dra.md shows the command.
+// refused). The test guest runs it as root: Guest.cdi (tests/guest/cdi_podman.py).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -231,6 +231,17 @@ TEST_F(Cdi, CommandsPrintSlicesAndWriteSpecs) {
   auto written = json::parse(std::ifstream(out / "polyaccel.io-gpu.json"));
   EXPECT_EQ(written, gj["specs"][0]);
   EXPECT_TRUE(cdi_problems(written).empty());
+  // A cdiVersion no CDI library knows (or one below what the spec uses, 0.5.0) would be skipped
+  // by the runtime without a reason: refused in one line, nothing written.
+  fs::remove_all(out);
+  for (const std::string v : {"0.4.0", "0.9.0", "x"}) {
+    auto b = run_command(polyaccel::testing::polyaccel_binary() + " cdi generate --topology '" +
+                         topo + "' --root '" + root().string() + "' -o '" + out.string() +
+                         "' --cdi-version " + v + " 2>&1");
+    EXPECT_EQ(b.exit_code, 2) << v << ": " << b.output;
+    EXPECT_NE(b.output.find("--cdi-version"), std::string::npos) << b.output;
+    EXPECT_FALSE(fs::exists(out)) << v;
+  }
 }
 
 }  // namespace

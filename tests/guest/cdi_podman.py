@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Guest.cdi: CDI specs written by `polyaccel cdi generate` consumed by a real container runtime,
+podman with crun, in the multi-NUMA test guest (tests/guest/run-guest.sh), where the test is root
+on Debian's kernel. Nothing is downloaded: the image is `podman import` of a rootfs made here
+from busybox-static, storage is vfs on the guest's tmpfs, the network is none.
+
+The GPUs are those of the NVML test build (tests/inject/nvml, scenario hgx-8xh100: 8 H100, one
+of them with a MIG 3g.40gb instance) on the XE8640 capture; their device minors come from a
+/proc/driver/nvidia tree made here (as agent_dra_test does), and their device nodes are made with
+mknod in the guest's own devtmpfs, with majors the guest's kernel has not registered.
+
+Checked in the container that `podman run --device polyaccel.io/gpu=NAME` starts: the spec's
+device nodes are there as character devices with the host node's major:minor, no other GPU's
+node is, and the spec's environment is set; for a whole GPU by its DRA name and by its UUID (the
+device plugin's cdi-cri name), and for a MIG device with its capability nodes. A name the spec
+does not have is refused by podman. What podman does with a spec of the default cdiVersion.
+Usage: cdi_podman.py POLYACCEL INJECT_NVML NVML_SCENARIO TOPOLOGY_XML"""
+import json, os, shutil, stat, subprocess, sys, tarfile, time
+
+polyaccel, nvml, scenario, topology = sys.argv[1:5]
+failures = []
+t_start = time.monotonic()
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+work = "/tmp/cdi-podman"
+cdi_dir = "/var/run/cdi"  # podman 4.3 reads /etc/cdi and /var/run/cdi only (no cdi_spec_dirs)
+proc_root = work + "/root"
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+
+# --- the driver's view: /proc/driver/nvidia for the scenario's GPUs, device nodes in /dev ------
+buses = ["18", "2a", "4e", "5f", "9a", "ab", "cb", "db"]
+for i, b in enumerate(buses):
+    d = "%s/proc/driver/nvidia/gpus/0000:%s:00.0" % (proc_root, b)
+    os.makedirs(d)
+    with open(d + "/information", "w") as f:
+        f.write("Model: NVIDIA H100 80GB HBM3\nDevice Minor: %d\n" % i)
+os.makedirs(proc_root + "/proc/driver/nvidia-caps")
+with open(proc_root + "/proc/driver/nvidia-caps/mig-minors", "w") as f:
+    f.write("config 1\nmonitor 2\ngpu7/gi2/access 66\ngpu7/gi2/ci0/access 67\n")
+
+# The nvidia driver's static major is 195; uvm and caps get dynamic ones. All three are chosen
+# among those the guest's kernel has not registered, so the nodes cannot reach a real driver.
+with open("/proc/devices") as f:
+    taken = {int(l.split()[0]) for l in f if l.strip() and l.split()[0].isdigit()}
+NVIDIA, UVM, CAPS = 195, 509, 508
+check(not taken & {NVIDIA, UVM, CAPS}, "majors %d, %d, %d are free in the guest" % (NVIDIA, UVM, CAPS))
+nodes = {"/dev/nvidia%d" % i: (NVIDIA, i) for i in range(len(buses))}
+nodes.update({"/dev/nvidiactl": (NVIDIA, 255), "/dev/nvidia-uvm": (UVM, 0),
+              "/dev/nvidia-uvm-tools": (UVM, 1), "/dev/nvidia-caps/nvidia-cap66": (CAPS, 66),
+              "/dev/nvidia-caps/nvidia-cap67": (CAPS, 67)})
+os.makedirs("/dev/nvidia-caps", exist_ok=True)
+for path, (major, minor) in nodes.items():
+    if os.path.exists(path):
+        os.unlink(path)
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+
+env = dict(os.environ, POLYACCEL_NVML_LIB=nvml, NVML_INJECT_SCENARIO=scenario,
+           POLYACCEL_AMD_SMI_LIB="/nonexistent", POLYACCEL_ROCM_SMI_LIB="/nonexistent",
+           POLYACCEL_HLML_LIB="/nonexistent")
+
+
+def generate(*extra):
+    """polyaccel cdi generate into the CDI directory; the specs it printed (--json)."""
+    shutil.rmtree(cdi_dir, ignore_errors=True)
+    r = subprocess.run([polyaccel, "cdi", "generate", "--topology", topology, "--accel-backends",
+                        "on", "--root", proc_root, "-o", cdi_dir, *extra, "--json"],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0, "cdi generate %s exits 0 (%s)" % (" ".join(extra), r.stderr.strip()))
+    return json.loads(r.stdout)["specs"] if r.returncode == 0 else []
+
+
+# --- podman: storage, runtime state and configuration on the guest's tmpfs ---------------------
+for d in ("storage", "runroot", "libpod-tmp", "copy-tmp", "cni", "tmp"):
+    os.makedirs("%s/%s" % (work, d))
+with open(work + "/containers.conf", "w") as f:
+    f.write('[engine]\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\nruntime = "crun"\n'
+            'tmp_dir = "%s/libpod-tmp"\nimage_copy_tmp_dir = "%s/copy-tmp"\n'
+            '[network]\nnetwork_config_dir = "%s/cni"\n' % (work, work, work))
+with open(work + "/storage.conf", "w") as f:
+    f.write('[storage]\ndriver = "vfs"\ngraphroot = "%s/storage"\nrunroot = "%s/runroot"\n'
+            % (work, work))
+with open(work + "/registries.conf", "w") as f:
+    f.write("unqualified-search-registries = []\n")
+podman_env = dict(os.environ, CONTAINERS_CONF=work + "/containers.conf",
+                  CONTAINERS_STORAGE_CONF=work + "/storage.conf",
+                  CONTAINERS_REGISTRIES_CONF=work + "/registries.conf", TMPDIR=work + "/tmp")
+podman_seconds = []
+
+
+def podman(*args):
+    t = time.monotonic()
+    r = subprocess.run(["podman", *args], capture_output=True, text=True, env=podman_env)
+    podman_seconds.append(time.monotonic() - t)
+    return r
+
+
+print("info %s, %s" % (podman("--version").stdout.strip(), subprocess.run(
+    ["crun", "--version"], capture_output=True, text=True).stdout.splitlines()[0]), flush=True)
+
+# The image: busybox-static and the applets the check uses, imported from a tarball.
+rootfs = work + "/rootfs.tar"
+with tarfile.open(rootfs, "w") as tar:
+    for d in ("bin", "dev", "proc", "sys", "tmp", "etc"):
+        ti = tarfile.TarInfo(d)
+        ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(ti)
+    tar.add(os.path.realpath(shutil.which("busybox")), "bin/busybox")
+    for applet in ("sh", "stat", "env", "sed", "["):
+        ti = tarfile.TarInfo("bin/" + applet)
+        ti.type, ti.linkname = tarfile.SYMTYPE, "busybox"
+        tar.addfile(ti)
+IMAGE = "localhost/polyaccel-cdi-test:1"
+r = podman("import", "--change", "CMD=/bin/sh", rootfs, IMAGE)
+check(r.returncode == 0, "podman import of the busybox rootfs (%s)" % r.stderr.strip()[-300:])
+
+# What the container reports: each /dev node (type, major:minor in hex) and the environment.
+# (The /dev/nvidia-caps directory itself is not a node.)
+PROBE = ("for p in /dev/nvidia* /dev/nvidia-caps/*; do [ -e $p ] && [ ! -d $p ] && "
+         "stat -c 'node %n %F %t:%T' $p; done; env | sed 's/^/env /'")
+
+
+def run_with(device):
+    return podman("run", "--rm", "--network", "none", "--pull", "never", "--device", device,
+                  IMAGE, "sh", "-c", PROBE)
+
+
+def parse(out):
+    seen, env_set = {}, {}
+    for line in out.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "node":
+            path, _, tail = rest.partition(" ")
+            ftype, _, mm = tail.rpartition(" ")
+            major, minor = (int(x, 16) for x in mm.split(":"))
+            seen[path] = (ftype, major, minor)
+        elif kind == "env":
+            k, _, val = rest.partition("=")
+            env_set[k] = val
+    return seen, env_set
+
+
+def expect_device(spec, name, label):
+    """podman run --device KIND=NAME: the container has exactly the spec's nodes and env."""
+    dev = next((d for d in spec["devices"] if d["name"] == name), None)
+    check(dev is not None, "%s: the spec names %s" % (label, name))
+    if dev is None:
+        return
+    edits = [dev["containerEdits"], spec.get("containerEdits", {})]
+    want_nodes = {n["path"]: n.get("hostPath", n["path"]) for e in edits for n in e.get("deviceNodes", [])}
+    want_env = dict(s.split("=", 1) for e in edits for s in e.get("env", []))
+    qualified = "%s=%s" % (spec["kind"], name)
+    r = run_with(qualified)
+    check(r.returncode == 0, "%s: podman run --device %s exits 0 (%s)" % (
+        label, qualified, r.stderr.strip()[-400:]))
+    if r.returncode != 0:
+        return
+    seen, env_set = parse(r.stdout)
+    for path, host_path in sorted(want_nodes.items()):
+        st = os.stat(host_path)
+        want = ("character special file", os.major(st.st_rdev), os.minor(st.st_rdev))
+        check(seen.get(path) == want and want[1:] == nodes.get(host_path),
+              "%s: %s in the container is %s, the host's %s is %s" % (
+                  label, path, seen.get(path), host_path, want))
+    extra = sorted(set(seen) - set(want_nodes))
+    check(not extra, "%s: no NVIDIA node the spec does not name: %s" % (label, extra))
+    for k, val in sorted(want_env.items()):
+        check(env_set.get(k) == val, "%s: %s=%s in the container (%s)" % (label, k, val, env_set.get(k)))
+
+
+# --- the spec podman 4.3 knows (cdiVersion 0.5.0: hostPath and names starting with a digit) ----
+specs = generate("--cdi-version", "0.5.0")
+gpu = next((s for s in specs if s["kind"] == "polyaccel.io/gpu"), None)
+check(gpu is not None, "a polyaccel.io/gpu spec is written: %s" % [s["kind"] for s in specs])
+if gpu is not None:
+    names = [d["name"] for d in gpu["devices"]]
+    whole = next((n for n in names if n.startswith("gpu-") and "-mig-" not in n), None)
+    # The MIG device whose instance has capability minors (gpu7/gi2 above): the 3g.40gb.
+    mig = next((d["name"] for d in gpu["devices"] if "-mig-" in d["name"] and any(
+        "nvidia-caps" in n["path"] for n in d["containerEdits"].get("deviceNodes", []))), None)
+    check(whole is not None and mig is not None,
+          "the spec has a whole GPU and a MIG device with capability nodes: %s" % names)
+    if whole:
+        expect_device(gpu, whole, "whole GPU")
+        env_of = dict(s.split("=", 1) for s in
+                      next(d for d in gpu["devices"] if d["name"] == whole)["containerEdits"]["env"])
+        uuid = env_of.get("NVIDIA_VISIBLE_DEVICES", "")
+        check(uuid.startswith("GPU-") and uuid in names, "%s's UUID %s is a device name too" % (whole, uuid))
+        if uuid in names:
+            expect_device(gpu, uuid, "GPU by UUID")
+    if mig:
+        expect_device(gpu, mig, "MIG device")
+    r = run_with("polyaccel.io/gpu=gpu-99")
+    check(r.returncode != 0 and "gpu-99" in r.stderr,
+          "a device the spec lacks is refused: rc %d (%s)" % (r.returncode, r.stderr.strip()[-300:]))
+
+# --- the default cdiVersion (the current, 0.8.0): podman 4.3's CDI library knows versions up to
+# 0.5.0 and skips a spec of a later one, saying only "unresolvable CDI devices". What this podman
+# does with it is reported, not asserted: a later podman runs it.
+generate()
+r = run_with("polyaccel.io/gpu=gpu-0")
+print("info the default cdiVersion: podman %s" % (
+    "runs it" if r.returncode == 0 else "refuses it: " + r.stderr.strip()[-300:]), flush=True)
+print("info podman calls: %d, %.1f s in all, %s s each" % (
+    len(podman_seconds), sum(podman_seconds), ["%.1f" % s for s in podman_seconds]))
+print("info guest test wall time: %.1f s" % (time.monotonic() - t_start))
+print("%d failure(s)" % len(failures))
+sys.exit(1 if failures else 0)
