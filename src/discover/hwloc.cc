@@ -148,6 +148,18 @@ Result<XmlTag> read_start_tag(const std::string& path, const std::string& text, 
 // (2.9 dereferences a missing complete set in hwloc_topology_load, and lstopo with it): an
 // object with a cpuset but no complete_cpuset, a nodeset but no complete_nodeset, a PU without a
 // cpuset. Every export hwloc writes has them all.
+// The largest CPU and NUMA node numbers Linux has (NR_CPUS is at most 8192, MAX_NUMNODES 1024),
+// with room. A CPU numbered 4000000000 (or one without a number, which hwloc takes as -1) made
+// every CPU set of the model half a gigabyte.
+constexpr unsigned kMaxCpuIndex = 16383;
+constexpr unsigned kMaxNodeIndex = 4095;
+
+// An hwloc bitmap as XML writes it, "0x00000040,,0x00400000": 32-bit words, highest first.
+bool bitmap_beyond(const std::string& bitmap, unsigned max_index) {
+  size_t words = static_cast<size_t>(std::count(bitmap.begin(), bitmap.end(), ',')) + 1;
+  return words > max_index / 32 + 1;
+}
+
 Status check_tags(const std::string& path, const std::string& text) {
   size_t line = 1, counted = 0;
   for (size_t at = text.find('<'); at != std::string::npos; at = text.find('<', at)) {
@@ -179,17 +191,37 @@ Status check_tags(const std::string& path, const std::string& text) {
       const std::string* type = tag->attribute("type");
       std::string problem;
       if (type && *type == "PU" && !tag->attribute("cpuset")) {
-        problem = "has no cpuset";
+        problem = "has no cpuset (hwloc cannot load it)";
       } else if (tag->attribute("cpuset") && !tag->attribute("complete_cpuset")) {
-        problem = "has a cpuset but no complete_cpuset";
+        problem = "has a cpuset but no complete_cpuset (hwloc cannot load it)";
       } else if (tag->attribute("nodeset") && !tag->attribute("complete_nodeset")) {
-        problem = "has a nodeset but no complete_nodeset";
+        problem = "has a nodeset but no complete_nodeset (hwloc cannot load it)";
+      } else if (type && (*type == "PU" || *type == "NUMANode")) {
+        const bool pu = *type == "PU";
+        const unsigned max = pu ? kMaxCpuIndex : kMaxNodeIndex;
+        const std::string* os_index = tag->attribute("os_index");
+        if (!os_index) {
+          problem = "has no os_index";
+        } else if (!parse_unsigned(*os_index, "os_index", 0, max)) {
+          problem = "has os_index " + printable(*os_index) + ", not a number up to " +
+                    std::to_string(max) + " (Linux numbers " + (pu ? "CPUs" : "NUMA nodes") +
+                    " below that)";
+        }
+      }
+      for (const auto& [name, value] : tag->attributes) {
+        if (!problem.empty()) break;
+        const bool cpus = name.size() >= 6 && name.compare(name.size() - 6, 6, "cpuset") == 0;
+        const bool nodes = name.size() >= 7 && name.compare(name.size() - 7, 7, "nodeset") == 0;
+        if ((cpus && bitmap_beyond(value, kMaxCpuIndex)) ||
+            (nodes && bitmap_beyond(value, kMaxNodeIndex))) {
+          problem = "has a " + name + " beyond " + (cpus ? "CPU " : "NUMA node ") +
+                    std::to_string(cpus ? kMaxCpuIndex : kMaxNodeIndex);
+        }
       }
       if (!problem.empty()) {
         return xml_error(path,
                          "line " + std::to_string(line) + ": object " +
-                             printable(type ? *type : "?") + " " + problem +
-                             " (hwloc cannot load it)",
+                             printable(type ? *type : "?") + " " + problem,
                          "export the topology again with lstopo-no-graphics --of xml");
       }
     }
@@ -717,6 +749,20 @@ Status load_topology(const DiscoverOptions& options, Topology& topo) {
   if (hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_PU) <= 0) {
     return bad_input(options.topology_xml.empty() ? options.fsroot : options.topology_xml,
                      "holds no CPU (PU) at all");
+  }
+  // A gathered tree is not pre-checked: bound the CPU and node numbers hwloc read from it.
+  hwloc_obj_t root = hwloc_get_root_obj(topo.t);
+  int last_cpu = root->complete_cpuset ? hwloc_bitmap_last(root->complete_cpuset) : -1;
+  int last_node = root->complete_nodeset ? hwloc_bitmap_last(root->complete_nodeset) : -1;
+  if (last_cpu > static_cast<int>(kMaxCpuIndex) || last_node > static_cast<int>(kMaxNodeIndex) ||
+      (root->complete_cpuset && hwloc_bitmap_weight(root->complete_cpuset) < 0)) {
+    std::string input = !options.topology_xml.empty() ? options.topology_xml
+                        : !options.fsroot.empty()     ? options.fsroot
+                                                      : "live host";
+    return bad_input(input, "names CPU " + std::to_string(last_cpu) + " or NUMA node " +
+                                std::to_string(last_node) + ", beyond CPU " +
+                                std::to_string(kMaxCpuIndex) + " and node " +
+                                std::to_string(kMaxNodeIndex));
   }
   return Ok{};
 }

@@ -322,6 +322,33 @@ TEST_F(HostileInput, HwlocShapesThatCrashHwloc) {
   no_complete_nodeset.erase(nodes, no_complete_nodeset.find('"', nodes + 19) + 1 - nodes);
   path = file("no-complete-nodeset.xml", no_complete_nodeset);
   refused("topo --topology '" + path + "'", "Machine has a nodeset but no complete_nodeset");
+
+  // CPU and node numbers beyond what Linux has (fuzzing: a PU without os_index, which hwloc takes
+  // as 4294967295, made every CPU set of the model 512 MiB): refused by line, at once.
+  auto pu_os_index = xml.find(" os_index=\"", pu);
+  auto pu_os_index_end = xml.find('"', pu_os_index + 11);
+  for (const std::string& index : {std::string("4000000000"), std::string("16384")}) {
+    std::string big = xml;
+    big.replace(pu_os_index, pu_os_index_end + 1 - pu_os_index, " os_index=\"" + index + "\"");
+    refused("topo --topology '" + file("pu-" + index + ".xml", big) + "'",
+            "PU has os_index " + index + ", not a number up to 16383");
+  }
+  std::string no_index = xml;
+  no_index.erase(pu_os_index, pu_os_index_end + 1 - pu_os_index);
+  refused("topo --topology '" + file("pu-no-index.xml", no_index) + "'", "PU has no os_index");
+  auto node = xml.find("<object type=\"NUMANode\"");
+  ASSERT_NE(node, std::string::npos);
+  auto node_index = xml.find(" os_index=\"", node);
+  std::string big_node = xml;
+  big_node.replace(node_index, xml.find('"', node_index + 11) + 1 - node_index,
+                   " os_index=\"70000\"");
+  refused("topo --topology '" + file("node-70000.xml", big_node) + "'",
+          "NUMANode has os_index 70000");
+  // A cpuset of 600 32-bit words names CPUs past 16383.
+  auto pu_cpuset = xml.find(" cpuset=\"", pu);
+  std::string wide = xml;
+  wide.insert(pu_cpuset + 9, "0x1" + std::string(600, ','));
+  refused("topo --topology '" + file("wide-cpuset.xml", wide) + "'", "cpuset beyond CPU 16383");
 }
 
 // Attribute syntax libhwloc's reader does not accept: it stops reading the tag there and 2.9 then
