@@ -66,9 +66,9 @@ DraCommands add_dra_commands(CLI::App& app, DraCliOptions& options,
   // released versions from 0.5.0 (digit-led device names, hostPath) are written.
   c.cdi_generate
       ->add_option("--cdi-version", options.cdi_version,
-                   "cdiVersion to write: 0.5.0 (podman 4.3), 0.6.0, 0.7.0 or 0.8.0 (default: the "
-                   "current, " +
-                       std::string(dra::kCdiVersion) + ")")
+                   "cdiVersion to write: 0.5.0, 0.6.0, 0.7.0 or 0.8.0 (default: " +
+                       std::string(dra::kCdiVersion) +
+                       ", the lowest the specs need, which podman 4.3 and containerd 1.7 read)")
       ->check(CLI::IsMember({"0.5.0", "0.6.0", "0.7.0", "0.8.0"}));
   c.cdi_generate->add_option("--mig-devices", options.mig_devices, "MIG devices: existing or all")
       ->check(CLI::IsMember({"existing", "all"}));

@@ -26,9 +26,12 @@
 
 namespace polyaccel::dra {
 
-// The CDI spec version written: the current one (container-device-interface SPEC.md). Runtimes
-// with an older CDI library refuse newer versions; --cdi-version chooses one they know.
-inline constexpr const char* kCdiVersion = "0.8.0";
+// The CDI spec version written: the lowest our specs' content needs (0.5.0: device names that
+// begin with a digit, a hostPath other than the path), as the CDI library's own producers do
+// (MinimumRequiredVersion). A runtime skips a spec newer than its CDI library knows, saying only
+// "unresolvable CDI devices": podman 4.3 (Debian 12) and containerd 1.7 know up to 0.5.0; every
+// later runtime reads 0.5.0 too. --cdi-version writes a later one.
+inline constexpr const char* kCdiVersion = "0.5.0";
 inline constexpr const char* kCdiVendor = "polyaccel.io";
 inline constexpr const char* kCdiDir = "/var/run/cdi";
 
