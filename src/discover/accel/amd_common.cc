@@ -43,6 +43,22 @@ std::optional<std::uint64_t> independent_throttle_mask(const GpuMetricsPrefix& m
   return metrics.indep_throttle_status;
 }
 
+std::optional<PartitionSample> partition_sample(std::size_t k, unsigned index,
+                                                const AcceleratorSample& own) {
+  if (!own.gpu_utilization_percent && !own.memory_used_bytes) return std::nullopt;
+  PartitionSample ps;
+  ps.partition_id = static_cast<unsigned>(k + 1);
+  ps.index = index;
+  ps.gpu_utilization_percent = own.gpu_utilization_percent;
+  ps.memory_utilization_percent = own.memory_utilization_percent;
+  ps.memory_used_bytes = own.memory_used_bytes;
+  ps.memory_free_bytes = own.memory_free_bytes;
+  if (own.memory_used_bytes && own.memory_free_bytes) {
+    ps.memory_total_bytes = *own.memory_used_bytes + *own.memory_free_bytes;
+  }
+  return ps;
+}
+
 void read_metrics_table(const unsigned char* raw, AcceleratorSample& s) {
   GpuMetricsPrefix head;
   std::memcpy(&head, raw, sizeof head);

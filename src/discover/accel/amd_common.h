@@ -126,6 +126,11 @@ static_assert(sizeof(GpuMetrics) == 4544);
 // table's revision has it and the GPU fills it (all ones: not kept).
 void read_metrics_table(const unsigned char* raw, AcceleratorSample& s);
 
+// A further partition's sample (partition_id k + 1) from what its own device answered: its
+// activity and memory, nothing when it gave neither (its GPU's sample then stands for it).
+std::optional<PartitionSample> partition_sample(std::size_t k, unsigned index,
+                                                const AcceleratorSample& own);
+
 // Room for any version of either library's table (amd-smi 26's is about 6 KiB): the library
 // writes its whole struct, which a newer version may have made longer.
 inline constexpr std::size_t kGpuMetricsBufferSize = 64 * 1024;

@@ -532,18 +532,8 @@ void AmdSmiBackend::read_partitions(Gpu& gpu, AcceleratorSample& s) const {
     Tally t(part.answered);
     AcceleratorSample own;
     read_activity(part.handle, t, own);
-    if (!t.reachable() || (!own.gpu_utilization_percent && !own.memory_used_bytes)) continue;
-    PartitionSample ps;
-    ps.partition_id = static_cast<unsigned>(k + 1);
-    ps.index = part.index;
-    ps.gpu_utilization_percent = own.gpu_utilization_percent;
-    ps.memory_utilization_percent = own.memory_utilization_percent;
-    ps.memory_used_bytes = own.memory_used_bytes;
-    ps.memory_free_bytes = own.memory_free_bytes;
-    if (own.memory_used_bytes && own.memory_free_bytes) {
-      ps.memory_total_bytes = *own.memory_used_bytes + *own.memory_free_bytes;
-    }
-    s.partitions.push_back(ps);
+    if (!t.reachable()) continue;
+    if (auto ps = amd::partition_sample(k, part.index, own)) s.partitions.push_back(*ps);
   }
 }
 
