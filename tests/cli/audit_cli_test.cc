@@ -29,6 +29,7 @@ namespace fs = std::filesystem;
 const std::set<std::string> kIds = {"audit.limits",
                                     "hugepages.reserved",
                                     "hugepages.1g-runtime",
+                                    "hugepages.mount",
                                     "numa.balancing",
                                     "numa.pci-locality-unknown",
                                     "cpu.governor",
@@ -45,7 +46,14 @@ const std::set<std::string> kIds = {"audit.limits",
                                     "gpu.mig-pending",
                                     "gpu.clocks-throttled",
                                     "gpu.row-remap-pending",
-                                    "memory.swap"};
+                                    "memory.swap",
+                                    "runtime.cdi-disabled",
+                                    "runtime.cdi-spec-missing",
+                                    "runtime.cdi-spec-stale",
+                                    "runtime.driver-mismatch",
+                                    "runtime.fabricmanager",
+                                    "runtime.persistenced",
+                                    "runtime.toolkit-missing"};
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
