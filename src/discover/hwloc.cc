@@ -208,6 +208,18 @@ Status check_tags(const std::string& path, const std::string& text) {
                     " below that)";
         }
       }
+      // Values hwloc loads into its enums as they are: one outside the enum is undefined
+      // behaviour in every reader of the object (hwloc 2.9 knows these).
+      const std::string* bridge = tag->attribute("bridge_type");
+      const std::string* cache = tag->attribute("cache_type");
+      const std::string* osdev = tag->attribute("osdev_type");
+      if (problem.empty() && bridge && *bridge != "0-1" && *bridge != "1-1") {
+        problem = "has bridge_type " + printable(*bridge) + " (hwloc 2 knows 0-1 and 1-1)";
+      } else if (problem.empty() && cache && !parse_unsigned(*cache, "cache_type", 0, 2)) {
+        problem = "has cache_type " + printable(*cache) + " (hwloc 2 knows 0 to 2)";
+      } else if (problem.empty() && osdev && !parse_unsigned(*osdev, "osdev_type", 0, 5)) {
+        problem = "has osdev_type " + printable(*osdev) + " (hwloc 2.9 knows 0 to 5)";
+      }
       for (const auto& [name, value] : tag->attributes) {
         if (!problem.empty()) break;
         const bool cpus = name.size() >= 6 && name.compare(name.size() - 6, 6, "cpuset") == 0;

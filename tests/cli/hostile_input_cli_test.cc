@@ -349,6 +349,17 @@ TEST_F(HostileInput, HwlocShapesThatCrashHwloc) {
   std::string wide = xml;
   wide.insert(pu_cpuset + 9, "0x1" + std::string(600, ','));
   refused("topo --topology '" + file("wide-cpuset.xml", wide) + "'", "cpuset beyond CPU 16383");
+  // Values hwloc loads into its enums unchecked (fuzzing: bridge_type 2-1, UBSan): refused.
+  for (const auto& [attribute, value] :
+       {std::pair<std::string, std::string>{"bridge_type", "2-1"}, {"cache_type", "7"}}) {
+    std::string odd = xml;
+    auto at = odd.find(" " + attribute + "=\"");
+    ASSERT_NE(at, std::string::npos) << attribute;
+    odd.replace(at, odd.find('"', at + attribute.size() + 3) + 1 - at,
+                " " + attribute + "=\"" + value + "\"");
+    refused("topo --topology '" + file(attribute + ".xml", odd) + "'",
+            "has " + attribute + " " + value);
+  }
 }
 
 // Attribute syntax libhwloc's reader does not accept: it stops reading the tag there and 2.9 then
