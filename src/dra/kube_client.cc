@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 
@@ -103,6 +104,41 @@ Error transport_error(CURLcode rc, const std::string& what, const char* detail) 
   return Error{ErrorCode::io, what, why, "is the API server reachable?"};
 }
 
+// A cluster's server as client-go reads it: a URL, or a bare host:port taken as https. The
+// result has a scheme, a host and no trailing '/', as every request path is appended to it.
+Result<std::string> api_server_url(std::string server, const std::string& input) {
+  auto refuse = [&](const std::string& why) -> Error {
+    return bad_input(input, "cluster server " + why, "give server: https://HOST:PORT");
+  };
+  if (server.empty()) return refuse("is empty");
+  for (unsigned char ch : server) {
+    if (ch <= 0x20 || ch >= 0x7f)
+      return refuse("has a space, control or non-ASCII character (byte " + std::to_string(ch) +
+                    ")");
+    if (ch == '?' || ch == '#')
+      return refuse("has a query or fragment ('" + std::string(1, static_cast<char>(ch)) + "')");
+  }
+  auto scheme_end = server.find("://");
+  if (scheme_end == std::string::npos) {
+    server = "https://" + server;
+    scheme_end = 5;
+  }
+  std::string scheme = server.substr(0, scheme_end);
+  for (auto& ch : scheme)
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (scheme != "https" && scheme != "http")
+    return refuse("has scheme '" + scheme + "': only https and http are API servers");
+  server = scheme + server.substr(scheme_end);
+  auto host_begin = scheme_end + 3;
+  auto host_end = server.find('/', host_begin);
+  std::string host = server.substr(
+      host_begin, host_end == std::string::npos ? std::string::npos : host_end - host_begin);
+  if (host.empty() || host.front() == ':' || host.front() == '@') return refuse("has no host");
+  while (server.back() == '/')
+    server.pop_back();
+  return server;
+}
+
 }  // namespace
 
 Result<KubeConfig> in_cluster_config(const std::string& sa_dir) {
@@ -148,9 +184,9 @@ Result<KubeConfig> kubeconfig_file(const std::string& path) {
       return bad_input("--kubeconfig " + path, "has no cluster server for its current context");
     fs::path base = fs::path(path).parent_path();
     KubeConfig c;
-    c.server = cluster["server"].as<std::string>();
-    while (!c.server.empty() && c.server.back() == '/')
-      c.server.pop_back();
+    auto server = api_server_url(cluster["server"].as<std::string>(), "--kubeconfig " + path);
+    if (!server) return server.error();
+    c.server = *server;
     auto ca = file_or_data(cluster, "certificate-authority", "certificate-authority-data", base,
                            "--kubeconfig " + path);
     if (!ca) return ca.error();

@@ -238,5 +238,38 @@ users:
   EXPECT_FALSE(in_cluster_config(d.path().string()));
 }
 
+// The server as client-go takes it (a URL, or host:port as https); what cannot be one is refused
+// naming the file, never left to become a request to "" + path (a fuzz finding: server "/").
+TEST(KubeConfigTest, ServerIsAnApiServerUrlOrRefused) {
+  TempDir d;
+  auto with_server = [&](const std::string& server) {
+    std::ofstream(d.path() / "kubeconfig", std::ios::trunc)
+        << "clusters:\n- name: c\n  cluster:\n    server: '" << server << "'\n";
+    return kubeconfig_file((d.path() / "kubeconfig").string());
+  };
+  const std::pair<const char*, const char*> accepted[] = {
+      {"https://two:6443/", "https://two:6443"},
+      {"two:6443", "https://two:6443"},
+      {"HTTPS://Two:6443", "https://Two:6443"},
+      {"http://127.0.0.1:8080", "http://127.0.0.1:8080"},
+      {"https://[fd00::1]:6443", "https://[fd00::1]:6443"},
+      {"https://rancher.example/k8s/clusters/c-1//", "https://rancher.example/k8s/clusters/c-1"},
+  };
+  for (const auto& [server, url] : accepted) {
+    auto k = with_server(server);
+    ASSERT_TRUE(k) << server << ": " << k.error().message();
+    EXPECT_EQ(k->server, url) << server;
+  }
+  for (const char* server :
+       {"", "/", "///", "https://", "https:///x", "https://:6443", "ftp://two:6443",
+        "https://two:6443/?watch=1", "https://two #x", "unix:///var/run/k8s.sock"}) {
+    auto k = with_server(server);
+    ASSERT_FALSE(k) << server << " gave " << k->server;
+    EXPECT_EQ(k.error().code, ErrorCode::bad_input) << server;
+    EXPECT_NE(k.error().message().find("kubeconfig"), std::string::npos) << k.error().message();
+    EXPECT_NE(k.error().message().find("cluster server"), std::string::npos) << k.error().message();
+  }
+}
+
 }  // namespace
 }  // namespace polyaccel::dra

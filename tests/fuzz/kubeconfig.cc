@@ -1,5 +1,6 @@
 // kubeconfig_file: the DRA driver's --kubeconfig. A kubeconfig is either refused with a message
-// naming it, or gives a server URL without a trailing slash; nothing but our Error leaves it.
+// naming it, or gives an http(s) server URL with a host and without a trailing slash; nothing but
+// our Error leaves it.
 #include "dra/kube_client.h"
 #include "fuzz_support.h"
 
@@ -10,6 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     POLYACCEL_FUZZ_CHECK(config.error().message().find(path.string()) != std::string::npos);
     return 0;
   }
-  POLYACCEL_FUZZ_CHECK(!config->server.empty() && config->server.back() != '/');
+  const std::string& url = config->server;
+  POLYACCEL_FUZZ_CHECK(url.rfind("https://", 0) == 0 || url.rfind("http://", 0) == 0);
+  POLYACCEL_FUZZ_CHECK(url.back() != '/' && url.find_first_of(" ?#") == std::string::npos);
   return 0;
 }
