@@ -13,6 +13,7 @@ namespace polyaccel {
 namespace {
 
 using polyaccel::testing::polyaccel_binary;
+using polyaccel::testing::read_text;
 using polyaccel::testing::run_command;
 using ::testing::HasSubstr;
 
@@ -66,8 +67,7 @@ TEST(AgentCli, ServesUntilSigterm) {
   std::string text;
   std::smatch port;
   for (int i = 0; i < 400; ++i) {
-    std::ifstream in(log);
-    text.assign(std::istreambuf_iterator<char>(in), {});
+    text = read_text(log);
     if (std::regex_search(text, port, std::regex("on port ([0-9]+)"))) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
@@ -79,8 +79,7 @@ TEST(AgentCli, ServesUntilSigterm) {
   run_command(stop);
   for (int i = 0; i < 400 && text.find("exit=") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    std::ifstream in(log);
-    text.assign(std::istreambuf_iterator<char>(in), {});
+    text = read_text(log);
   }
   EXPECT_THAT(text, HasSubstr("SIGTERM, stopping"));
   EXPECT_THAT(text, HasSubstr("exit=0"));

@@ -22,11 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using polyaccel::testing::TempDir;
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
+using polyaccel::testing::write_text;
 
 // The CDI JSON specification's fields (SPEC.md, "CDI JSON Specification"), as a checker.
 std::vector<std::string> cdi_problems(const json& spec) {
@@ -93,11 +89,11 @@ class Cdi : public ::testing::Test {
 TEST_F(Cdi, NvidiaAndRdmaSpecsOfTheXe8640) {
   HostModel m = polyaccel::testing::load_fixture(polyaccel::testing::kXe8640);
   for (size_t i = 0; i < m.accelerators.size(); ++i)
-    write(root() / "proc/driver/nvidia/gpus" / m.accelerators[i].pci.address.to_string() /
-              "information",
-          "Device Minor: " + std::to_string(3 - i) + "\n");
-  write(root() / "sys/class/infiniband_verbs/uverbs0/ibdev", "mlx5_0\n");
-  write(root() / "sys/class/infiniband_verbs/uverbs1/ibdev", "mlx5_1\n");
+    write_text(root() / "proc/driver/nvidia/gpus" / m.accelerators[i].pci.address.to_string() /
+                   "information",
+               "Device Minor: " + std::to_string(3 - i) + "\n");
+  write_text(root() / "sys/class/infiniband_verbs/uverbs0/ibdev", "mlx5_0\n");
+  write_text(root() / "sys/class/infiniband_verbs/uverbs1/ibdev", "mlx5_1\n");
   SliceOptions so;
   so.node = "n";
   Pool pool = *build_pool(m, so);
@@ -175,12 +171,12 @@ TEST_F(Cdi, MigInstancesGetTheirCapabilityNodes) {
   ASSERT_NE(d, nullptr);
   const Accelerator& gpu = m.accelerators[d->accelerator];
   const auto& inst = gpu.inventory->mig_instances.at(*d->mig_instance);
-  write(root() / "proc/driver/nvidia/gpus" / gpu.pci.address.to_string() / "information",
-        "Device Minor: 0\n");
+  write_text(root() / "proc/driver/nvidia/gpus" / gpu.pci.address.to_string() / "information",
+             "Device Minor: 0\n");
   std::string gi = "gpu0/gi" + std::to_string(inst.gpu_instance_id);
-  write(root() / "proc/driver/nvidia-caps/mig-minors",
-        "config 1\nmonitor 2\n" + gi + "/access 21\n" + gi + "/ci" +
-            std::to_string(inst.compute_instance_id) + "/access 22\n");
+  write_text(root() / "proc/driver/nvidia-caps/mig-minors",
+             "config 1\nmonitor 2\n" + gi + "/access 21\n" + gi + "/ci" +
+                 std::to_string(inst.compute_instance_id) + "/access 22\n");
   auto spec = claim_spec(m, {d}, read_cdi_host(m, root().string()), "abc-1", {});
   ASSERT_TRUE(spec) << spec.error().message();
   auto problems = cdi_problems(to_json(*spec));
@@ -218,7 +214,7 @@ TEST_F(Cdi, CommandsPrintSlicesAndWriteSpecs) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("Bad_Name"), std::string::npos);
 
-  write(root() / "proc/driver/nvidia/gpus/0000:4e:00.0/information", "Device Minor: 0\n");
+  write_text(root() / "proc/driver/nvidia/gpus/0000:4e:00.0/information", "Device Minor: 0\n");
   fs::path out = dir_.path() / "cdi";
   auto g =
       run_command(polyaccel::testing::polyaccel_binary() + " cdi generate --topology '" + topo +

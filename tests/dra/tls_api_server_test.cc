@@ -32,16 +32,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using polyaccel::testing::FakeApiServer;
+using polyaccel::testing::read_text;
 using polyaccel::testing::run_command;
 using polyaccel::testing::TempDir;
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-void write_text(const fs::path& p, const std::string& text) {
-  std::ofstream(p) << text;
-}
+using polyaccel::testing::write_text;
 
 // The throwaway PKI, made once for the whole suite (a few EC keys: fast).
 class Pki {

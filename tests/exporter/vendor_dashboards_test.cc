@@ -37,6 +37,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using polyaccel::testing::Background;
 using polyaccel::testing::PrometheusProcess;
+using polyaccel::testing::read_text;
 using polyaccel::testing::run_command;
 namespace fs = std::filesystem;
 
@@ -561,8 +562,7 @@ TEST_F(VendorDashboards, AmdEveryPartitionReported) {
 
 TEST_F(VendorDashboards, GaudiEveryListedMetric) {
   const std::map<std::string, std::string> reviewed = {};
-  std::ifstream in(kDashboards / "habana/METRICS.md");
-  std::string text(std::istreambuf_iterator<char>(in), {});
+  std::string text = read_text(kDashboards / "habana/METRICS.md");
   std::set<std::string> metrics;
   static const std::regex name("habanalabs_[A-Za-z0-9_]+");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), name); it != std::sregex_iterator();
@@ -629,8 +629,7 @@ TEST(AgentNodeLabels, WrittenWithoutTheDevicePlugin) {
   EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                 fs::perms::others_read);
-  std::ifstream in(file);
-  std::string text(std::istreambuf_iterator<char>(in), {});
+  std::string text = read_text(file);
   EXPECT_NE(text.find("nvidia.com/gpu.present=true"), std::string::npos) << text;
   EXPECT_NE(text.find("nvidia.com/gpu.compute.major=9"), std::string::npos) << text;
 }

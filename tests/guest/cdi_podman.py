@@ -16,16 +16,10 @@ device plugin's cdi-cri name), and for a MIG device with its capability nodes. A
 does not have is refused by podman. What podman does with a spec of the default cdiVersion.
 Usage: cdi_podman.py POLYACCEL INJECT_NVML NVML_SCENARIO TOPOLOGY_XML"""
 import json, os, shutil, stat, subprocess, sys, tarfile, time
+from guest_lib import check, finish
 
 polyaccel, nvml, scenario, topology = sys.argv[1:5]
-failures = []
 t_start = time.monotonic()
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
 
 
 work = "/tmp/cdi-podman"
@@ -213,5 +207,4 @@ print("info cdiVersion 0.8.0: podman %s" % (
 print("info podman calls: %d, %.1f s in all, %s s each" % (
     len(podman_seconds), sum(podman_seconds), ["%.1f" % s for s in podman_seconds]))
 print("info guest test wall time: %.1f s" % (time.monotonic() - t_start))
-print("%d failure(s)" % len(failures))
-sys.exit(1 if failures else 0)
+finish()

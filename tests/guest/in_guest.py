@@ -3,30 +3,9 @@
 host's root, against the guest's own sysfs. Usage: in_guest.py MODE POLYACCEL PROBE
 MODE: topo | run | place | audit. Prints what it checked; exits 1 on the first mismatch."""
 import json, os, subprocess, sys, threading
+from guest_lib import check, cpulist, finish, sysfs
 
 mode, polyaccel, probe = sys.argv[1], sys.argv[2], sys.argv[3]
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def cpulist(text):
-    out = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        a, _, b = part.partition("-")
-        out.extend(range(int(a), int(b or a) + 1))
-    return out
-
-
-def sysfs(path):
-    with open(path) as f:
-        return f.read().strip()
 
 
 def polyaccel_json(*args):
@@ -196,5 +175,4 @@ def audit():
 
 
 {"topo": topo, "run": run, "place": place, "audit": audit}[mode]()
-print("%d failure(s)" % len(failures))
-sys.exit(1 if failures else 0)
+finish()

@@ -9,34 +9,13 @@ The 9p root is read-only: libvirt's state, cache, log and config directories get
 here (inside the guest only), with a libvirtd.conf and qemu.conf this script writes."""
 import json, os, shutil, signal, subprocess, sys, time
 import xml.etree.ElementTree as ET
+from guest_lib import check, cpulist, failures, finish, sysfs
 
 polyaccel = sys.argv[1]
-failures = []
 NODE = "/sys/devices/system/node"
 URI = "qemu:///system"
 HUGETLBFS = "/run/polyaccel-hugepages-2M"
 PAGE_KB = 2048
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def cpulist(text):
-    out = []
-    for part in str(text).strip().split(","):
-        if not part:
-            continue
-        a, _, b = part.partition("-")
-        out.extend(range(int(a), int(b or a) + 1))
-    return out
-
-
-def sysfs(path):
-    with open(path) as f:
-        return f.read().strip()
 
 
 def free_pages(node):
@@ -315,5 +294,4 @@ finally:
     if failures:
         libvirtd_log()
 print("Guest.libvirt in the guest: %.1f s" % (time.monotonic() - t_all))
-print("%d failure(s)" % len(failures))
-sys.exit(1 if failures else 0)
+finish()

@@ -1,10 +1,12 @@
 // What the two AMD test libraries (rocm_smi/ and amd_smi/, one machine seen through ROCm SMI and
 // through AMD SMI) share in reading their JSON scenarios: key checks, the RAS block and bad page
-// names, and the steps, whose values carry over from one step to the next. Test code only.
+// names, the metrics table's v1.7 fields, and the steps, whose values carry over from one step to
+// the next. Test code only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -100,6 +102,62 @@ void read_steps(const nlohmann::json& steps, std::size_t device_count, DeviceInd
     for (auto& v : values)
       v.emplace_back();
   }
+}
+
+// A step's "metrics": the gpu_metrics v1.7 fields both libraries return in the same table, with
+// the list lengths the table has room for. Throws on an unknown key or a list too long.
+inline const nlohmann::json& checked_metrics(const nlohmann::json& j) {
+  check_keys(j,
+             {"accumulation_counter", "residency_acc", "xgmi_read_kb", "xgmi_write_kb",
+              "pcie_bandwidth_acc_gbs", "vram_max_bandwidth_gbs", "vcn_busy", "jpeg_busy"},
+             "metrics");
+  const std::pair<const char*, std::size_t> lists[] = {{"residency_acc", 5},
+                                                       {"xgmi_read_kb", 8},
+                                                       {"xgmi_write_kb", 8},
+                                                       {"vcn_busy", 4},
+                                                       {"jpeg_busy", 40}};
+  for (const auto& [key, max] : lists) {
+    if (j.value(key, nlohmann::json::array()).size() > max) {
+      throw std::runtime_error(std::string("metrics: too many ") + key);
+    }
+  }
+  return j;
+}
+
+// Where a v1.7 table holds the fields of checked_metrics(): each test library gives the offsets
+// from its own library's header, so neither borrows the other's (or polyaccel's) declarations.
+struct MetricsV17Offsets {
+  std::size_t pcie_bandwidth_acc, xgmi_read, xgmi_write, accumulation_counter, residencies,
+      num_partition, xcp0_vcn_busy, xcp0_jpeg_busy, vram_max_bandwidth;
+};
+
+// Writes a step's "metrics" into the v1.7 table at `raw` (already all ones, "not available"):
+// one partition, with what the step gives.
+inline void put_metrics_v17(unsigned char* raw, const nlohmann::json& mj,
+                            const MetricsV17Offsets& at) {
+  auto put = [&](std::size_t offset, auto value) {
+    std::memcpy(raw + offset, &value, sizeof value);
+  };
+  auto put_list = [&](const char* key, std::size_t offset, auto zero) {
+    std::size_t k = 0;
+    for (const auto& x : mj.value(key, nlohmann::json::array()))
+      put(offset + k++ * sizeof zero, static_cast<decltype(zero)>(x.get<std::uint64_t>()));
+  };
+  if (mj.contains("accumulation_counter")) {
+    put(at.accumulation_counter, mj.at("accumulation_counter").get<std::uint64_t>());
+  }
+  put_list("residency_acc", at.residencies, std::uint64_t{});
+  put_list("xgmi_read_kb", at.xgmi_read, std::uint64_t{});
+  put_list("xgmi_write_kb", at.xgmi_write, std::uint64_t{});
+  if (mj.contains("pcie_bandwidth_acc_gbs")) {
+    put(at.pcie_bandwidth_acc, mj.at("pcie_bandwidth_acc_gbs").get<std::uint64_t>());
+  }
+  if (mj.contains("vram_max_bandwidth_gbs")) {
+    put(at.vram_max_bandwidth, mj.at("vram_max_bandwidth_gbs").get<std::uint64_t>());
+  }
+  put(at.num_partition, std::uint16_t{1});
+  put_list("vcn_busy", at.xcp0_vcn_busy, std::uint16_t{});
+  put_list("jpeg_busy", at.xcp0_jpeg_busy, std::uint16_t{});
 }
 
 }  // namespace polyaccel::inject

@@ -249,10 +249,10 @@ TEST(Allocate, JurecaEachA100HasItsOwnHcaAndG4dnEfaIsNotAnIbHca) {
 class AutoDeviceListStrategy : public ::testing::Test {
  protected:
   void copy_corpus(const std::string& name, const std::string& to) {
-    std::ifstream in(std::string(POLYACCEL_SOURCE_DIR) +
-                     "/tests/fuzz/corpus/container_runtime_toml/" + name);
-    ASSERT_TRUE(in) << name;
-    write(to, std::string(std::istreambuf_iterator<char>(in), {}));
+    std::string text = read_text(std::string(POLYACCEL_SOURCE_DIR) +
+                                 "/tests/fuzz/corpus/container_runtime_toml/" + name);
+    ASSERT_FALSE(text.empty()) << name;
+    write(to, text);
   }
   void write(const std::string& file, const std::string& text) { write_text(root() / file, text); }
   // A spec as `polyaccel cdi generate -o /var/run/cdi` writes it (kind polyaccel.io/gpu).

@@ -247,4 +247,31 @@ void read_bad_pages(Get get, AcceleratorSample& s) {
   s.bad_pages_unreservable = unreservable;
 }
 
+// GTT and the CPU-visible part of VRAM, as amd-smi's backend reads them (both libraries name
+// the same memory types with their own constants). `get(field, type, want_total, &bytes)` is
+// the library's total or usage getter, true when it answered.
+template <class Get>
+void read_gtt_and_visible_vram(Get get, std::uint32_t gtt_type, std::uint32_t visible_vram_type,
+                               AcceleratorSample& s) {
+  struct Kind {
+    std::uint32_t type;
+    const char* total_field;
+    const char* used_field;
+    std::optional<std::uint64_t>* total;
+    std::optional<std::uint64_t>* used;
+  };
+  const Kind kinds[] = {
+      {gtt_type, "gtt_total", "gtt_used", &s.gtt_total_bytes, &s.gtt_used_bytes},
+      {visible_vram_type, "vis_vram_total", "vis_vram_used", &s.visible_vram_total_bytes,
+       &s.visible_vram_used_bytes},
+  };
+  for (const Kind& k : kinds) {
+    std::uint64_t total = 0;
+    std::uint64_t used = 0;
+    if (!get(k.total_field, k.type, true, &total) || total == 0 || total == UINT64_MAX) continue;
+    *k.total = total;
+    if (get(k.used_field, k.type, false, &used) && used <= total) *k.used = used;
+  }
+}
+
 }  // namespace polyaccel::amd

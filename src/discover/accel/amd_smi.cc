@@ -560,28 +560,12 @@ void AmdSmiBackend::read_activity(amdsmi::ProcessorHandle p, Tally& t, Accelerat
 void AmdSmiBackend::read_other_memory(amdsmi::ProcessorHandle p, Tally& t,
                                       AcceleratorSample& s) const {
   if (!api_.memory_total || !api_.memory_usage) return;
-  struct Kind {
-    std::uint32_t type;
-    const char* total_field;
-    const char* used_field;
-    std::optional<std::uint64_t>* total;
-    std::optional<std::uint64_t>* used;
-  };
-  const Kind kinds[] = {
-      {amdsmi::kMemTypeGtt, "gtt_total", "gtt_used", &s.gtt_total_bytes, &s.gtt_used_bytes},
-      {amdsmi::kMemTypeVisVram, "vis_vram_total", "vis_vram_used", &s.visible_vram_total_bytes,
-       &s.visible_vram_used_bytes},
-  };
-  for (const Kind& k : kinds) {
-    std::uint64_t total = 0;
-    std::uint64_t used = 0;
-    if (!t.ok(k.total_field, api_.memory_total(p, k.type, &total)) || total == 0 ||
-        total == UINT64_MAX) {
-      continue;
-    }
-    *k.total = total;
-    if (t.ok(k.used_field, api_.memory_usage(p, k.type, &used)) && used <= total) *k.used = used;
-  }
+  amd::read_gtt_and_visible_vram(
+      [&](const char* field, std::uint32_t type, bool want_total, std::uint64_t* bytes) {
+        return t.ok(field, want_total ? api_.memory_total(p, type, bytes)
+                                      : api_.memory_usage(p, type, bytes));
+      },
+      amdsmi::kMemTypeGtt, amdsmi::kMemTypeVisVram, s);
 }
 
 std::optional<double> AmdSmiBackend::temperature(amdsmi::ProcessorHandle p, Tally& t,

@@ -512,26 +512,12 @@ void RocmSmiBackend::read_activity(std::uint32_t dv, Tally& t, AcceleratorSample
   }
   // GTT and the CPU-visible part of VRAM, as amd-smi's backend reads them.
   if (!api_.memory_total || !api_.memory_usage) return;
-  struct Kind {
-    std::uint32_t type;
-    const char* total_field;
-    const char* used_field;
-    std::optional<std::uint64_t>* total;
-    std::optional<std::uint64_t>* used;
-  };
-  const Kind kinds[] = {
-      {rsmi::kMemoryTypeGtt, "gtt_total", "gtt_used", &s.gtt_total_bytes, &s.gtt_used_bytes},
-      {rsmi::kMemoryTypeVisVram, "vis_vram_total", "vis_vram_used", &s.visible_vram_total_bytes,
-       &s.visible_vram_used_bytes},
-  };
-  for (const Kind& k : kinds) {
-    if (!t.ok(k.total_field, api_.memory_total(dv, k.type, &total)) || total == 0 ||
-        total == UINT64_MAX) {
-      continue;
-    }
-    *k.total = total;
-    if (t.ok(k.used_field, api_.memory_usage(dv, k.type, &used)) && used <= total) *k.used = used;
-  }
+  amd::read_gtt_and_visible_vram(
+      [&](const char* field, std::uint32_t type, bool want_total, std::uint64_t* bytes) {
+        return t.ok(field, want_total ? api_.memory_total(dv, type, bytes)
+                                      : api_.memory_usage(dv, type, bytes));
+      },
+      rsmi::kMemoryTypeGtt, rsmi::kMemoryTypeVisVram, s);
 }
 
 std::optional<double> RocmSmiBackend::temperature(std::uint32_t dv, Tally& t, std::uint32_t sensor,

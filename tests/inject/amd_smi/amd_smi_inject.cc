@@ -267,24 +267,7 @@ void apply_values(const json& j, Values& v) {
   take("pcie_replay_count", v.pcie_replay);
   take("indep_throttle_status", v.indep_throttle_status);
   if (j.contains("pcie")) v.pcie = j.at("pcie");
-  if (j.contains("metrics")) {
-    inject::check_keys(
-        j.at("metrics"),
-        {"accumulation_counter", "residency_acc", "xgmi_read_kb", "xgmi_write_kb",
-         "pcie_bandwidth_acc_gbs", "vram_max_bandwidth_gbs", "vcn_busy", "jpeg_busy"},
-        "metrics");
-    const std::pair<const char*, std::size_t> lists[] = {{"residency_acc", 5},
-                                                         {"xgmi_read_kb", 8},
-                                                         {"xgmi_write_kb", 8},
-                                                         {"vcn_busy", 4},
-                                                         {"jpeg_busy", 40}};
-    for (const auto& [key, max] : lists) {
-      if (j.at("metrics").value(key, json::array()).size() > max) {
-        throw std::runtime_error(std::string("metrics: too many ") + key);
-      }
-    }
-    v.metrics = j.at("metrics");
-  }
+  if (j.contains("metrics")) v.metrics = inject::checked_metrics(j.at("metrics"));
   if (j.contains("violation")) {
     inject::check_keys(j.at("violation"), {"acc_counter", "acc", "per"}, "violation");
     for (const char* key : {"acc", "per"}) {
@@ -946,33 +929,17 @@ AMDSMI_API Status amdsmi_get_gpu_metrics_info(ProcessorHandle p,
     using polyaccel::amd::GpuMetrics;
     using polyaccel::amd::GpuXcpMetrics;
     raw[3] = 7;
-    const json& mj = *v.metrics;
-    auto put_list = [&](const char* key, std::size_t offset, auto zero, std::size_t max) {
-      std::size_t k = 0;
-      for (const auto& x : mj.value(key, json::array())) {
-        if (k == max) break;  // checked when the scenario was read
-        put(offset + k++ * sizeof zero, static_cast<decltype(zero)>(x.get<std::uint64_t>()));
-      }
-    };
-    if (mj.contains("accumulation_counter")) {
-      put(offsetof(GpuMetrics, accumulation_counter),
-          mj.at("accumulation_counter").get<std::uint64_t>());
-    }
-    put_list("residency_acc", offsetof(GpuMetrics, prochot_residency_acc), std::uint64_t{}, 5);
-    put_list("xgmi_read_kb", offsetof(GpuMetrics, xgmi_read_data_acc), std::uint64_t{}, 8);
-    put_list("xgmi_write_kb", offsetof(GpuMetrics, xgmi_write_data_acc), std::uint64_t{}, 8);
-    if (mj.contains("pcie_bandwidth_acc_gbs")) {
-      put(offsetof(GpuMetrics, pcie_bandwidth_acc),
-          mj.at("pcie_bandwidth_acc_gbs").get<std::uint64_t>());
-    }
-    if (mj.contains("vram_max_bandwidth_gbs")) {
-      put(offsetof(GpuMetrics, vram_max_bandwidth),
-          mj.at("vram_max_bandwidth_gbs").get<std::uint64_t>());
-    }
-    put(offsetof(GpuMetrics, num_partition), std::uint16_t{1});
     constexpr std::size_t kXcp0 = offsetof(GpuMetrics, xcp_stats);
-    put_list("vcn_busy", kXcp0 + offsetof(GpuXcpMetrics, vcn_busy), std::uint16_t{}, 4);
-    put_list("jpeg_busy", kXcp0 + offsetof(GpuXcpMetrics, jpeg_busy), std::uint16_t{}, 40);
+    inject::put_metrics_v17(raw, *v.metrics,
+                            {.pcie_bandwidth_acc = offsetof(GpuMetrics, pcie_bandwidth_acc),
+                             .xgmi_read = offsetof(GpuMetrics, xgmi_read_data_acc),
+                             .xgmi_write = offsetof(GpuMetrics, xgmi_write_data_acc),
+                             .accumulation_counter = offsetof(GpuMetrics, accumulation_counter),
+                             .residencies = offsetof(GpuMetrics, prochot_residency_acc),
+                             .num_partition = offsetof(GpuMetrics, num_partition),
+                             .xcp0_vcn_busy = kXcp0 + offsetof(GpuXcpMetrics, vcn_busy),
+                             .xcp0_jpeg_busy = kXcp0 + offsetof(GpuXcpMetrics, jpeg_busy),
+                             .vram_max_bandwidth = offsetof(GpuMetrics, vram_max_bandwidth)});
     return kSuccess;
   });
 }

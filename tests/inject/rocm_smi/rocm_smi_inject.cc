@@ -286,24 +286,7 @@ void apply_values(const nlohmann::json& j, Values& v) {
   take("vram_used_bytes", v.vram_used);
   take("gtt_used_bytes", v.gtt_used);
   take("visible_vram_used_bytes", v.visible_vram_used);
-  if (j.contains("metrics")) {
-    inject::check_keys(
-        j.at("metrics"),
-        {"accumulation_counter", "residency_acc", "xgmi_read_kb", "xgmi_write_kb",
-         "pcie_bandwidth_acc_gbs", "vram_max_bandwidth_gbs", "vcn_busy", "jpeg_busy"},
-        "metrics");
-    const std::pair<const char*, std::size_t> lists[] = {{"residency_acc", 5},
-                                                         {"xgmi_read_kb", 8},
-                                                         {"xgmi_write_kb", 8},
-                                                         {"vcn_busy", 4},
-                                                         {"jpeg_busy", 40}};
-    for (const auto& [key, max] : lists) {
-      if (j.at("metrics").value(key, nlohmann::json::array()).size() > max) {
-        throw std::runtime_error(std::string("metrics: too many ") + key);
-      }
-    }
-    v.metrics = j.at("metrics");
-  }
+  if (j.contains("metrics")) v.metrics = inject::checked_metrics(j.at("metrics"));
   take("temperature_edge_c", v.temperature_edge);
   take("temperature_junction_c", v.temperature_junction);
   take("temperature_memory_c", v.temperature_memory);
@@ -910,39 +893,22 @@ RSMI_API rsmi_status_t rsmi_dev_gpu_metrics_info_get(std::uint32_t dv,
     // A v1.7 table in rocm-smi-lib 7's rsmi_gpu_metrics_t (4544 bytes; offsets from its header,
     // ../shared/reference/vendor-abi/rocm_smi.json): the caller's buffer holds it all. What the
     // step does not give stays all ones, "not available".
-    constexpr std::size_t kSize = 4544, kPcieBandwidthAcc = 144, kXgmiRead = 184, kXgmiWrite = 248,
-                          kAccumulationCounter = 424, kResidencies = 432, kNumPartition = 472,
-                          kXcp0 = 480, kXcpJpegBusy = 32, kXcpVcnBusy = 112,
-                          kVramMaxBandwidth = 4520;
+    constexpr std::size_t kSize = 4544, kXcp0 = 480;
     m.structure_size = kSize;
     m.content_revision = 7;
     auto* raw = reinterpret_cast<unsigned char*>(metrics);
     std::memset(raw, 0xff, kSize);
     std::memcpy(raw, &m, sizeof m);
-    auto put_at = [&](std::size_t offset, auto value) {
-      std::memcpy(raw + offset, &value, sizeof value);
-    };
-    const nlohmann::json& mj = *v.metrics;
-    auto put_list = [&](const char* key, std::size_t offset, auto zero) {
-      std::size_t k = 0;
-      for (const auto& x : mj.value(key, nlohmann::json::array()))
-        put_at(offset + k++ * sizeof zero, static_cast<decltype(zero)>(x.get<std::uint64_t>()));
-    };
-    if (mj.contains("accumulation_counter")) {
-      put_at(kAccumulationCounter, mj.at("accumulation_counter").get<std::uint64_t>());
-    }
-    put_list("residency_acc", kResidencies, std::uint64_t{});
-    put_list("xgmi_read_kb", kXgmiRead, std::uint64_t{});
-    put_list("xgmi_write_kb", kXgmiWrite, std::uint64_t{});
-    if (mj.contains("pcie_bandwidth_acc_gbs")) {
-      put_at(kPcieBandwidthAcc, mj.at("pcie_bandwidth_acc_gbs").get<std::uint64_t>());
-    }
-    if (mj.contains("vram_max_bandwidth_gbs")) {
-      put_at(kVramMaxBandwidth, mj.at("vram_max_bandwidth_gbs").get<std::uint64_t>());
-    }
-    put_at(kNumPartition, std::uint16_t{1});
-    put_list("vcn_busy", kXcp0 + kXcpVcnBusy, std::uint16_t{});
-    put_list("jpeg_busy", kXcp0 + kXcpJpegBusy, std::uint16_t{});
+    inject::put_metrics_v17(raw, *v.metrics,
+                            {.pcie_bandwidth_acc = 144,
+                             .xgmi_read = 184,
+                             .xgmi_write = 248,
+                             .accumulation_counter = 424,
+                             .residencies = 432,
+                             .num_partition = 472,
+                             .xcp0_vcn_busy = kXcp0 + 112,
+                             .xcp0_jpeg_busy = kXcp0 + 32,
+                             .vram_max_bandwidth = 4520});
     return RSMI_STATUS_SUCCESS;
   });
 }
