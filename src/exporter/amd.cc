@@ -111,19 +111,28 @@ void add_metricslist_rows(std::vector<TableMetric>& rows) {
                   MetricType::Gauge, [](D, S s) { return s.pcie_bandwidth_accumulated_gbs; }});
   rows.push_back({"gpu_vram_max_bandwidth", "Maximum VRAM bandwidth at max memory clock (GB/s)",
                   MetricType::Gauge, [](D, S s) { return s.vram_max_bandwidth_gbs; }});
+  // AMD's exporter labels every *_busy_instantaneous entry xcc_index, the VCN and JPEG engines'
+  // too (gpuagent_gpu_metrics.go); its gpu_vcn_activity/gpu_jpeg_activity use vcn_/jpeg_index.
+  for (unsigned xcc = 0; xcc < 8; ++xcc) {
+    rows.push_back({"gpu_gfx_busy_instantaneous",
+                    "GFX busy, instantaneous, per XCC (%)",
+                    MetricType::Gauge,
+                    [xcc](D, S s) { return at_index(s.gfx_busy_percent, xcc); },
+                    {{"xcc_index", std::to_string(xcc)}}});
+  }
   for (unsigned engine = 0; engine < 4; ++engine) {
     rows.push_back({"gpu_vcn_busy_instantaneous",
                     "VCN busy, instantaneous (%)",
                     MetricType::Gauge,
                     [engine](D, S s) { return at_index(s.vcn_busy_percent, engine); },
-                    {{"vcn_index", std::to_string(engine)}}});
+                    {{"xcc_index", std::to_string(engine)}}});
   }
   for (unsigned engine = 0; engine < 40; ++engine) {
     rows.push_back({"gpu_jpeg_busy_instantaneous",
                     "JPEG busy, instantaneous (%)",
                     MetricType::Gauge,
                     [engine](D, S s) { return at_index(s.jpeg_busy_percent, engine); },
-                    {{"jpeg_index", std::to_string(engine)}}});
+                    {{"xcc_index", std::to_string(engine)}}});
   }
 }
 
@@ -143,8 +152,13 @@ std::vector<TableMetric> amd_table() {
                     ? std::optional(static_cast<double>(*s.energy_millijoules) * 1000)
                     : std::nullopt;
        }},
+      // Where the metrics table has no per-XCC figures (before v1.6, or rocm_smi/amd-smi too old
+      // for it), the GPU's GFX activity stands for them, without xcc_index: the MI3xx branch of
+      // AMD's panels reads this family only.
       {"gpu_gfx_busy_instantaneous", "GPU GFX busy, instantaneous (%)", MetricType::Gauge,
-       [](D, S s) { return s.gpu_utilization_percent; }},
+       [](D, S s) {
+         return s.gfx_busy_percent.empty() ? s.gpu_utilization_percent : std::nullopt;
+       }},
       {"gpu_junction_temperature", "GPU junction temperature (C)", MetricType::Gauge,
        [](D, S s) {
          return s.hotspot_temperature_c ? s.hotspot_temperature_c : s.gpu_temperature_c;

@@ -138,7 +138,10 @@ TEST_F(Exporter, EveryNameSetWithTheScenarioValues) {
   EXPECT_EQ(value(f, "gpu_violation_current_accumulated_counter", amd0), 5180000);
   EXPECT_EQ(value(f, "gpu_violation_ppt_residency_accumulated", amd0), 0);
   EXPECT_EQ(count(f, "gpu_violation_ppt_residency_percentage"), 0u);
-  EXPECT_EQ(value(f, "gpu_vcn_busy_instantaneous", with(amd0, {{"vcn_index", "0"}})), 12);
+  EXPECT_EQ(value(f, "gpu_vcn_busy_instantaneous", with(amd0, {{"xcc_index", "0"}})), 12);
+  EXPECT_EQ(count(f, "gpu_gfx_busy_instantaneous"), 8u * 8);  // per XCC
+  EXPECT_EQ(value(f, "gpu_gfx_busy_instantaneous", with(amd0, {{"xcc_index", "5"}})),
+            value(f, "gpu_gfx_activity", amd0));
   EXPECT_EQ(count(f, "gpu_jpeg_busy_instantaneous"), 8u * 32);
   EXPECT_EQ(count(f, "gpu_average_package_power"), 0u);
   // The vendor-neutral family covers both, in base units.

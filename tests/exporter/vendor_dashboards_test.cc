@@ -494,7 +494,12 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
   EXPECT_EQ(p.scalar("sum(gpu_nodes_total)"), 8);
   // MB as AMD's exporter: 192 GiB.
   EXPECT_EQ(p.scalar("gpu_total_vram{gpu_id=\"0\"}"), 196608);
-  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous{card_model=~\"102-G30211-.*\"})"), 8);
+  // GFX busy per XCC (eight on an MI300X in SPX, labelled xcc_index as AMD's exporter); the
+  // dashboards' avg() over them gives the GPU's activity.
+  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous{card_model=~\"102-G30211-.*\"})"), 64);
+  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous{gpu_id=\"0\",xcc_index=\"7\"})"), 1);
+  EXPECT_EQ(p.scalar("avg by (gpu_id) (gpu_gfx_busy_instantaneous{gpu_id=\"0\"})"),
+            p.scalar("gpu_gfx_activity{gpu_id=\"0\"}"));
   EXPECT_EQ(p.scalar("count(gpu_clock{clock_type=\"system\"})"), 8);
   // The clocks' ranges, MHz (MI300X: GFX 500-2100, memory 900-1300).
   EXPECT_EQ(p.scalar("gpu_min_clock{gpu_id=\"0\",clock_type=\"system\"}"), 500);
@@ -523,8 +528,8 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
   EXPECT_EQ(p.scalar("count(gpu_xgmi_link_tx)"), 64);
   EXPECT_EQ(p.scalar("pcie_bidirectional_bandwidth{gpu_id=\"0\"}"), 1824);
   EXPECT_EQ(p.scalar("gpu_vram_max_bandwidth{gpu_id=\"0\"}"), 5300);
-  EXPECT_EQ(p.scalar("gpu_vcn_busy_instantaneous{gpu_id=\"0\",vcn_index=\"0\"}"), 12);
-  EXPECT_EQ(p.scalar("gpu_jpeg_busy_instantaneous{gpu_id=\"0\",jpeg_index=\"3\"}"), 25);
+  EXPECT_EQ(p.scalar("gpu_vcn_busy_instantaneous{gpu_id=\"0\",xcc_index=\"0\"}"), 12);
+  EXPECT_EQ(p.scalar("gpu_jpeg_busy_instantaneous{gpu_id=\"0\",xcc_index=\"3\"}"), 25);
   EXPECT_EQ(p.scalar("count(gpu_jpeg_busy_instantaneous)"), 8 * 32);
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -107,10 +108,11 @@ void read_steps(const nlohmann::json& steps, std::size_t device_count, DeviceInd
 // A step's "metrics": the gpu_metrics v1.7 fields both libraries return in the same table, with
 // the list lengths the table has room for. Throws on an unknown key or a list too long.
 inline const nlohmann::json& checked_metrics(const nlohmann::json& j) {
-  check_keys(j,
-             {"accumulation_counter", "residency_acc", "xgmi_read_kb", "xgmi_write_kb",
-              "pcie_bandwidth_acc_gbs", "vram_max_bandwidth_gbs", "vcn_busy", "jpeg_busy"},
-             "metrics");
+  check_keys(
+      j,
+      {"accumulation_counter", "residency_acc", "xgmi_read_kb", "xgmi_write_kb",
+       "pcie_bandwidth_acc_gbs", "vram_max_bandwidth_gbs", "vcn_busy", "jpeg_busy", "xcc_count"},
+      "metrics");
   const std::pair<const char*, std::size_t> lists[] = {{"residency_acc", 5},
                                                        {"xgmi_read_kb", 8},
                                                        {"xgmi_write_kb", 8},
@@ -121,6 +123,7 @@ inline const nlohmann::json& checked_metrics(const nlohmann::json& j) {
       throw std::runtime_error(std::string("metrics: too many ") + key);
     }
   }
+  if (j.value("xcc_count", 0) > 8) throw std::runtime_error("metrics: xcc_count is 8 at most");
   return j;
 }
 
@@ -128,12 +131,15 @@ inline const nlohmann::json& checked_metrics(const nlohmann::json& j) {
 // from its own library's header, so neither borrows the other's (or polyaccel's) declarations.
 struct MetricsV17Offsets {
   std::size_t pcie_bandwidth_acc, xgmi_read, xgmi_write, accumulation_counter, residencies,
-      num_partition, xcp0_vcn_busy, xcp0_jpeg_busy, vram_max_bandwidth;
+      num_partition, xcp0_gfx_busy, xcp0_vcn_busy, xcp0_jpeg_busy, vram_max_bandwidth;
 };
 
 // Writes a step's "metrics" into the v1.7 table at `raw` (already all ones, "not available"):
-// one partition, with what the step gives.
+// one partition, with what the step gives. Its first "xcc_count" XCCs are each as busy as the
+// GPU (`busy_percent`, the step's GFX activity): a uniform load, as the per-XCC figures of a GPU
+// average to its activity.
 inline void put_metrics_v17(unsigned char* raw, const nlohmann::json& mj,
+                            std::optional<std::uint32_t> busy_percent,
                             const MetricsV17Offsets& at) {
   auto put = [&](std::size_t offset, auto value) {
     std::memcpy(raw + offset, &value, sizeof value);
@@ -156,6 +162,9 @@ inline void put_metrics_v17(unsigned char* raw, const nlohmann::json& mj,
     put(at.vram_max_bandwidth, mj.at("vram_max_bandwidth_gbs").get<std::uint64_t>());
   }
   put(at.num_partition, std::uint16_t{1});
+  const int xcc_count = mj.value("xcc_count", 0);
+  for (int k = 0; k < xcc_count && busy_percent; ++k)
+    put(at.xcp0_gfx_busy + 4 * static_cast<std::size_t>(k), *busy_percent);
   put_list("vcn_busy", at.xcp0_vcn_busy, std::uint16_t{});
   put_list("jpeg_busy", at.xcp0_jpeg_busy, std::uint16_t{});
 }

@@ -113,10 +113,15 @@ void read_metrics_table(const unsigned char* raw, AcceleratorSample& s) {
       if (!v.residency_accumulated[k] && r != kAbsent) v.residency_accumulated[k] = r;
     }
   }
-  // Partition 0's engines (the whole GPU in SPX); percentages, UINT16_MAX for an engine the GPU
-  // lacks.
+  // Partition 0's XCCs and engines (the whole GPU in SPX); percentages, all ones for an XCC or
+  // engine the partition lacks.
   constexpr std::size_t kXcp0 = offsetof(GpuMetrics, xcp_stats);
   if (has(kXcp0, sizeof(GpuXcpMetrics), 6)) {
+    for (unsigned k = 0; k < 8; ++k) {
+      std::uint32_t v = 0;
+      std::memcpy(&v, raw + kXcp0 + offsetof(GpuXcpMetrics, gfx_busy_inst) + 4 * k, sizeof v);
+      if (v <= 100) s.gfx_busy_percent.emplace_back(k, v);
+    }
     for (unsigned k = 0; k < 4; ++k) {
       std::uint16_t v = u16(kXcp0 + offsetof(GpuXcpMetrics, vcn_busy) + 2 * k);
       if (v <= 100) s.vcn_busy_percent.emplace_back(k, v);

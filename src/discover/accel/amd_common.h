@@ -121,9 +121,9 @@ static_assert(offsetof(GpuMetrics, vram_max_bandwidth) == 4520);
 static_assert(sizeof(GpuMetrics) == 4544);
 
 // From a metrics table the library wrote into `raw` (kGpuMetricsBufferSize bytes, zeroed
-// first), the sample's XGMI data, PCIe accumulated bandwidth, VRAM maximum bandwidth, VCN/JPEG
-// busy (partition 0's) and throttle residencies (those not set already), each only where the
-// table's revision has it and the GPU fills it (all ones: not kept).
+// first), the sample's XGMI data, PCIe accumulated bandwidth, VRAM maximum bandwidth, per-XCC
+// GFX busy and VCN/JPEG busy (partition 0's) and throttle residencies (those not set already), each
+// only where the table's revision has it and the GPU fills it (all ones: not kept).
 void read_metrics_table(const unsigned char* raw, AcceleratorSample& s);
 
 // A further partition's sample (partition_id k + 1) from what its own device answered: its

@@ -161,8 +161,9 @@ struct AcceleratorSample {
   // AMD: GTT (system memory the GPU maps) and the CPU-visible part of VRAM; the average
   // socket power (MI200 and earlier); the error counts of each RAS block; MI300's throttle
   // residencies; from the metrics table (v1.4 to v1.7) the XGMI data moved per link (KB), the
-  // PCIe accumulated bandwidth (GB/s), the VRAM's maximum bandwidth (GB/s) and the VCN and JPEG
-  // engines' busy percentages (index: the engine's place in the table, unsupported ones absent).
+  // PCIe accumulated bandwidth (GB/s), the VRAM's maximum bandwidth (GB/s) and the busy
+  // percentages of each XCC (compute die) and VCN and JPEG engine (index: its place in the
+  // table, unsupported ones absent).
   std::optional<std::uint64_t> gtt_total_bytes;
   std::optional<std::uint64_t> gtt_used_bytes;
   std::optional<std::uint64_t> visible_vram_total_bytes;
@@ -175,6 +176,7 @@ struct AcceleratorSample {
   std::vector<std::pair<unsigned, std::uint64_t>> xgmi_write_kb;  // link → KB written
   std::optional<double> pcie_bandwidth_accumulated_gbs;
   std::optional<double> vram_max_bandwidth_gbs;
+  std::vector<std::pair<unsigned, double>> gfx_busy_percent;  // XCC → busy
   std::vector<std::pair<unsigned, double>> vcn_busy_percent;
   std::vector<std::pair<unsigned, double>> jpeg_busy_percent;
   ProfilingSample profiling;                     // the whole device

@@ -105,6 +105,8 @@ TEST_P(AmdMi300xTest, MetricslistFieldsAlike) {
   EXPECT_EQ(decoding.vcn_busy_percent[0].second, 12);
   ASSERT_EQ(decoding.jpeg_busy_percent.size(), 32u);
   EXPECT_EQ(decoding.jpeg_busy_percent[3].second, 25);
+  ASSERT_EQ(decoding.gfx_busy_percent.size(), 8u);  // per XCC
+  EXPECT_EQ(decoding.gfx_busy_percent[0].second, decoding.gpu_utilization_percent.value_or(-1));
 }
 
 TEST_P(AmdMi300xTest, BadPagesOfTheRasTable) {

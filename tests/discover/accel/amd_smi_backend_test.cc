@@ -178,6 +178,9 @@ TEST_F(AmdSmiMi300xTest, MetricslistFieldsAtIdle) {
   EXPECT_EQ(s.vcn_busy_percent[0], (std::pair<unsigned, double>{0, 12}));
   ASSERT_EQ(s.jpeg_busy_percent.size(), 32u);
   EXPECT_EQ(s.jpeg_busy_percent[3], (std::pair<unsigned, double>{3, 25}));
+  // Eight XCCs (MI300X in SPX), each as busy as the GPU in this scenario; the other 0 (absent).
+  ASSERT_EQ(s.gfx_busy_percent.size(), 8u);
+  EXPECT_EQ(s.gfx_busy_percent[7], (std::pair<unsigned, double>{7, *s.gpu_utilization_percent}));
 }
 
 // Training: package power tracking on 85:00.0 and socket and HBM thermal on e5:00.0, as

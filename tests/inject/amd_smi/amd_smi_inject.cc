@@ -930,13 +930,14 @@ AMDSMI_API Status amdsmi_get_gpu_metrics_info(ProcessorHandle p,
     using polyaccel::amd::GpuXcpMetrics;
     raw[3] = 7;
     constexpr std::size_t kXcp0 = offsetof(GpuMetrics, xcp_stats);
-    inject::put_metrics_v17(raw, *v.metrics,
+    inject::put_metrics_v17(raw, *v.metrics, v.busy_percent,
                             {.pcie_bandwidth_acc = offsetof(GpuMetrics, pcie_bandwidth_acc),
                              .xgmi_read = offsetof(GpuMetrics, xgmi_read_data_acc),
                              .xgmi_write = offsetof(GpuMetrics, xgmi_write_data_acc),
                              .accumulation_counter = offsetof(GpuMetrics, accumulation_counter),
                              .residencies = offsetof(GpuMetrics, prochot_residency_acc),
                              .num_partition = offsetof(GpuMetrics, num_partition),
+                             .xcp0_gfx_busy = kXcp0 + offsetof(GpuXcpMetrics, gfx_busy_inst),
                              .xcp0_vcn_busy = kXcp0 + offsetof(GpuXcpMetrics, vcn_busy),
                              .xcp0_jpeg_busy = kXcp0 + offsetof(GpuXcpMetrics, jpeg_busy),
                              .vram_max_bandwidth = offsetof(GpuMetrics, vram_max_bandwidth)});

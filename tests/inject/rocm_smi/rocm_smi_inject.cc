@@ -899,13 +899,14 @@ RSMI_API rsmi_status_t rsmi_dev_gpu_metrics_info_get(std::uint32_t dv,
     auto* raw = reinterpret_cast<unsigned char*>(metrics);
     std::memset(raw, 0xff, kSize);
     std::memcpy(raw, &m, sizeof m);
-    inject::put_metrics_v17(raw, *v.metrics,
+    inject::put_metrics_v17(raw, *v.metrics, v.busy_percent,
                             {.pcie_bandwidth_acc = 144,
                              .xgmi_read = 184,
                              .xgmi_write = 248,
                              .accumulation_counter = 424,
                              .residencies = 432,
                              .num_partition = 472,
+                             .xcp0_gfx_busy = kXcp0,
                              .xcp0_vcn_busy = kXcp0 + 112,
                              .xcp0_jpeg_busy = kXcp0 + 32,
                              .vram_max_bandwidth = 4520});
