@@ -92,6 +92,27 @@ void add_metricslist_rows(std::vector<TableMetric>& rows) {
                     "Percentage of " + kind + " violation residency", MetricType::Gauge,
                     [k](D, S s) { return s.violation.residency_percent[k]; }});
   }
+  // Per XCC (xcc_index, as AMD's exporter): why the GFX clock stayed below the host's limit.
+  static constexpr const char* kXccKinds[ViolationSample::kXccKinds] = {
+      "gfx_clock_below_host_limit_power", "gfx_clock_below_host_limit_thermal", "low_utilization",
+      "gfx_clock_below_host_limit_total"};
+  for (std::size_t k = 0; k < ViolationSample::kXccKinds; ++k) {
+    const std::string kind = kXccKinds[k];
+    for (unsigned xcc = 0; xcc < 8; ++xcc) {
+      rows.push_back({"gpu_violation_" + kind + "_accumulated",
+                      "Accumulated " + kind + " violation counter, per XCC",
+                      MetricType::Gauge,
+                      [k, xcc](D, S s) { return at_index(s.violation.xcc_accumulated[k], xcc); },
+                      {{"xcc_index", std::to_string(xcc)}}});
+    }
+    for (unsigned xcc = 0; xcc < 8; ++xcc) {
+      rows.push_back({"gpu_violation_" + kind + "_percentage",
+                      "Percentage of " + kind + " violation, per XCC",
+                      MetricType::Gauge,
+                      [k, xcc](D, S s) { return at_index(s.violation.xcc_percent[k], xcc); },
+                      {{"xcc_index", std::to_string(xcc)}}});
+    }
+  }
   // metricslist.md: "usually 8 in an MI300X system", labelled link_index.
   for (unsigned link = 0; link < 8; ++link) {
     rows.push_back({"gpu_xgmi_link_rx",

@@ -524,6 +524,10 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
   EXPECT_EQ(p.scalar("gpu_used_visible_vram{gpu_id=\"0\"}"), 284);
   EXPECT_EQ(p.scalar("gpu_violation_current_accumulated_counter{gpu_id=\"0\"}"), 5180000);
   EXPECT_EQ(p.scalar("count(gpu_violation_ppt_residency_percentage)"), 8);
+  EXPECT_EQ(p.scalar("count(gpu_violation_low_utilization_percentage)"), 8 * 8);  // per XCC
+  EXPECT_EQ(p.scalar("count(gpu_violation_gfx_clock_below_host_limit_total_accumulated{"
+                     "gpu_id=\"0\",xcc_index=\"7\"})"),
+            1);
   EXPECT_EQ(p.scalar("gpu_xgmi_link_rx{gpu_id=\"0\",link_index=\"1\"}"), 2776148);
   EXPECT_EQ(p.scalar("count(gpu_xgmi_link_tx)"), 64);
   EXPECT_EQ(p.scalar("pcie_bidirectional_bandwidth{gpu_id=\"0\"}"), 1824);

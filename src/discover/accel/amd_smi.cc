@@ -707,6 +707,21 @@ void AmdSmiBackend::read_throttle(amdsmi::ProcessorHandle p, Tally& t, Accelerat
       if (accumulated[k] != UINT64_MAX) s.violation.residency_accumulated[k] = accumulated[k];
       if (percent[k] <= 100) s.violation.residency_percent[k] = static_cast<double>(percent[k]);
     }
+    // Row 0: the first partition's XCCs (the whole GPU in SPX), in ViolationSample's order.
+    const std::uint64_t(*xcc_acc[ViolationSample::kXccKinds])[amdsmi::kMaxNumXcc] = {
+        v.acc_gfx_clk_below_host_limit_pwr, v.acc_gfx_clk_below_host_limit_thm,
+        v.acc_low_utilization, v.acc_gfx_clk_below_host_limit_total};
+    const std::uint64_t(*xcc_per[ViolationSample::kXccKinds])[amdsmi::kMaxNumXcc] = {
+        v.per_gfx_clk_below_host_limit_pwr, v.per_gfx_clk_below_host_limit_thm,
+        v.per_low_utilization, v.per_gfx_clk_below_host_limit_total};
+    for (std::size_t k = 0; k < ViolationSample::kXccKinds; ++k) {
+      for (unsigned xcc = 0; xcc < amdsmi::kMaxNumXcc; ++xcc) {
+        std::uint64_t acc = xcc_acc[k][0][xcc];
+        std::uint64_t per = xcc_per[k][0][xcc];
+        if (acc != UINT64_MAX) s.violation.xcc_accumulated[k].emplace_back(xcc, acc);
+        if (per <= 100) s.violation.xcc_percent[k].emplace_back(xcc, static_cast<double>(per));
+      }
+    }
   }
   if (api_.gpu_metrics) {
     auto mask = amd::metrics_throttle_mask([&](amd::GpuMetricsPrefix* table) {

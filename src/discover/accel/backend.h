@@ -86,10 +86,18 @@ struct ViolationSample {
   std::optional<std::uint64_t> accumulation_counter;  // the counter the residencies count in
   std::optional<std::uint64_t> residency_accumulated[kKinds];
   std::optional<double> residency_percent[kKinds];  // 0-100, over the library's interval
+  // Per XCC of the first partition (amd-smi 26's violation status): the GFX clock held below
+  // the host's limit by power, by temperature, by low utilisation, and in all (XCC → value).
+  static constexpr std::size_t kXccKinds = 4;
+  std::vector<std::pair<unsigned, std::uint64_t>> xcc_accumulated[kXccKinds];
+  std::vector<std::pair<unsigned, double>> xcc_percent[kXccKinds];
   bool empty() const {
     if (accumulation_counter) return false;
     for (std::size_t k = 0; k < kKinds; ++k) {
       if (residency_accumulated[k] || residency_percent[k]) return false;
+    }
+    for (std::size_t k = 0; k < kXccKinds; ++k) {
+      if (!xcc_accumulated[k].empty() || !xcc_percent[k].empty()) return false;
     }
     return true;
   }

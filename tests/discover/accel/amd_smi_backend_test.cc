@@ -192,6 +192,14 @@ TEST_F(AmdSmiMi300xTest, ViolationResidenciesFollowTheSteps) {
   EXPECT_EQ(s85.violation.residency_accumulated[1], std::optional<std::uint64_t>(54000));
   EXPECT_EQ(s85.violation.residency_percent[1], std::optional<double>(18));
   EXPECT_EQ(s85.violation.residency_percent[2], std::optional<double>(0));
+  // Per XCC: the power limit held each of the eight XCCs' clocks below the host's limit.
+  for (std::size_t k = 0; k < ViolationSample::kXccKinds; ++k) {
+    ASSERT_EQ(s85.violation.xcc_accumulated[k].size(), 8u) << k;
+    ASSERT_EQ(s85.violation.xcc_percent[k].size(), 8u) << k;
+  }
+  EXPECT_EQ(s85.violation.xcc_percent[0][5], (std::pair<unsigned, double>{5, 18}));  // power
+  EXPECT_EQ(s85.violation.xcc_percent[1][5], (std::pair<unsigned, double>{5, 0}));   // thermal
+  EXPECT_EQ(s85.violation.xcc_accumulated[3][7], (std::pair<unsigned, std::uint64_t>{7, 54000}));
   AcceleratorSample e5 = backend_->sample("0000:e5:00.0");
   EXPECT_EQ(e5.violation.residency_accumulated[2], std::optional<std::uint64_t>(21000));
   EXPECT_EQ(e5.violation.residency_percent[2], std::optional<double>(7));

@@ -198,6 +198,14 @@ const std::set<std::string>& field_names() {
   return names;
 }
 
+// The per-XCC violation kinds, as amdsmi_violation_status_t names its arrays.
+const std::set<std::string>& xcc_violation_kinds() {
+  static const std::set<std::string> kinds = {"gfx_clk_below_host_limit_pwr",
+                                              "gfx_clk_below_host_limit_thm", "low_utilization",
+                                              "gfx_clk_below_host_limit_total"};
+  return kinds;
+}
+
 const std::set<std::string>& violation_flags() {
   static const std::set<std::string> flags = {"prochot_thrm", "ppt_pwr", "socket_thrm", "vr_thrm",
                                               "hbm_thrm"};
@@ -269,10 +277,21 @@ void apply_values(const json& j, Values& v) {
   if (j.contains("pcie")) v.pcie = j.at("pcie");
   if (j.contains("metrics")) v.metrics = inject::checked_metrics(j.at("metrics"));
   if (j.contains("violation")) {
-    inject::check_keys(j.at("violation"), {"acc_counter", "acc", "per"}, "violation");
+    inject::check_keys(j.at("violation"), {"acc_counter", "acc", "per", "xcc_acc", "xcc_per"},
+                       "violation");
     for (const char* key : {"acc", "per"}) {
       if (j.at("violation").value(key, json::array()).size() > 5) {
         throw std::runtime_error(std::string("violation: five ") + key + " at most");
+      }
+    }
+    // "xcc_acc"/"xcc_per": {"<kind>": [one value per XCC of the first partition]}.
+    for (const char* key : {"xcc_acc", "xcc_per"}) {
+      const json lists = j.at("violation").value(key, json::object());
+      for (const auto& [kind, list] : lists.items()) {
+        if (!xcc_violation_kinds().count(kind)) {
+          throw std::runtime_error(std::string("violation: unknown ") + key + " kind " + kind);
+        }
+        if (list.size() > 8) throw std::runtime_error("violation: eight XCCs at most");
       }
     }
     v.violation = j.at("violation");
@@ -973,6 +992,30 @@ AMDSMI_API Status amdsmi_get_violation_status(ProcessorHandle p, ViolationStatus
     for (const auto& x : vj.value("per", json::array())) {
       if (k == 5) break;
       *per[k++] = x.get<std::uint64_t>();
+    }
+    // Partition 0's XCCs (row 0 of each [XCP][XCC] array).
+    const std::map<std::string, std::pair<std::uint64_t*, std::uint64_t*>> xcc_rows = {
+        {"gfx_clk_below_host_limit_pwr",
+         {status->acc_gfx_clk_below_host_limit_pwr[0],
+          status->per_gfx_clk_below_host_limit_pwr[0]}},
+        {"gfx_clk_below_host_limit_thm",
+         {status->acc_gfx_clk_below_host_limit_thm[0],
+          status->per_gfx_clk_below_host_limit_thm[0]}},
+        {"low_utilization", {status->acc_low_utilization[0], status->per_low_utilization[0]}},
+        {"gfx_clk_below_host_limit_total",
+         {status->acc_gfx_clk_below_host_limit_total[0],
+          status->per_gfx_clk_below_host_limit_total[0]}},
+    };
+    for (const auto& [kind, row] : xcc_rows) {
+      for (int which = 0; which < 2; ++which) {
+        const json lists = vj.value(which == 0 ? "xcc_acc" : "xcc_per", json::object());
+        std::uint64_t* out = which == 0 ? row.first : row.second;
+        std::size_t xcc = 0;
+        for (const auto& x : lists.value(kind, json::array())) {
+          if (xcc == 8) break;  // checked when the scenario was read
+          out[xcc++] = x.get<std::uint64_t>();
+        }
+      }
     }
     return kSuccess;
   });
