@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -160,7 +161,57 @@ bool bitmap_beyond(const std::string& bitmap, unsigned max_index) {
   return words > max_index / 32 + 1;
 }
 
+// The form hwloc's XML export writes a bitmap in, and the only one its reader is sure to load:
+// 32-bit words "0x" and one to eight hex digits, highest first, an all-zero word left empty
+// ("0x00000400,,0x0"), an infinite set starting "0xf...f". A word hwloc_bitmap_sscanf cannot
+// read leaves the object without that set, which libhwloc 2.9 then dereferences (fuzzing:
+// complete_cpuset "0x00000400,&0x0", SEGV in hwloc_bitmap_compare_first).
+bool bitmap_well_formed(const std::string& bitmap) {
+  std::string_view rest(bitmap);
+  if (rest.substr(0, 7) == "0xf...f") {
+    rest.remove_prefix(7);
+    if (rest.empty()) return true;
+    if (rest.front() != ',') return false;
+    rest.remove_prefix(1);
+  }
+  size_t words = 0;
+  for (;;) {
+    size_t comma = rest.find(',');
+    std::string_view word = rest.substr(0, comma);
+    const bool last = comma == std::string_view::npos;
+    if (word.empty()) {
+      if (words == 0 || last) return false;  // hwloc writes neither a leading nor a trailing ","
+    } else {
+      if (word.size() < 3 || word.size() > 10 || word.substr(0, 2) != "0x") return false;
+      for (char c : word.substr(2)) {
+        if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+      }
+    }
+    ++words;
+    if (last) return true;
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+// XML 1.0 has no control characters but tab, newline and carriage return; libhwloc reads the
+// file as a C string, so a NUL ends it where its parser does not expect (fuzzing: a NUL inside
+// the <topology> tag, a read past the buffer in strspn).
+std::optional<size_t> control_byte_line(const std::string& text) {
+  size_t line = 1;
+  for (unsigned char c : text) {
+    if (c == '\n') ++line;
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return line;
+    if (c == 0x7f) return line;
+  }
+  return std::nullopt;
+}
+
 Status check_tags(const std::string& path, const std::string& text) {
+  if (auto bad = control_byte_line(text)) {
+    return xml_error(path,
+                     "line " + std::to_string(*bad) + " has a control character (XML has none)",
+                     "export the topology again with lstopo-no-graphics --of xml");
+  }
   size_t line = 1, counted = 0;
   for (size_t at = text.find('<'); at != std::string::npos; at = text.find('<', at)) {
     line += static_cast<size_t>(std::count(text.begin() + static_cast<long>(counted),
@@ -187,6 +238,20 @@ Status check_tags(const std::string& path, const std::string& text) {
     size_t tag_at = at + 1;
     auto tag = read_start_tag(path, text, tag_at, line);
     if (!tag) return tag.error();
+    if (tag->name != "object") {
+      // cpukind and the like carry sets too, read by the same hwloc_bitmap_sscanf.
+      for (const auto& [name, value] : tag->attributes) {
+        const bool set = (name.size() >= 6 && name.compare(name.size() - 6, 6, "cpuset") == 0) ||
+                         (name.size() >= 7 && name.compare(name.size() - 7, 7, "nodeset") == 0);
+        if (set && !bitmap_well_formed(value)) {
+          return xml_error(path,
+                           "line " + std::to_string(line) + ": <" + printable(tag->name) +
+                               "> has " + name + " " + printable(value) +
+                               ", not a bitmap as hwloc writes it",
+                           "export the topology again with lstopo-no-graphics --of xml");
+        }
+      }
+    }
     if (tag->name == "object") {
       const std::string* type = tag->attribute("type");
       std::string problem;
@@ -224,8 +289,12 @@ Status check_tags(const std::string& path, const std::string& text) {
         if (!problem.empty()) break;
         const bool cpus = name.size() >= 6 && name.compare(name.size() - 6, 6, "cpuset") == 0;
         const bool nodes = name.size() >= 7 && name.compare(name.size() - 7, 7, "nodeset") == 0;
-        if ((cpus && bitmap_beyond(value, kMaxCpuIndex)) ||
-            (nodes && bitmap_beyond(value, kMaxNodeIndex))) {
+        if ((cpus || nodes) && !bitmap_well_formed(value)) {
+          problem = "has " + name + " " + printable(value) +
+                    ", not a bitmap as hwloc writes it (0x-prefixed 32-bit hex words, highest "
+                    "first)";
+        } else if ((cpus && bitmap_beyond(value, kMaxCpuIndex)) ||
+                   (nodes && bitmap_beyond(value, kMaxNodeIndex))) {
           problem = "has a " + name + " beyond " + (cpus ? "CPU " : "NUMA node ") +
                     std::to_string(cpus ? kMaxCpuIndex : kMaxNodeIndex);
         }
