@@ -34,6 +34,20 @@ std::optional<double> at_index(const std::vector<std::pair<unsigned, T>>& list, 
   return std::nullopt;
 }
 
+// One series per entry of an indexed list of the sample (an XCC, a link, an engine) among its
+// first `count` indexes, labelled `label` with the index. `list(sample)` gives the list.
+template <class List>
+void add_indexed(std::vector<TableMetric>& rows, const std::string& name, const std::string& help,
+                 const char* label, unsigned count, List list) {
+  for (unsigned i = 0; i < count; ++i) {
+    rows.push_back({name,
+                    help,
+                    MetricType::Gauge,
+                    [list, i](D, S s) { return at_index(list(s), i); },
+                    {{label, std::to_string(i)}}});
+  }
+}
+
 // What metricslist.md adds to the table below: each RAS block's ECC counts, GTT and visible
 // VRAM, MI300's violation residencies, XGMI data per link, PCIe and VRAM bandwidth, VCN and
 // JPEG busy per engine. All GPU-wide: on partition 0 only (metricslist.md: "applicable for
@@ -98,63 +112,37 @@ void add_metricslist_rows(std::vector<TableMetric>& rows) {
       "gfx_clock_below_host_limit_total"};
   for (std::size_t k = 0; k < ViolationSample::kXccKinds; ++k) {
     const std::string kind = kXccKinds[k];
-    for (unsigned xcc = 0; xcc < 8; ++xcc) {
-      rows.push_back({"gpu_violation_" + kind + "_accumulated",
-                      "Accumulated " + kind + " violation counter, per XCC",
-                      MetricType::Gauge,
-                      [k, xcc](D, S s) { return at_index(s.violation.xcc_accumulated[k], xcc); },
-                      {{"xcc_index", std::to_string(xcc)}}});
-    }
-    for (unsigned xcc = 0; xcc < 8; ++xcc) {
-      rows.push_back({"gpu_violation_" + kind + "_percentage",
-                      "Percentage of " + kind + " violation, per XCC",
-                      MetricType::Gauge,
-                      [k, xcc](D, S s) { return at_index(s.violation.xcc_percent[k], xcc); },
-                      {{"xcc_index", std::to_string(xcc)}}});
-    }
+    add_indexed(
+        rows, "gpu_violation_" + kind + "_accumulated",
+        "Accumulated " + kind + " violation counter, per XCC", "xcc_index",
+        8, [k](S s) -> const auto& { return s.violation.xcc_accumulated[k]; });
+    add_indexed(
+        rows, "gpu_violation_" + kind + "_percentage",
+        "Percentage of " + kind + " violation, per XCC", "xcc_index",
+        8, [k](S s) -> const auto& { return s.violation.xcc_percent[k]; });
   }
   // metricslist.md: "usually 8 in an MI300X system", labelled link_index.
-  for (unsigned link = 0; link < 8; ++link) {
-    rows.push_back({"gpu_xgmi_link_rx",
-                    "Accumulated XGMI link data read (KB)",
-                    MetricType::Gauge,
-                    [link](D, S s) { return at_index(s.xgmi_read_kb, link); },
-                    {{"link_index", std::to_string(link)}}});
-  }
-  for (unsigned link = 0; link < 8; ++link) {
-    rows.push_back({"gpu_xgmi_link_tx",
-                    "Accumulated XGMI link data written (KB)",
-                    MetricType::Gauge,
-                    [link](D, S s) { return at_index(s.xgmi_write_kb, link); },
-                    {{"link_index", std::to_string(link)}}});
-  }
+  add_indexed(
+      rows, "gpu_xgmi_link_rx", "Accumulated XGMI link data read (KB)", "link_index", 8,
+      [](S s) -> const auto& { return s.xgmi_read_kb; });
+  add_indexed(
+      rows, "gpu_xgmi_link_tx", "Accumulated XGMI link data written (KB)", "link_index", 8,
+      [](S s) -> const auto& { return s.xgmi_write_kb; });
   rows.push_back({"pcie_bidirectional_bandwidth", "Accumulated PCIe bandwidth (GB/s)",
                   MetricType::Gauge, [](D, S s) { return s.pcie_bandwidth_accumulated_gbs; }});
   rows.push_back({"gpu_vram_max_bandwidth", "Maximum VRAM bandwidth at max memory clock (GB/s)",
                   MetricType::Gauge, [](D, S s) { return s.vram_max_bandwidth_gbs; }});
   // AMD's exporter labels every *_busy_instantaneous entry xcc_index, the VCN and JPEG engines'
   // too (gpuagent_gpu_metrics.go); its gpu_vcn_activity/gpu_jpeg_activity use vcn_/jpeg_index.
-  for (unsigned xcc = 0; xcc < 8; ++xcc) {
-    rows.push_back({"gpu_gfx_busy_instantaneous",
-                    "GFX busy, instantaneous, per XCC (%)",
-                    MetricType::Gauge,
-                    [xcc](D, S s) { return at_index(s.gfx_busy_percent, xcc); },
-                    {{"xcc_index", std::to_string(xcc)}}});
-  }
-  for (unsigned engine = 0; engine < 4; ++engine) {
-    rows.push_back({"gpu_vcn_busy_instantaneous",
-                    "VCN busy, instantaneous (%)",
-                    MetricType::Gauge,
-                    [engine](D, S s) { return at_index(s.vcn_busy_percent, engine); },
-                    {{"xcc_index", std::to_string(engine)}}});
-  }
-  for (unsigned engine = 0; engine < 40; ++engine) {
-    rows.push_back({"gpu_jpeg_busy_instantaneous",
-                    "JPEG busy, instantaneous (%)",
-                    MetricType::Gauge,
-                    [engine](D, S s) { return at_index(s.jpeg_busy_percent, engine); },
-                    {{"xcc_index", std::to_string(engine)}}});
-  }
+  add_indexed(
+      rows, "gpu_gfx_busy_instantaneous", "GFX busy, instantaneous, per XCC (%)", "xcc_index", 8,
+      [](S s) -> const auto& { return s.gfx_busy_percent; });
+  add_indexed(
+      rows, "gpu_vcn_busy_instantaneous", "VCN busy, instantaneous (%)", "xcc_index", 4,
+      [](S s) -> const auto& { return s.vcn_busy_percent; });
+  add_indexed(
+      rows, "gpu_jpeg_busy_instantaneous", "JPEG busy, instantaneous (%)", "xcc_index", 40,
+      [](S s) -> const auto& { return s.jpeg_busy_percent; });
 }
 
 std::vector<TableMetric> amd_table() {
