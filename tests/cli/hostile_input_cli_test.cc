@@ -402,6 +402,15 @@ TEST_F(HostileInput, HwlocMalformedAttributesAreRefused) {
   std::string open_tag =
       xml.substr(0, xml.rfind("</topology>")) + "</topology>\n<object type=\"PU\"";
   refused("topo --topology '" + file("open.xml", open_tag) + "'", "is not closed");
+  // A declaration, comment or end tag left open: libhwloc reads on past it, so the pre-check
+  // must too (fuzzing: "<?xml " without "?>" hid an object without complete_cpuset, SEGV).
+  for (const std::string& opener :
+       {std::string("<?xml "), std::string("<!-- "), std::string("</x ")}) {
+    std::string hidden = xml.substr(0, pu) + opener + xml.substr(pu);
+    hidden.replace(hidden.find(" complete_cpuset=\"", pu), 1, " x");
+    refused("topo --topology '" + file("unclosed.xml", hidden) + "'",
+            "line " + std::to_string(line) + ": a declaration, comment or end tag is not closed");
+  }
 }
 
 // Bitmaps hwloc_bitmap_sscanf cannot read (it leaves the object without that set; libhwloc 2.9
