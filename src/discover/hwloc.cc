@@ -249,8 +249,7 @@ Status check_tags(const std::string& path, const std::string& text) {
     if (tag->name != "object") {
       // cpukind and the like carry sets too, read by the same hwloc_bitmap_sscanf.
       for (const auto& [name, value] : tag->attributes) {
-        const bool set = (name.size() >= 6 && name.compare(name.size() - 6, 6, "cpuset") == 0) ||
-                         (name.size() >= 7 && name.compare(name.size() - 7, 7, "nodeset") == 0);
+        const bool set = name.ends_with("cpuset") || name.ends_with("nodeset");
         if (set && !bitmap_well_formed(value)) {
           return xml_error(path,
                            "line " + std::to_string(line) + ": <" + printable(tag->name) +
@@ -295,8 +294,8 @@ Status check_tags(const std::string& path, const std::string& text) {
       }
       for (const auto& [name, value] : tag->attributes) {
         if (!problem.empty()) break;
-        const bool cpus = name.size() >= 6 && name.compare(name.size() - 6, 6, "cpuset") == 0;
-        const bool nodes = name.size() >= 7 && name.compare(name.size() - 7, 7, "nodeset") == 0;
+        const bool cpus = name.ends_with("cpuset");
+        const bool nodes = name.ends_with("nodeset");
         if ((cpus || nodes) && !bitmap_well_formed(value)) {
           problem = "has " + name + " " + printable(value) +
                     ", not a bitmap as hwloc writes it (0x-prefixed 32-bit hex words, highest "
