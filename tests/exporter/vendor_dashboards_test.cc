@@ -150,58 +150,64 @@ class VendorStack {
   int agent_port_ = 0, prometheus_port_ = 0;
 };
 
+// The four stacks, each started on first use and then kept for the process: ctest runs each test
+// case in a process of its own, which so starts only the stack it reads.
 struct Stacks {
   std::unique_ptr<VendorStack> nvidia, amd, gaudi;
   std::unique_ptr<VendorStack> amd_partitioned;  // an MI300X in DPX next to one in SPX
 };
 Stacks* stacks = nullptr;
 
+const VendorStack& started(std::unique_ptr<VendorStack>& slot, const std::string& name,
+                           const std::string& library_env,
+                           std::vector<polyaccel::testing::FakeContainer> pods) {
+  if (!slot) {
+    slot = std::make_unique<VendorStack>(name, library_env, std::move(pods));
+    // delta() over $__interval (15 s) needs two points in the window: wait for 4 scrapes.
+    slot->wait_for_scrapes(4);
+  }
+  return *slot;
+}
+
+const std::string kScenarios = SCENARIO_DIR;
+
+// NVIDIA at the scenario's training step (GPM busy, memory in use on the MIG GPU). Its pod holds
+// a MIG instance of the MIG-mode GPU (db:00.0); the AMD and Gaudi pods one whole device each.
+const VendorStack& nvidia_stack() {
+  return started(
+      stacks->nvidia, "nvidia",
+      std::string("POLYACCEL_NVML_LIB=") + NVML_INJECT_LIB + " NVML_INJECT_SCENARIO=" + kScenarios +
+          "/nvml/scenarios/hgx-8xh100.json NVML_INJECT_STEP=1",
+      {{"llm-0", "serve", "server", "nvidia.com/gpu", {"MIG-7c1d9e42-30ab-5f86-b2e4-9a0c6d1f3e58"}},
+       {"train-0",
+        "ml",
+        "worker",
+        "nvidia.com/gpu",
+        {"GPU-5b2e7a1c-3f0d-8e94-61c2-0a7d4f9b1e21"}}});
+}
+const VendorStack& amd_stack() {
+  return started(stacks->amd, "amd",
+                 std::string("POLYACCEL_AMD_SMI_LIB=") + AMD_SMI_INJECT_LIB +
+                     " AMD_SMI_INJECT_SCENARIO=" + kScenarios + "/amd_smi/scenarios/mi300x-8x.json",
+                 {{"trainer", "ml", "worker", "amd.com/gpu", {"0000:05:00.0"}}});
+}
+const VendorStack& amd_dpx_stack() {
+  return started(stacks->amd_partitioned, "amd-dpx",
+                 std::string("POLYACCEL_AMD_SMI_LIB=") + AMD_SMI_INJECT_LIB +
+                     " AMD_SMI_INJECT_SCENARIO=" + kScenarios +
+                     "/amd_smi/scenarios/mi300x-2x-dpx.json",
+                 {});
+}
+const VendorStack& gaudi_stack() {
+  return started(stacks->gaudi, "gaudi",
+                 std::string("POLYACCEL_HLML_LIB=") + HLML_INJECT_LIB +
+                     " HLML_INJECT_SCENARIO=" + kScenarios + "/hlml/scenarios/gaudi2-8x.json",
+                 {{"finetune", "ml", "worker", "habana.ai/gaudi", {"0000:19:00.0"}}});
+}
+
 class VendorDashboards : public ::testing::Test {
  public:
-  static void SetUpTestSuite() {
-    stacks = new Stacks;
-    const std::string scenarios = SCENARIO_DIR;
-    // NVIDIA at the scenario's training step (GPM busy, memory in use on the MIG GPU). The NVIDIA
-    // pod holds a MIG instance of the MIG-mode GPU (db:00.0), the AMD and Gaudi pods
-    // one whole device each.
-    stacks->nvidia =
-        std::make_unique<VendorStack>("nvidia",
-                                      std::string("POLYACCEL_NVML_LIB=") + NVML_INJECT_LIB +
-                                          " NVML_INJECT_SCENARIO=" + scenarios +
-                                          "/nvml/scenarios/hgx-8xh100.json NVML_INJECT_STEP=1",
-                                      std::vector<polyaccel::testing::FakeContainer>{
-                                          {"llm-0",
-                                           "serve",
-                                           "server",
-                                           "nvidia.com/gpu",
-                                           {"MIG-7c1d9e42-30ab-5f86-b2e4-9a0c6d1f3e58"}},
-                                          {"train-0",
-                                           "ml",
-                                           "worker",
-                                           "nvidia.com/gpu",
-                                           {"GPU-5b2e7a1c-3f0d-8e94-61c2-0a7d4f9b1e21"}}});
-    stacks->amd = std::make_unique<VendorStack>(
-        "amd",
-        std::string("POLYACCEL_AMD_SMI_LIB=") + AMD_SMI_INJECT_LIB +
-            " AMD_SMI_INJECT_SCENARIO=" + scenarios + "/amd_smi/scenarios/mi300x-8x.json",
-        std::vector<polyaccel::testing::FakeContainer>{
-            {"trainer", "ml", "worker", "amd.com/gpu", {"0000:05:00.0"}}});
-    stacks->amd_partitioned = std::make_unique<VendorStack>(
-        "amd-dpx",
-        std::string("POLYACCEL_AMD_SMI_LIB=") + AMD_SMI_INJECT_LIB +
-            " AMD_SMI_INJECT_SCENARIO=" + scenarios + "/amd_smi/scenarios/mi300x-2x-dpx.json",
-        std::vector<polyaccel::testing::FakeContainer>{});
-    stacks->gaudi = std::make_unique<VendorStack>(
-        "gaudi",
-        std::string("POLYACCEL_HLML_LIB=") + HLML_INJECT_LIB +
-            " HLML_INJECT_SCENARIO=" + scenarios + "/hlml/scenarios/gaudi2-8x.json",
-        std::vector<polyaccel::testing::FakeContainer>{
-            {"finetune", "ml", "worker", "habana.ai/gaudi", {"0000:19:00.0"}}});
-    // delta() over $__interval (15 s) needs two points in the window: wait for 4 scrapes.
-    for (auto* s : {stacks->nvidia.get(), stacks->amd.get(), stacks->gaudi.get(),
-                    stacks->amd_partitioned.get()})
-      s->wait_for_scrapes(4);
-  }
+  static void SetUpTestSuite() { stacks = new Stacks; }
   static void TearDownTestSuite() {
     delete stacks;
     stacks = nullptr;
@@ -391,7 +397,7 @@ void expect_every_panel_with_data(const std::vector<std::string>& files,
 // ---- NVIDIA ----
 
 TEST_F(VendorDashboards, NvidiaDashboardEveryPanel) {
-  expect_every_panel_with_data({"nvidia/dcgm-exporter-dashboard.json"}, *stacks->nvidia, {}, 8);
+  expect_every_panel_with_data({"nvidia/dcgm-exporter-dashboard.json"}, nvidia_stack(), {}, 8);
 }
 
 // Every field of dcgm-exporter's default list that NVML gives is exported.
@@ -410,7 +416,7 @@ TEST_F(VendorDashboards, NvidiaDefaultCounters) {
     // DCGM_FI_DRIVER_VERSION is a label of every series, not a metric.
     if (field.rfind("DCGM_", 0) != 0 || line.find("label") != std::string::npos) continue;
     ++fields;
-    bool present = !stacks->nvidia->query("count(" + field + ")").empty();
+    bool present = !nvidia_stack().query("count(" + field + ")").empty();
     if (not_from_nvml.count(field)) {
       EXPECT_FALSE(present) << field << " has data now: take it off the list";
       continue;
@@ -421,7 +427,7 @@ TEST_F(VendorDashboards, NvidiaDefaultCounters) {
 }
 
 TEST_F(VendorDashboards, NvidiaValuesInDcgmUnits) {
-  const VendorStack& p = *stacks->nvidia;
+  const VendorStack& p = nvidia_stack();
   // Training step: 652.34 W on seven GPUs, 699.81 W on 4e:00.0 at its cap, each counted once
   // (MIG instances carry no power).
   EXPECT_NEAR(p.scalar("sum(DCGM_FI_DEV_POWER_USAGE)"), 7 * 652.34 + 699.81, 1e-6);
@@ -485,11 +491,11 @@ Reviewed amd_reviewed() {
 }
 
 TEST_F(VendorDashboards, AmdDashboardsEveryPanel) {
-  expect_every_panel_with_data(kAmdDashboards, *stacks->amd, amd_reviewed(), 89);
+  expect_every_panel_with_data(kAmdDashboards, amd_stack(), amd_reviewed(), 89);
 }
 
 TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
-  const VendorStack& p = *stacks->amd;
+  const VendorStack& p = amd_stack();
   EXPECT_EQ(p.scalar("gpu_package_power{serial_number=\"PCB05214210\"}"), 131);
   EXPECT_EQ(p.scalar("sum(gpu_nodes_total)"), 8);
   // MB as AMD's exporter: 192 GiB.
@@ -542,7 +548,7 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
 // metricslist.md gives for the primary partition only (engine activity, power, temperature) once
 // per GPU, on partition 0, so that sums count nothing twice.
 TEST_F(VendorDashboards, AmdEveryPartitionReported) {
-  const VendorStack& p = *stacks->amd_partitioned;
+  const VendorStack& p = amd_dpx_stack();
   EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous)"), 3);
   // Engine activity as metricslist.md has it: the primary partition's only.
   EXPECT_EQ(p.scalar("count(gpu_gfx_activity)"), 2);
@@ -580,7 +586,7 @@ TEST_F(VendorDashboards, GaudiEveryListedMetric) {
   EXPECT_GE(metrics.size(), 29u);
   int present = 0;
   for (const auto& m : metrics) {
-    bool has = !stacks->gaudi->query("count(" + m + ")").empty();
+    bool has = !gaudi_stack().query("count(" + m + ")").empty();
     present += has ? 1 : 0;
     if (reviewed.count(m)) {
       EXPECT_FALSE(has) << m << " has data now: take it off the list";
@@ -592,7 +598,7 @@ TEST_F(VendorDashboards, GaudiEveryListedMetric) {
 }
 
 TEST_F(VendorDashboards, GaudiValuesInExporterUnits) {
-  const VendorStack& p = *stacks->gaudi;
+  const VendorStack& p = gaudi_stack();
   EXPECT_EQ(p.scalar("habanalabs_power_mW{bus_id=\"0000:19:00.0\"}"), 91250);
   EXPECT_EQ(p.scalar("habanalabs_temperature_onboard{bus_id=\"0000:19:00.0\"}"), 29);
   EXPECT_EQ(p.scalar("habanalabs_temperature_onchip{bus_id=\"0000:19:00.0\"}"), 31);
@@ -609,7 +615,7 @@ TEST_F(VendorDashboards, GaudiValuesInExporterUnits) {
 // The tuning audit judges the accelerators' inventory, as `polyaccel audit` does: 2a:00.0 runs
 // without persistence mode.
 TEST_F(VendorDashboards, AuditFindingsIncludeTheGpus) {
-  const VendorStack& p = *stacks->nvidia;
+  const VendorStack& p = nvidia_stack();
   double n = -1;
   auto deadline = std::chrono::steady_clock::now() + 30s;
   while (std::chrono::steady_clock::now() < deadline) {
