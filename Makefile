@@ -73,6 +73,7 @@ test-tsan: deps
 test-sanitize: test-asan test-tsan
 
 bench: build
+	@bash scripts/install-deps.sh bench
 	bash bench/run.sh $(BUILD_DIR)
 
 format:

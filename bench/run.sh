@@ -11,6 +11,6 @@ build=${1:-build}
 "$build/bench/audit_bench" --benchmark_min_time=0.2
 "$build/bench/exporter_bench" --benchmark_min_time=0.2
 echo
-echo "Side by side with node_exporter: bench/agent_vs_node_exporter.py $build"
+python3 "$(dirname "$0")/agent_vs_node_exporter.py" "$build"
 "$build/bench/kube_bench" --benchmark_min_time=0.2
 "$build/bench/dra_bench" --benchmark_min_time=0.2

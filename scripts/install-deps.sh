@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package that polyaccel's build and tests need.
+# Installs every Debian 12 package that polyaccel's build and tests need (`bench`: and the benches').
 # Idempotent: quick when everything is present; runs `apt-get update` only when something is missing.
 set -euo pipefail
 
@@ -13,7 +13,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   prometheus libvirt-clients libxml2-utils libxml2-dev
   bzip2 tar curl pci.ids
-  libcurl4-openssl-dev libcivetweb-dev
+  libcurl4-openssl-dev libcivetweb-dev zlib1g-dev
   # a real TLS server in front of the test API server (tests/dra/tls_api_server_test.cc)
   socat openssl
   # the live multi-NUMA guest of tests/guest: QEMU (TCG), Debian's kernel, busybox for its init
@@ -23,6 +23,11 @@ packages=(
   # the container runtime that runs our CDI specs in that guest (tests/guest/cdi_podman.py)
   podman crun conmon
 )
+# `install-deps.sh bench` (make bench) adds the peer of bench/agent_vs_node_exporter.py. Not for
+# the tests: on a host with systemd the package starts a node_exporter service on :9100.
+if [ "${1:-}" = bench ]; then
+  packages+=(prometheus-node-exporter)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <prometheus/text_serializer.h>
 #include <iostream>
 #include <thread>
 
@@ -18,6 +17,7 @@
 #include "discover/accel/monitor.h"
 #include "exporter/exporter.h"
 #include "exporter/families_json.h"
+#include "exporter/text_format.h"
 #include "kube/pod_resources.h"
 
 namespace polyaccel::cli {
@@ -153,7 +153,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
     if (global.json) {
       out << exporter::families_json(scraper->scrape()).dump(2) << "\n";
     } else {
-      prometheus::TextSerializer().Serialize(out, scraper->scrape());
+      out << exporter::text_format(scraper->scrape());
     }
     return kExitOk;
   }

@@ -1,8 +1,6 @@
 #include "exporter/exporter.h"
 
 #include <CivetServer.h>
-#include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 
 #include <atomic>
 #include <cstring>
@@ -13,6 +11,7 @@
 #include "exporter/families.h"
 #include "exporter/http_front.h"
 #include "exporter/listen_address.h"
+#include "exporter/text_format.h"
 
 namespace polyaccel::exporter {
 namespace {
@@ -20,39 +19,48 @@ namespace {
 using prometheus::MetricType;
 using Clock = std::chrono::steady_clock;
 
-class ScrapeCollectable : public prometheus::Collectable {
- public:
-  explicit ScrapeCollectable(std::shared_ptr<Scraper> scraper) : scraper_(std::move(scraper)) {}
-  std::vector<prometheus::MetricFamily> Collect() const override { return scraper_->scrape(); }
-
- private:
-  std::shared_ptr<Scraper> scraper_;
-};
-
-// civetweb's begin_request has no user pointer of ours (the Exposer owns the server), so the
-// one exporter of the process is found here. /healthz and / are answered before the Exposer.
+// civetweb's begin_request has no user pointer of ours, so the one exporter of the process is
+// found here. It answers every request: /metrics, /healthz and /; anything else is civetweb's 404.
 std::atomic<const HttpExporter*> g_exporter{nullptr};
+
+void answer(mg_connection* conn, int status, const char* encoding, const std::string& body,
+            bool head) {
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n%s"
+            "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+            status, status == 200 ? "OK" : "Service Unavailable", encoding, body.size());
+  if (!head) mg_write(conn, body.data(), body.size());
+}
 
 int begin_request(mg_connection* conn) {
   const mg_request_info* ri = mg_get_request_info(conn);
   const HttpExporter* exporter = g_exporter.load();
   if (!ri || !ri->local_uri || !exporter) return 0;
-  std::string body;
-  int status = 200;
+  bool head = ri->request_method && std::strcmp(ri->request_method, "HEAD") == 0;
+  if (std::strcmp(ri->local_uri, "/metrics") == 0) {
+    std::string text = exporter->metrics_text();
+    // gzip when the client takes it (Prometheus always does), as prometheus-cpp's handler did.
+    const char* accept = mg_get_header(conn, "Accept-Encoding");
+    if (accept && std::strstr(accept, "gzip")) {
+      std::string compressed = gzip(text);
+      if (!compressed.empty()) {
+        answer(conn, 200, "Content-Encoding: gzip\r\n", compressed, head);
+        return 200;
+      }
+    }
+    answer(conn, 200, "", text, head);
+    return 200;
+  }
   if (std::strcmp(ri->local_uri, "/healthz") == 0) {
     Health h = exporter->health();
-    status = h.ok ? 200 : 503;
-    body = h.text + "\n";
-  } else if (std::strcmp(ri->local_uri, "/") == 0) {
-    body = "polyaccel agent: /metrics, /healthz\n";
-  } else {
-    return 0;  // /metrics and the rest: the Exposer
+    answer(conn, h.ok ? 200 : 503, "", h.text + "\n", head);
+    return h.ok ? 200 : 503;
   }
-  mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-            status, status == 200 ? "OK" : "Service Unavailable", body.size(), body.c_str());
-  return status;
+  if (std::strcmp(ri->local_uri, "/") == 0) {
+    answer(conn, 200, "", "polyaccel agent: /metrics, /healthz\n", head);
+    return 200;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -158,7 +166,6 @@ Health agent_health(const AcceleratorSnapshot& snapshot, std::chrono::system_clo
 Result<std::unique_ptr<HttpExporter>> HttpExporter::start(std::shared_ptr<Scraper> scraper) {
   std::unique_ptr<HttpExporter> ex(new HttpExporter());
   ex->scraper_ = scraper;
-  ex->collectable_ = std::make_shared<ScrapeCollectable>(scraper);
   static CivetCallbacks callbacks = [] {
     CivetCallbacks cb;
     cb.begin_request = begin_request;
@@ -173,7 +180,7 @@ Result<std::unique_ptr<HttpExporter>> HttpExporter::start(std::shared_ptr<Scrape
   try {
     // civetweb serves on loopback only, one request per connection: the front hands it complete
     // request heads and relays each answer until civetweb closes.
-    ex->exposer_ = std::make_unique<prometheus::Exposer>(
+    ex->server_ = std::make_unique<CivetServer>(
         std::vector<std::string>{"listening_ports", "127.0.0.1:0", "num_threads",
                                  std::to_string(o.threads), "request_timeout_ms",
                                  std::to_string(o.request_timeout.count()),
@@ -188,9 +195,8 @@ Result<std::unique_ptr<HttpExporter>> HttpExporter::start(std::shared_ptr<Scrape
                  "civetweb cannot listen on 127.0.0.1: " + std::string(e.what()),
                  {}};
   }
-  ex->exposer_->RegisterCollectable(ex->collectable_);
   g_exporter.store(ex.get());
-  auto backend_ports = ex->exposer_->GetListeningPorts();
+  auto backend_ports = ex->server_->getListeningPorts();
   if (backend_ports.empty()) {
     ::close(*listen_fd);
     return Error{ErrorCode::internal, "agent HTTP server", "civetweb has no port", {}};
@@ -204,14 +210,18 @@ Result<std::unique_ptr<HttpExporter>> HttpExporter::start(std::shared_ptr<Scrape
 }
 
 HttpExporter::~HttpExporter() {
-  front_.reset();    // no new request reaches civetweb
-  exposer_.reset();  // joins civetweb's threads: no request can still look at us
+  front_.reset();   // no new request reaches civetweb
+  server_.reset();  // joins civetweb's threads: no request can still look at us
   const HttpExporter* self = this;
   g_exporter.compare_exchange_strong(self, nullptr);
 }
 
 int HttpExporter::port() const {
   return front_ ? front_->port() : 0;
+}
+
+std::string HttpExporter::metrics_text() const {
+  return text_format(scraper_->scrape());
 }
 
 Health HttpExporter::health() const {

@@ -1,7 +1,7 @@
-// The agent's HTTP side: /metrics through prometheus-cpp's Exposer (civetweb; gzip when the
-// scraper asks) behind a non-blocking front (http_front.h), /healthz, and the self-metrics of every
-// scrape. A scrape reads the snapshots the samplers published and serialises them: it never waits
-// on a vendor call or on kubelet.
+// The agent's HTTP side: /metrics in the text format (text_format.h; gzip when the scraper asks)
+// and /healthz, answered by civetweb behind a non-blocking front (http_front.h), and the
+// self-metrics of every scrape. A scrape reads the snapshots the samplers published and serialises
+// them: it never waits on a vendor call or on kubelet.
 #pragma once
 
 #include <chrono>
@@ -15,10 +15,7 @@
 
 #include "exporter/collector.h"
 
-namespace prometheus {
-class Collectable;
-class Exposer;
-}  // namespace prometheus
+class CivetServer;
 
 namespace polyaccel::exporter {
 
@@ -95,13 +92,13 @@ class HttpExporter {
 
   int port() const;  // the bound port (useful with :0)
   Health health() const;
+  std::string metrics_text() const;  // a scrape in the text format
 
  private:
   HttpExporter() = default;
   std::shared_ptr<Scraper> scraper_;
-  std::shared_ptr<prometheus::Collectable> collectable_;
-  std::unique_ptr<prometheus::Exposer> exposer_;  // civetweb on 127.0.0.1, behind front_
-  std::unique_ptr<HttpFront> front_;              // the --listen address
+  std::unique_ptr<CivetServer> server_;  // civetweb on 127.0.0.1, behind front_
+  std::unique_ptr<HttpFront> front_;     // the --listen address
 };
 
 }  // namespace polyaccel::exporter

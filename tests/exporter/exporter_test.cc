@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 
+#include <prometheus/text_serializer.h>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "exporter/families.h"
 #include "exporter/family_values.h"
 #include "exporter/http_front.h"
+#include "exporter/text_format.h"
 #include "support/test_support.h"
 
 namespace polyaccel::exporter {
@@ -80,6 +82,21 @@ class Exporter : public ::testing::Test {
   std::unique_ptr<AcceleratorMonitor> monitor_;
   PodAssignments pods_;
 };
+
+// A whole scrape of the H100 and MI300X scenarios (every name set, pod labels): the text the
+// agent serves is what prometheus-cpp's TextSerializer writes for the same families.
+TEST_F(Exporter, ScrapeTextIsPrometheusCppsByteForByte) {
+  start_monitor();
+  wait_sampled();
+  pods_.reachable = true;
+  pods_.by_device["GPU-5b2e7a1c-3f0d-8e94-61c2-0a7d4f9b1e21"] = {
+      {"train-0", "ml", "worker", "nvidia.com/gpu"}};
+  Families f = scraper()->scrape();
+  ASSERT_GT(f.size(), 100u);
+  std::string ours = text_format(f);
+  EXPECT_EQ(ours, prometheus::TextSerializer().Serialize(f));
+  EXPECT_THAT(ours, HasSubstr("pod=\"train-0\""));
+}
 
 TEST_F(Exporter, EveryNameSetWithTheScenarioValues) {
   start_monitor();
@@ -272,6 +289,11 @@ TEST_F(Exporter, HttpServesMetricsGzipAndHealthz) {
   EXPECT_THAT(curl("--compressed " + base + "/metrics"),
               HasSubstr("# TYPE DCGM_FI_DEV_GPU_UTIL gauge"));
   EXPECT_EQ(curl(base + "/healthz"), "ok\n");
+  // HEAD: the headers of the answer, no body.
+  std::string head = curl("-sS -I " + base + "/metrics");
+  EXPECT_THAT(head, HasSubstr("HTTP/1.1 200 OK"));
+  EXPECT_THAT(head, HasSubstr("Content-Type: text/plain; charset=utf-8"));
+  EXPECT_THAT(curl("-s -o /dev/null -w '%{http_code}' " + base + "/nothing-here"), "404");
   // A second exporter on the same port: one clear error naming the address.
   ExporterOptions o = scraper()->options();
   o.listen = "127.0.0.1:" + std::to_string((*http)->port());
