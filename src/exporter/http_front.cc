@@ -232,7 +232,8 @@ void HttpFront::run() {
     if (!c.head_marked) {
       // Every connection ends after one answer, and HTTP/1.1 clients (Python's http.client, Go
       // between retries) take an answer without `Connection: close` as keep-alive and send the
-      // next request into a closing socket. civetweb's answers for prometheus-cpp omit it.
+      // next request into a closing socket. civetweb's own answers (404) carry it; this is for any
+      // that does not.
       std::size_t head_end = c.to_client.find("\r\n\r\n");
       if (head_end == std::string::npos && !c.answer_done) return;  // the head is not in yet
       c.head_marked = true;
