@@ -828,30 +828,25 @@ Status load_topology(const DiscoverOptions& options, Topology& topo) {
       return bad_input(options.topology_xml, "hwloc cannot use it as an XML topology");
     }
   }
-  if (hwloc_topology_load(topo.t) != 0) {
-    std::string input = !options.topology_xml.empty() ? options.topology_xml
-                        : !options.fsroot.empty()     ? options.fsroot
-                                                      : "live host";
+  const std::string input = !options.topology_xml.empty() ? options.topology_xml
+                            : !options.fsroot.empty()     ? options.fsroot
+                                                          : "live host";
+  if (hwloc_topology_load(topo.t) != 0)
     return bad_input(input, "hwloc cannot load it (malformed or truncated topology)");
-  }
-  if (hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_PU) <= 0) {
-    return bad_input(options.topology_xml.empty() ? options.fsroot : options.topology_xml,
-                     "holds no CPU (PU) at all");
-  }
+  if (hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_PU) <= 0)
+    return bad_input(input, "holds no CPU (PU) at all");
   // A gathered tree is not pre-checked: bound the CPU and node numbers hwloc read from it.
   hwloc_obj_t root = hwloc_get_root_obj(topo.t);
   int last_cpu = root->complete_cpuset ? hwloc_bitmap_last(root->complete_cpuset) : -1;
   int last_node = root->complete_nodeset ? hwloc_bitmap_last(root->complete_nodeset) : -1;
-  if (last_cpu > static_cast<int>(kMaxCpuIndex) || last_node > static_cast<int>(kMaxNodeIndex) ||
-      (root->complete_cpuset && hwloc_bitmap_weight(root->complete_cpuset) < 0)) {
-    std::string input = !options.topology_xml.empty() ? options.topology_xml
-                        : !options.fsroot.empty()     ? options.fsroot
-                                                      : "live host";
-    return bad_input(input, "names CPU " + std::to_string(last_cpu) + " or NUMA node " +
-                                std::to_string(last_node) + ", beyond CPU " +
-                                std::to_string(kMaxCpuIndex) + " and node " +
+  if (root->complete_cpuset && hwloc_bitmap_weight(root->complete_cpuset) < 0)
+    return bad_input(input, "has an infinite CPU set");
+  if (last_cpu > static_cast<int>(kMaxCpuIndex))
+    return bad_input(input, "names CPU " + std::to_string(last_cpu) + ", beyond CPU " +
+                                std::to_string(kMaxCpuIndex));
+  if (last_node > static_cast<int>(kMaxNodeIndex))
+    return bad_input(input, "names NUMA node " + std::to_string(last_node) + ", beyond node " +
                                 std::to_string(kMaxNodeIndex));
-  }
   return Ok{};
 }
 

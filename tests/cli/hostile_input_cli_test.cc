@@ -446,6 +446,52 @@ TEST_F(HostileInput, HwlocBitmapsAndControlBytesAreRefused) {
   }
 }
 
+// A gathered tree (--fsroot) is not pre-checked as XML is: what hwloc read from it is bounded
+// after the load. The NEC machine's real tree with one CPU renumbered past 16383, or one NUMA
+// node past 4095, as a hostile or corrupt capture could have them.
+TEST_F(HostileInput, GatheredTreeBeyondTheCpuAndNodeBoundsIsRefused) {
+  namespace fs = std::filesystem;
+  auto gathered = [&](const std::string& name) {
+    fs::path into = tmp_.path() / name;
+    fs::create_directories(into);
+    return testing::extract_tarball(
+        topology_fixture("sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2"), into);
+  };
+  auto write = [](const fs::path& p, const std::string& text) {
+    fs::remove(p);
+    std::ofstream(p) << text << "\n";
+  };
+  // The tree as captured loads.
+  fs::path plain = gathered("plain");
+  EXPECT_EQ(polyaccel("topo --fsroot '" + plain.string() + "'", scratch_).exit_code, 0);
+
+  fs::path cpu_tree = gathered("cpu");
+  fs::path sys = cpu_tree / "sys/devices/system";
+  for (const char* f : {"present", "online"})
+    write(sys / "cpu" / f, "0-30,20000");
+  write(sys / "cpu/possible", "0-20000");
+  fs::rename(sys / "cpu/cpu31", sys / "cpu/cpu20000");
+  for (const char* f : {"thread_siblings_list", "core_cpus_list"})
+    write(sys / "cpu/cpu20000/topology" / f, "15,20000");
+  write(sys / "node/node1/cpulist", "8-15,24-30,20000");
+  fs::remove(sys / "node/node1/cpu31");
+  fs::create_directory_symlink("../../cpu/cpu20000", sys / "node/node1/cpu20000");
+  refused("topo --fsroot '" + cpu_tree.string() + "'", "names CPU 20000, beyond CPU 16383");
+  refused(
+      "place --fsroot '" + cpu_tree.string() + "' --vcpus 2 --memory 1GiB --state '" + state_ + "'",
+      "names CPU 20000, beyond CPU 16383");
+
+  fs::path node_tree = gathered("node");
+  sys = node_tree / "sys/devices/system";
+  fs::rename(sys / "node/node1", sys / "node/node5000");
+  for (const char* f : {"online", "possible", "has_cpu", "has_memory", "has_normal_memory"})
+    write(sys / "node" / f, "0,5000");
+  for (const auto& cpu : fs::directory_iterator(sys / "cpu")) {
+    if (fs::is_symlink(cpu.path() / "node1")) fs::remove(cpu.path() / "node1");
+  }
+  refused("topo --fsroot '" + node_tree.string() + "'", "names NUMA node 5000, beyond node 4095");
+}
+
 // CLI11's own errors are one line too (no "Run with --help for more information.").
 TEST_F(HostileInput, ParserErrorsAreOneLine) {
   refused("place --no-such-option", "--no-such-option");
