@@ -59,8 +59,14 @@ mount --bind /out /host/tmp/out
 mkdir -p /host/dev/hugepages /host/dev/shm
 mount -t hugetlbfs none /host/dev/hugepages
 mount -t tmpfs shm /host/dev/shm
+# On the console (the host keeps it): how far the guest got, for a run that times out.
+read -r up idle < /proc/uptime
+echo "guest init: booted in $up s, running the test script" > /dev/console
 chroot /host /bin/sh /tmp/out/guest.sh > /out/guest.log 2>&1
-echo $? > /out/guest.rc
+rc=$?
+read -r up idle < /proc/uptime
+echo "guest init: the test script exited $rc at $up s" > /dev/console
+echo $rc > /out/guest.rc
 sync
 poweroff -f
 INIT

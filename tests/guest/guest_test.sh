@@ -13,7 +13,7 @@ for n in 0 1 2 3; do echo \$((8 + 8 * (n == 1))) > /sys/devices/system/node/node
 exec python3 "$here/in_guest.py" "$mode" "$polyaccel" "$probe"
 SCRIPT
 set +e
-"$here/run-guest.sh" "$work" "$work/script.sh" "${GUEST_TIMEOUT:-240}"
+"$here/run-guest.sh" "$work" "$work/script.sh" "${GUEST_TIMEOUT:-360}"
 rc=$?
 set -e
 cat "$work/out/guest.log" 2>/dev/null || true
