@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace polyaccel::exporter {
 namespace {
@@ -180,6 +181,9 @@ std::string text_format(const std::vector<MetricFamily>& families) {
 }
 
 std::string gzip(std::string_view data) {
+  // zlib counts input and output in uInt: a body past half of it (its compressed bound must fit
+  // too) is not compressed, and the answer goes out plain.
+  if (data.size() > std::numeric_limits<uInt>::max() / 2) return {};
   z_stream zs{};
   // windowBits 15 + 16: a gzip header and trailer, not zlib's.
   if (deflateInit2(&zs, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
