@@ -28,11 +28,15 @@ void answer(mg_connection* conn, int status, const char* encoding, const std::st
   mg_printf(conn,
             "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n%s"
             "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-            status, status == 200 ? "OK" : "Service Unavailable", encoding, body.size());
+            status,
+            status == 200   ? "OK"
+            : status == 503 ? "Service Unavailable"
+                            : "Internal Server Error",
+            encoding, body.size());
   if (!head) mg_write(conn, body.data(), body.size());
 }
 
-int begin_request(mg_connection* conn) {
+int answer_request(mg_connection* conn) {
   const mg_request_info* ri = mg_get_request_info(conn);
   const HttpExporter* exporter = g_exporter.load();
   if (!ri || !ri->local_uri || !exporter) return 0;
@@ -61,6 +65,24 @@ int begin_request(mg_connection* conn) {
     return 200;
   }
   return 0;
+}
+
+// civetweb is C: an exception must not unwind through its frames. A scrape that throws outside
+// the collectors (a source, the text format, bad_alloc) is answered 500 and logged; the server
+// goes on.
+int begin_request(mg_connection* conn) {
+  try {
+    return answer_request(conn);
+  } catch (const std::exception& e) {
+    std::cerr << "polyaccel agent: request failed: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "polyaccel agent: request failed\n";
+  }
+  try {
+    answer(conn, 500, "", "polyaccel agent: internal error\n", false);
+  } catch (...) {
+  }
+  return 500;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <prometheus/text_serializer.h>
+#include <atomic>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -300,6 +301,30 @@ TEST_F(Exporter, HttpServesMetricsGzipAndHealthz) {
   auto busy = HttpExporter::start(std::make_shared<Scraper>(make_all_collectors(), o, Sources{}));
   ASSERT_FALSE(busy);
   EXPECT_THAT(busy.error().message(), HasSubstr("--listen 127.0.0.1:"));
+}
+
+// A scrape that throws outside the collectors (here its snapshot source, as bad_alloc could) is
+// answered 500 and logged; the exception never unwinds through civetweb, and the server answers
+// the next request.
+TEST_F(Exporter, ScrapeThatThrowsIsAnswered500) {
+  ExporterOptions o;
+  o.listen = "127.0.0.1:0";
+  std::atomic<bool> fail{true};
+  Sources s{[&fail]() -> std::shared_ptr<const AcceleratorSnapshot> {
+              if (fail) throw std::runtime_error("snapshot source failed");
+              return nullptr;
+            },
+            nullptr, nullptr};
+  auto http = HttpExporter::start(std::make_shared<Scraper>(make_all_collectors(), o, s));
+  ASSERT_TRUE(http) << http.error().message();
+  std::string base = "http://127.0.0.1:" + std::to_string((*http)->port());
+  EXPECT_EQ(curl("-s -o /dev/null -w '%{http_code}' " + base + "/metrics"), "500");
+  EXPECT_EQ(
+      curl("-s -o /dev/null -w '%{http_code}' -H 'Accept-Encoding: gzip' " + base + "/metrics"),
+      "500");
+  EXPECT_EQ(curl("-s -o /dev/null -w '%{http_code}' " + base + "/"), "200");
+  fail = false;
+  EXPECT_THAT(curl(base + "/metrics"), HasSubstr("polyaccel_build_info"));
 }
 
 // A connected socket to 127.0.0.1:port that has sent `bytes`.
