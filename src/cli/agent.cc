@@ -2,9 +2,11 @@
 // background; the Prometheus exporter serves its snapshot, with host metrics and pod labels from
 // kubelet. The device plugin (src/kube, agent_plugin.cc) runs on the same monitor, so that a node
 // runs one process that opens NVML once.
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -59,6 +61,10 @@ Result<std::chrono::milliseconds> parse_duration(const std::string& option,
 }
 
 int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ostream& out) {
+  // Two malloc arenas, not glibc's 8 per core: the agent's ten threads each allocate a little
+  // (a scrape, a sample), and an arena per thread kept 2 MiB more resident for nothing. Set
+  // before any thread starts; MALLOC_ARENA_MAX in the environment still wins.
+  if (!std::getenv("MALLOC_ARENA_MAX")) ::mallopt(M_ARENA_MAX, 2);
   if (global.json && !options.once) {
     return fail(bad_input("agent --json", "the agent serves Prometheus text on /metrics",
                           "--once --json prints one scrape as JSON (docs/exporter.md)"));

@@ -75,6 +75,13 @@ TEST(AgentCli, ServesUntilSigterm) {
   auto health =
       run_command("curl -sS --max-time 10 http://127.0.0.1:" + port[1].str() + "/healthz");
   EXPECT_THAT(health.output, ::testing::StartsWith("ok"));
+  // Only the DRA driver talks to the API server: libcurl, and the TLS, LDAP and Kerberos
+  // libraries it pulls in, are not loaded by an agent without --dra (kube_client.cc opens it on
+  // first use).
+  auto maps =
+      run_command("cat /proc/$(pgrep -P " + std::to_string(std::atoi(r.output.c_str())) + ")/maps");
+  EXPECT_THAT(maps.output, HasSubstr("libhwloc"));
+  EXPECT_THAT(maps.output, ::testing::Not(HasSubstr("libcurl")));
   // The agent is the only child of the subshell whose pid we have.
   run_command(stop);
   for (int i = 0; i < 400 && text.find("exit=") == std::string::npos; ++i) {
