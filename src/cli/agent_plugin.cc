@@ -3,10 +3,21 @@
 #include <filesystem>
 #include <iostream>
 
+#include "kube/nic_resources.h"
 #include "render/labels.h"
 #include "share/time_slicing.h"
 
 namespace polyaccel::cli {
+namespace {
+
+// A directory the operator names (--kubelet-dir, --nfd-features-dir): a symbolic link loop or a
+// path we may not read is "not a directory", as an absent one, never an exception.
+bool is_directory(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const AcceleratorMonitor& monitor,
                                                                 const AgentOptions& options,
@@ -25,16 +36,19 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
       choose_device_list_strategy(options.device_list_strategy, "--device-list-strategy", runtime);
   if (!device_list) return device_list.error();
   o.allocate.device_list = device_list->strategy;
+  // The sharing and NIC configs are read and checked once here, before anything is said or
+  // started, so that a bad file fails the start in one line (the runner reloads each on every
+  // change and keeps the last good one).
   if (!options.sharing_config.empty()) {
-    // Read and checked once here, so that a bad file fails the start in one line (the runner
-    // reloads it on every change and keeps the last good one).
     auto config = read_sharing_config(options.sharing_config);
     if (!config) return config.error();
   }
-  if (!options.nic_config.empty() && !std::filesystem::is_regular_file(options.nic_config))
-    return bad_input("--nic-config " + options.nic_config, "is not a readable file");
+  if (!options.nic_config.empty()) {
+    auto config = read_nic_config(options.nic_config);
+    if (!config) return config.error();
+  }
   if (options.kubelet_dir.empty()) return std::unique_ptr<DevicePluginRunner>();
-  if (!std::filesystem::is_directory(options.kubelet_dir)) {
+  if (!is_directory(options.kubelet_dir)) {
     std::cerr << "polyaccel agent: no device plugin: " << options.kubelet_dir
               << " is not a directory (no kubelet on this host?)\n";
     return std::unique_ptr<DevicePluginRunner>();
@@ -54,12 +68,12 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
 }
 
 bool device_plugin_off(const AgentOptions& options) {
-  return options.kubelet_dir.empty() || !std::filesystem::is_directory(options.kubelet_dir);
+  return options.kubelet_dir.empty() || !is_directory(options.kubelet_dir);
 }
 
 void say_why_no_node_labels(const AgentOptions& options) {
   if (options.nfd_features_dir.empty() || !device_plugin_off(options) ||
-      std::filesystem::is_directory(options.nfd_features_dir)) {
+      is_directory(options.nfd_features_dir)) {
     return;
   }
   std::cerr << "polyaccel agent: no node labels: " << options.nfd_features_dir
@@ -68,7 +82,7 @@ void say_why_no_node_labels(const AgentOptions& options) {
 
 int subscribe_node_labels(AcceleratorMonitor& monitor, const AgentOptions& options) {
   if (options.nfd_features_dir.empty() || !device_plugin_off(options)) return 0;
-  if (!std::filesystem::is_directory(options.nfd_features_dir)) return 0;  // said once later
+  if (!is_directory(options.nfd_features_dir)) return 0;  // said once later
   std::string path = options.nfd_features_dir + "/polyaccel";
   std::string strategy = options.mig_strategy.empty() ? "none" : options.mig_strategy;
   auto failed = std::make_shared<std::string>();  // the last error, said once

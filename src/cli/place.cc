@@ -157,6 +157,9 @@ int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) 
   if (!request) return fail(request.error());
   if (o.commit && o.name.empty())
     return fail(bad_input("--commit", "needs --name NAME to record the placement by"));
+  if (!o.name.empty()) {
+    if (auto ok = place::check_placement_name(o.name, "--name"); !ok) return fail(ok.error());
+  }
   place::Strategy strategy = place::Strategy::polyaccel;
   if (o.strategy == "first-fit") strategy = place::Strategy::first_fit;
   auto view = place::build_host_view(*model, *policy);

@@ -183,6 +183,10 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
   if (!cli.specs.empty() && cli.reserve.empty()) {
     return fail(bad_input("--spec", "is for the placement engine: add --reserve NAME"));
   }
+  if (!cli.reserve.empty()) {
+    if (auto ok = place::check_placement_name(cli.reserve, "--reserve"); !ok)
+      return fail(ok.error());
+  }
   if (cli.gpu_count && *cli.gpu_count == 0)
     return fail(bad_input("--gpus 0", "must be 1 or more", "leave --gpus out to run without GPUs"));
   LaunchRequest request;
@@ -199,19 +203,16 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
     request.usable_netdevs = netdevs_up_with_address();
   }
   // GPUs that placements (VMs, other reserved runs) hold are not ours to take.
-  std::vector<place::Placement> placements;
-  if (std::filesystem::exists(cli.state)) {
-    auto state = place::AllocationStore(cli.state).load();
-    if (!state) {
-      std::cerr << "polyaccel: warning: " << state.error().message() << "\n";
-    } else {
-      placements = state->placements;
-      for (const auto& p : state->placements) {
-        for (const auto& d : p.devices) {
-          auto a = PciAddress::parse(d.pci_bus_id);
-          if (a && d.kind == "accelerator") request.unavailable_gpus.push_back(*a);
-        }
-      }
+  // An absent state file holds nothing; one that cannot be read (not a regular file, not ours,
+  // a link loop) is refused like any bad input, as `place` does, rather than run on GPUs that
+  // it may say are taken.
+  auto state = place::AllocationStore(cli.state).load();
+  if (!state) return fail(state.error());
+  std::vector<place::Placement> placements = state->placements;
+  for (const auto& p : state->placements) {
+    for (const auto& d : p.devices) {
+      auto a = PciAddress::parse(d.pci_bus_id);
+      if (a && d.kind == "accelerator") request.unavailable_gpus.push_back(*a);
     }
   }
   // --gpus N: the placement engine chooses, as it would for --reserve, recording nothing.

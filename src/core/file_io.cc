@@ -127,21 +127,6 @@ Status write_all(int fd, const std::string& content) {
   return Ok{};
 }
 
-// The file a write to `path` means: links followed to their end, even to a target that does
-// not exist yet. ELOOP after 40 links, as the kernel counts.
-Result<std::filesystem::path> resolve_links(const std::filesystem::path& path) {
-  std::filesystem::path p = path;
-  for (int hops = 0; hops < 40; ++hops) {
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
-    std::error_code ec;
-    std::filesystem::path target = std::filesystem::read_symlink(p, ec);
-    if (ec) return Error{ErrorCode::io, path.string(), "cannot read the link: " + ec.message(), {}};
-    p = target.is_absolute() ? target : p.parent_path() / target;
-  }
-  return Error{ErrorCode::io, path.string(), std::strerror(ELOOP), {}};
-}
-
 // A temporary file next to `target`, created with 0666 so that the umask applies as it does to
 // any new file (mkstemp would make it 0600 whatever the umask).
 int create_temporary(const std::filesystem::path& target, std::string& name) {
@@ -160,6 +145,19 @@ int create_temporary(const std::filesystem::path& target, std::string& name) {
 }
 
 }  // namespace
+
+Result<std::filesystem::path> resolve_links(const std::filesystem::path& path) {
+  std::filesystem::path p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+    std::error_code ec;
+    std::filesystem::path target = std::filesystem::read_symlink(p, ec);
+    if (ec) return Error{ErrorCode::io, path.string(), "cannot read the link: " + ec.message(), {}};
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return Error{ErrorCode::io, path.string(), std::strerror(ELOOP), {}};
+}
 
 Status write_file_atomically(const std::filesystem::path& requested, const std::string& content,
                              std::optional<unsigned> mode) {

@@ -38,6 +38,10 @@ std::optional<std::string> read_first_line(const std::filesystem::path& path);
 // A file holding one integer (decimal, or hex with 0x), as most sysfs attributes do.
 std::optional<std::int64_t> read_int_file(const std::filesystem::path& path);
 
+// The file a write to `path` means: links followed to their end, even to a target that does not
+// exist yet (ELOOP after 40 links, as the kernel counts). write_file_atomically replaces it.
+Result<std::filesystem::path> resolve_links(const std::filesystem::path& path);
+
 // Writes to a temporary file in the same directory, fsyncs it, renames it over `path` and
 // fsyncs the directory: a reader sees the old or the new content, never a part (DESIGN.md).
 // A symbolic link is followed (its target is replaced, the link stays); a character device or

@@ -1,5 +1,6 @@
 #include "kube/nic_resources.h"
 
+#include "core/file_io.h"
 #include "core/number.h"
 #include "core/strings.h"
 
@@ -268,6 +269,12 @@ bool selects_hca(const NicSelector& s, const Nic& nic, const NicNodes& sysfs) {
 }
 
 }  // namespace
+
+Result<NicConfig> read_nic_config(const std::string& path) {
+  auto text = read_input_file(path, kMaxConfigFileBytes, "NIC config");
+  if (!text) return text.error();
+  return parse_nic_config(*text, path);
+}
 
 Result<NicConfig> parse_nic_config(const std::string& text, const std::string& source) {
   NicConfig cfg;

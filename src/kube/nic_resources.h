@@ -63,6 +63,8 @@ struct NicConfig {
 };
 
 Result<NicConfig> parse_nic_config(const std::string& text, const std::string& source);
+// The file (--nic-config) read as every input file is, then parsed.
+Result<NicConfig> read_nic_config(const std::string& path);
 
 // The resources of the pools, in config order, with what sysfs says beyond the HostModel (bound
 // drivers, VF PCI ids: device_nodes.h). A VF or HCA that two pools select is an Error.

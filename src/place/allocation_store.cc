@@ -11,6 +11,7 @@
 
 #include "core/file_io.h"
 #include "core/json.h"
+#include "core/strings.h"
 
 namespace polyaccel::place {
 
@@ -19,6 +20,17 @@ const Placement* AllocationState::find(const std::string& name) const {
     if (p.name == name) return &p;
   }
   return nullptr;
+}
+
+Status check_placement_name(const std::string& name, const std::string& input) {
+  const std::string what = input + " " + quote_input(name);
+  if (name.empty()) return bad_input(input, "a placement name cannot be empty");
+  if (name.size() > 253) return bad_input(what, "is longer than 253 bytes");
+  if (!valid_utf8(name)) return bad_input(what, "is not UTF-8");
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) return bad_input(what, "holds a control character");
+  }
+  return Ok{};
 }
 
 Result<AllocationState> parse_state(const std::string& path, const std::string& text) {
@@ -48,7 +60,9 @@ Result<AllocationState> parse_state(const std::string& path, const std::string& 
   for (const auto& pj : j["placements"]) {
     auto p = placement_from_json(pj);
     if (!p) return bad_input(path, p.error().message(), remedy);
-    if (p->name.empty() || !names.insert(p->name).second)
+    if (auto ok = check_placement_name(p->name, "placement name"); !ok)
+      return bad_input(path, ok.error().message(), remedy);
+    if (!names.insert(p->name).second)
       return bad_input(path, "holds placement name '" + p->name + "' twice or empty", remedy);
     s.placements.push_back(std::move(*p));
   }
@@ -131,15 +145,28 @@ Result<AllocationState> AllocationStore::load() const {
 }
 
 Status AllocationStore::update(const std::function<Result<bool>(AllocationState&)>& change) const {
+  // The file the atomic writer replaces: links resolved, so that two paths to one state file
+  // take one lock and clean one directory.
+  auto resolved = resolve_links(path_);
+  if (!resolved) return resolved.error();
+  const std::filesystem::path& target = *resolved;
+  // A state path that exists must be a regular file of a sane size: refused here, before the
+  // lock file or the directory is made, so that a refused --state leaves nothing behind.
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 &&
+      (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > kMaxStateFileBytes)) {
+    auto refused = read_input_file(path_, kMaxStateFileBytes, "allocation state");
+    if (!refused) return refused.error();
+  }
   std::error_code ec;
-  auto dir = path_.parent_path();
+  auto dir = target.parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);
   if (ec)
     return Error{
         ErrorCode::io, dir.string(), "cannot create the state directory: " + ec.message(), {}};
-  auto lock = FileLock::take(path_);
+  auto lock = FileLock::take(target);
   if (!lock) return lock.error();
-  remove_stale_temporaries(path_);
+  remove_stale_temporaries(target);
   auto state = read_state(path_);
   if (!state) return state.error();
   auto write = change(*state);

@@ -26,6 +26,11 @@ struct AllocationState {
   const Placement* find(const std::string& name) const;
 };
 
+// A placement's name, the key the store records it by: 1 to 253 bytes of UTF-8 without control
+// characters (so that it prints on one line as given, and a release finds it by the bytes the
+// user types). `input` names where it came from ("--name", the state file).
+Status check_placement_name(const std::string& name, const std::string& input);
+
 Result<AllocationState> parse_state(const std::string& path, const std::string& text);
 std::string serialize_state(const AllocationState& state);
 

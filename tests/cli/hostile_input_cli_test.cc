@@ -157,6 +157,13 @@ TEST_F(HostileInput, SpecialAndHugeFilesForEveryFileOption) {
       "mig plan --model H100-SXM5-80GB --gpus 1 -f '{}' -c all-1g.10gb",
       agent + "--topology '" + xe8640() + "' --once --health-config '{}'",
       agent + "--topology '" + xe8640() + "' --sharing-config '{}'",
+      agent + "--topology '" + xe8640() + "' --nic-config '{}'",
+      // The state file as each command that reads or writes it takes it: no lock file is made
+      // beside a refused one, and `run` refuses it as `place` does (it warned and went on).
+      "place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB --commit --name v --state '{}'",
+      "release --topology '" + xe8640() + "' --state '{}' vm",
+      "run --topology '" + xe8640() + "' --dry-run --gpus 1 --state '{}' -- true",
+      "run --topology '" + xe8640() + "' --dry-run --gpus 1 --reserve r --state '{}' -- true",
   };
   for (const auto& command : commands) {
     for (const auto& [path, problem] : bad_files) {
@@ -172,6 +179,54 @@ TEST_F(HostileInput, SpecialAndHugeFilesForEveryFileOption) {
     }
   }
   ::close(fd);
+}
+
+// A directory the agent only looks for (kubelet's, node-feature-discovery's) that is a link
+// loop is "not there", as an absent one: it aborted with an uncaught filesystem_error.
+TEST_F(HostileInput, AgentDirectoriesThatAreLinkLoops) {
+  const auto loop = dir_ / "loop";
+  std::filesystem::create_symlink(loop, loop);
+  auto o = polyaccel(
+      "agent --once --accel-backends off --pod-resources-socket '' --state '' "
+      "--topology '" +
+          xe8640() + "' --kubelet-dir '" + loop.string() + "' --nfd-features-dir '" +
+          loop.string() + "'",
+      scratch_);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.err.find("terminate"), std::string::npos) << o.err;
+}
+
+// A bad --nic-config fails the agent's start in one line, before the device plugin says
+// anything (it was read after the plugin had logged its device list strategy).
+TEST_F(HostileInput, BadNicConfigIsOneLineAtStart) {
+  auto kubelet = dir_ / "kubelet";
+  std::filesystem::create_directory(kubelet);
+  auto nic = file("nic.yaml",
+                  "configList:\n  - resourceName: hca\n    rdmaHcaMax: 4294967296\n"
+                  "    selectors:\n      ifNames: [ib0]\n");
+  refused(
+      "agent --listen 127.0.0.1:0 --pod-resources-socket '' --nfd-features-dir '' --state '' "
+      "--accel-backends off --topology '" +
+          xe8640() + "' --kubelet-dir '" + kubelet.string() + "' --nic-config '" + nic + "'",
+      "rdmaHcaMax");
+}
+
+// The state file through a link: the lock is taken beside the file the writer replaces, so that
+// two paths to one state file take one lock (it was "<link>.lock" for one, "<file>.lock" for
+// the other).
+TEST_F(HostileInput, StateLockFollowsTheLink) {
+  auto target = dir_ / "real.json";
+  auto link = dir_ / "link.json";
+  std::filesystem::create_symlink(target, link);
+  auto o =
+      polyaccel("place --topology '" + xe8640() +
+                    "' --vcpus 1 --memory 1GiB --commit --name vm --state '" + link.string() + "'",
+                scratch_);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_TRUE(std::filesystem::is_regular_file(target));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "real.json.lock"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "link.json.lock"));
 }
 
 // Numbers past every type's range, for every parser: extra specs, flavor JSON and YAML, the
@@ -262,16 +317,26 @@ TEST_F(HostileInput, RunWithZeroGpus) {
 // Bytes we did not choose: non-UTF-8 and control characters in arguments and in a capture.
 TEST_F(HostileInput, NonUtf8AndControlCharacters) {
   // /bin/sh is dash: printf makes the bytes ($'...' is bash's).
-  // A name from the command line, printed as JSON: replaced, never an abort (type_error 316).
-  auto o = polyaccel(
-      place("--vcpus 1 --memory 1GiB --commit --name \"$(printf 'bad\\377')\" --json"), scratch_);
+  // A placement name is the key the state records and `release` looks up: non-UTF-8 bytes (once
+  // stored as U+FFFD, so that a second name collided with the first and broke the file) and
+  // control characters (printed raw by `allocations`) are refused at the door, wherever a name
+  // comes from.
+  refused(place("--vcpus 1 --memory 1GiB --commit --name \"$(printf 'bad\\377')\" --json"),
+          "--name 'bad\\xff': is not UTF-8");
+  refused(place("--vcpus 1 --memory 1GiB --commit --name \"$(printf 'a\\033[31mx')\""),
+          "--name 'a\\x1b[31mx': holds a control character");
+  refused(place("--vcpus 1 --memory 1GiB --commit --name \"$(printf 'a\\nb')\""),
+          "holds a control character");
+  refused("run --topology '" + xe8640() + "' --dry-run --gpus 1 --state '" + state_ +
+              "' --reserve \"$(printf 'r\\377')\" -- true",
+          "--reserve 'r\\xff': is not UTF-8");
+  auto o = polyaccel(place("--vcpus 1 --memory 1GiB --commit --name vm1"), scratch_);
   ASSERT_EQ(o.exit_code, 0) << o.err;
-  EXPECT_TRUE(nlohmann::json::accept(o.out));  // valid JSON
-  o = polyaccel("allocations --json --state '" + state_ + "'", scratch_);
-  ASSERT_EQ(o.exit_code, 0) << o.err;
-  EXPECT_TRUE(nlohmann::json::accept(o.out));
-  // The state file itself stays readable JSON after the commit.
-  EXPECT_TRUE(nlohmann::json::accept(slurp(state_)));
+  std::string text = slurp(state_);
+  text.replace(text.find("\"vm1\""), 5, "\"v\\u0007m\"");
+  file("state.json", text);
+  refused("allocations --state '" + state_ + "'", "placement name 'v\\x07m': holds a control");
+  refused(place("--vcpus 1 --memory 1GiB --commit --name vm2"), "holds a control character");
 
   // A newline or escape sequence in a value: one line on stderr, escaped.
   refused(place("--vcpus 1 --memory 1GiB --spec \"$(printf 'hw:cpu_policy=ded\\nicated')\""),
