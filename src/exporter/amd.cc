@@ -174,6 +174,9 @@ std::vector<TableMetric> amd_table() {
        }},
       {"gpu_memory_temperature", "GPU memory temperature (C)", MetricType::Gauge,
        [](D, S s) { return s.memory_temperature_c; }},
+      // MI2xx: the edge sensor (MI3xx has none; its panels read the junction instead).
+      {"gpu_edge_temperature", "GPU edge temperature (C)", MetricType::Gauge,
+       [](D, S s) { return s.edge_temperature_c; }},
       {"gpu_total_vram", "GPU total VRAM (MB)", MetricType::Gauge,
        [](D d, S) {
          return d.inventory.memory_total_bytes
@@ -251,6 +254,11 @@ std::vector<TableMetric> amd_table() {
       {"gpu_average_package_power", "GPU average socket power (W)", MetricType::Gauge,
        [](D, S s) { return s.average_power_watts; }},
   };
+  // Per HBM stack, labelled hbm_index as AMD's exporter (../shared/reference/amd-gaudi-sriov.md
+  // §1.2; metricslist.md does not name the label).
+  add_indexed(
+      rows, "gpu_hbm_temperature", "GPU HBM temperature, per stack (C)", "hbm_index", 4,
+      [](S s) -> const auto& { return s.hbm_temperature_c; });
   add_metricslist_rows(rows);
   return rows;
 }

@@ -155,6 +155,7 @@ class VendorStack {
 struct Stacks {
   std::unique_ptr<VendorStack> nvidia, amd, gaudi;
   std::unique_ptr<VendorStack> amd_partitioned;  // an MI300X in DPX next to one in SPX
+  std::unique_ptr<VendorStack> amd_mi2xx;        // 8 GCDs of 4 MI250X
 };
 Stacks* stacks = nullptr;
 
@@ -197,6 +198,14 @@ const VendorStack& amd_dpx_stack() {
                      " AMD_SMI_INJECT_SCENARIO=" + kScenarios +
                      "/amd_smi/scenarios/mi300x-2x-dpx.json",
                  {});
+}
+// The MI2xx branch of AMD's dashboards: 4 MI250X, each GCD a device; the pod holds a GCD.
+const VendorStack& amd_mi250x_stack() {
+  return started(stacks->amd_mi2xx, "amd-mi250x",
+                 std::string("POLYACCEL_AMD_SMI_LIB=") + AMD_SMI_INJECT_LIB +
+                     " AMD_SMI_INJECT_SCENARIO=" + kScenarios +
+                     "/amd_smi/scenarios/mi250x-8gcd.json",
+                 {{"trainer", "ml", "worker", "amd.com/gpu", {"0000:c1:00.0"}}});
 }
 const VendorStack& gaudi_stack() {
   return started(stacks->gaudi, "gaudi",
@@ -541,6 +550,61 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
   EXPECT_EQ(p.scalar("gpu_vcn_busy_instantaneous{gpu_id=\"0\",xcc_index=\"0\"}"), 12);
   EXPECT_EQ(p.scalar("gpu_jpeg_busy_instantaneous{gpu_id=\"0\",xcc_index=\"3\"}"), 25);
   EXPECT_EQ(p.scalar("count(gpu_jpeg_busy_instantaneous)"), 8 * 32);
+}
+
+// AMD's dashboards on MI2xx GPUs (card_model one of their MI2xx part numbers): the edge
+// temperature, HBM stacks and average power their MI2xx queries read.
+Reviewed amd_mi2xx_reviewed() {
+  Reviewed r = amd_reviewed();
+  // Per-XCC GFX busy: the dashboard reads it for MI3xx only (card_model!~ its MI2xx numbers).
+  r[{"amd/dashboard_gpu.json", "GPU Compute Core Usage"}] =
+      "gpu_gfx_busy_instantaneous: queried for MI3xx card models only";
+  // pcie_bandwidth is the metrics table's instantaneous PCIe bandwidth (v1.4 and later, MI300);
+  // MI200's table is v1.3, without it, and the agent has no other source of it.
+  const char* kNoPcieBandwidth = "pcie_bandwidth: not in MI200's v1.3 metrics table";
+  r[{"amd/dashboard_gpu.json", "PCIe Bandwidth"}] = kNoPcieBandwidth;
+  r[{"amd/dashboard_overview.json", "Current Total PCIe Bandwidth"}] = kNoPcieBandwidth;
+  for (const char* f :
+       {"amd/dashboard_overview.json", "amd/dashboard_job.json", "amd/dashboard_system.json"})
+    r[{f, "Total PCIe Bandwidth"}] = kNoPcieBandwidth;
+  for (const char* f : {"amd/dashboard_job.json", "amd/dashboard_system.json"})
+    r[{f, "Total Current PCIe Bandwidth"}] = kNoPcieBandwidth;
+  return r;
+}
+
+TEST_F(VendorDashboards, AmdMi2xxDashboardsEveryPanel) {
+  expect_every_panel_with_data(kAmdDashboards, amd_mi250x_stack(), amd_mi2xx_reviewed(), 89);
+}
+
+TEST_F(VendorDashboards, AmdMi2xxValuesInExporterUnits) {
+  const VendorStack& p = amd_mi250x_stack();
+  // Every GCD is a GPU of AMD's MI2xx list, so the dashboards take their MI2xx queries.
+  EXPECT_EQ(p.scalar("count(gpu_gfx_activity{card_model=~\"102-D65208-0C|102-D67305-00|"
+                     "102-D65209-0C\"})"),
+            8);
+  EXPECT_EQ(p.scalar("sum(gpu_nodes_total)"), 8);
+  // 64 GiB of the OAM's 128 GiB per GCD, in MB.
+  EXPECT_EQ(p.scalar("gpu_total_vram{gpu_id=\"0\"}"), 65536);
+  // Degrees C: the edge sensor (training 44, idle 36), the junction, each HBM stack.
+  EXPECT_EQ(p.scalar("gpu_edge_temperature{gpu_id=\"0\"}"), 44);
+  EXPECT_EQ(p.scalar("gpu_edge_temperature{gpu_id=\"7\"}"), 36);
+  EXPECT_EQ(p.scalar("count(gpu_edge_temperature)"), 8);
+  EXPECT_EQ(p.scalar("gpu_junction_temperature{gpu_id=\"0\"}"), 58);
+  EXPECT_EQ(p.scalar("gpu_memory_temperature{gpu_id=\"0\"}"), 49);
+  EXPECT_EQ(p.scalar("count(gpu_hbm_temperature)"), 8 * 4);
+  EXPECT_EQ(p.scalar("gpu_hbm_temperature{gpu_id=\"0\",hbm_index=\"0\"}"), 45);
+  EXPECT_EQ(p.scalar("gpu_hbm_temperature{gpu_id=\"0\",hbm_index=\"3\"}"), 48);
+  EXPECT_EQ(p.scalar("gpu_hbm_temperature{gpu_id=\"1\",hbm_index=\"1\"}"), 48);
+  EXPECT_EQ(p.scalar("avg(gpu_hbm_temperature{gpu_id=\"6\"})"), (39 + 40 + 39 + 41) / 4.0);
+  // W: the OAM's average socket power, on its first GCD only (the second has no sensor): three
+  // training OAMs at 482 W and the idle one at 92 W.
+  EXPECT_EQ(p.scalar("gpu_average_package_power{gpu_id=\"0\"}"), 482);
+  EXPECT_EQ(p.scalar("count(gpu_average_package_power)"), 4);
+  EXPECT_EQ(p.scalar("sum(gpu_average_package_power)"), 3 * 482 + 92);
+  EXPECT_TRUE(p.query("gpu_average_package_power{gpu_id=\"1\"}").empty());
+  // MI3xx-only families stay away: no junction-only fallback for the edge, no violation counters.
+  EXPECT_TRUE(p.query("gpu_violation_current_accumulated_counter").empty());
+  EXPECT_EQ(p.scalar("count(gpu_health{pod=\"trainer\",card_series=\"AMD Instinct MI250X\"})"), 1);
 }
 
 // Every compute partition has its own series set, as AMD's exporter (metricslist.md): its gpu_id

@@ -178,6 +178,29 @@ std::optional<std::uint64_t> metrics_throttle_mask(Get get) {
 AcceleratorEvent kfd_event(const std::string& pci_bus_id, std::uint32_t event,
                            const std::string& message);
 
+// A temperature a sensor gave, or nothing when it is absurd: the libraries answer 0 or all ones
+// for a sensor that is not there (an HBM stack the board lacks), and no GPU runs at 300 C.
+inline std::optional<double> plausible_celsius(std::optional<double> c) {
+  return c && *c > 0 && *c < 300 ? c : std::nullopt;
+}
+
+// Each HBM stack's sensor (HBM_0..HBM_3, sensors 3..6 in both libraries) into the sample's
+// per-stack list; the hottest stack is the memory temperature where there is no VRAM sensor
+// (memory_temperature_c not set). `read(sensor, field)` is the backend's temperature reader.
+template <class Read>
+void read_hbm_temperatures(Read read, AcceleratorSample& s) {
+  static constexpr const char* kFields[] = {"temperature_hbm0", "temperature_hbm1",
+                                            "temperature_hbm2", "temperature_hbm3"};
+  const bool vram_sensor = s.memory_temperature_c.has_value();
+  for (unsigned stack = 0; stack < 4; ++stack) {
+    std::optional<double> c = read(3 + stack, kFields[stack]);
+    if (!vram_sensor && c && (!s.memory_temperature_c || *c > *s.memory_temperature_c)) {
+      s.memory_temperature_c = c;
+    }
+    if (auto ok = plausible_celsius(c)) s.hbm_temperature_c.emplace_back(stack, *ok);
+  }
+}
+
 // Sets the sample's throttle mask and the names of its bits.
 inline void set_throttle(std::uint64_t mask, AcceleratorSample& s) {
   s.throttle_reasons = mask;

@@ -177,6 +177,11 @@ struct AcceleratorSample {
   std::optional<std::uint64_t> visible_vram_total_bytes;
   std::optional<std::uint64_t> visible_vram_used_bytes;
   std::optional<double> average_power_watts;
+  // AMD: the edge sensor alone (MI200 and earlier have one, MI300 none; gpu_temperature_c
+  // falls back to the junction), and each HBM stack's sensor (stack → C), as AMD's exporter
+  // reports them (gpu_edge_temperature, gpu_hbm_temperature).
+  std::optional<double> edge_temperature_c;
+  std::vector<std::pair<unsigned, double>> hbm_temperature_c;
   std::vector<RasBlockErrors> ecc_blocks;
   std::optional<std::uint64_t> ecc_deferred_volatile;
   ViolationSample violation;

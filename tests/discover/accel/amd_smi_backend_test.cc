@@ -255,6 +255,14 @@ TEST_F(AmdSmiMi300xTest, SamplesFollowTheSteps) {
 TEST_F(AmdSmiMi300xTest, MemoryTemperatureFromTheHottestHbmStack) {
   // 0000:c6:00.0 has no VRAM sensor: its hottest HBM stack stands in.
   EXPECT_EQ(backend_->sample("0000:c6:00.0").memory_temperature_c, std::optional<double>(38.0));
+  // Each stack on its own too; no edge sensor on an MI300X.
+  AcceleratorSample c6 = backend_->sample("0000:c6:00.0");
+  EXPECT_THAT(
+      c6.hbm_temperature_c,
+      ElementsAre(std::pair<unsigned, double>{0, 36.0}, std::pair<unsigned, double>{1, 38.0},
+                  std::pair<unsigned, double>{2, 37.0}, std::pair<unsigned, double>{3, 35.0}));
+  EXPECT_FALSE(c6.edge_temperature_c);
+  EXPECT_TRUE(backend_->sample("0000:05:00.0").hbm_temperature_c.empty());
   steps_->go(1);
   EXPECT_EQ(backend_->sample("0000:c6:00.0").memory_temperature_c, std::optional<double>(61.0));
   EXPECT_EQ(backend_->sample("0000:e5:00.0").memory_temperature_c, std::optional<double>(58.0));
@@ -307,6 +315,42 @@ TEST(AmdSmiBackend, ThrottleBitsFromTheMetricsTable) {
   EXPECT_EQ(s.power_watts, std::optional<double>(480.0));  // the average, before MI300
   EXPECT_EQ(s.ecc_corrected_volatile, std::optional<std::uint64_t>(7));
   EXPECT_EQ(s.ecc_uncorrected_volatile, std::optional<std::uint64_t>(1));
+}
+
+// MI200: the edge sensor on its own and each HBM stack, next to the VRAM sensor (which stays the
+// memory temperature); a stack the library answers 0 or 65535 for is not there.
+TEST(AmdSmiBackend, EdgeAndHbmStacksOfAnMi250x) {
+  testing::TempDir dir;
+  auto scenario =
+      write_scenario(dir, {{"devices",
+                            {{{"pci_bus_id", "0000:c1:00.0"},
+                              {"name", "AMD Instinct MI250X"},
+                              {"model_number", "102-D65209-0C"},
+                              {"gfx_version", "gfx90a"}},
+                             {{"pci_bus_id", "0000:c6:00.0"},
+                              {"name", "AMD Instinct MI250X"},
+                              {"gfx_version", "gfx90a"}}}},
+                           {"steps",
+                            {{{"all",
+                               {{"temperature_edge_c", 44},
+                                {"temperature_junction_c", 58},
+                                {"temperature_memory_c", 49},
+                                {"temperature_hbm_c", {46, 0, 47, 65535}},
+                                {"power_average_watts", 482}}},
+                              {"devices", {{"0000:c6:00.0", {{"temperature_edge_c", 400}}}}}}}}});
+  auto backend = backend_for(kLibrary, scenario);
+  Status opened = backend->open();
+  ASSERT_TRUE(opened) << opened.error().message();
+  ASSERT_TRUE(backend->devices());
+  AcceleratorSample s = backend->sample("0000:c1:00.0");
+  EXPECT_EQ(s.edge_temperature_c, std::optional<double>(44.0));
+  EXPECT_EQ(s.gpu_temperature_c, std::optional<double>(44.0));
+  EXPECT_EQ(s.memory_temperature_c, std::optional<double>(49.0));
+  EXPECT_THAT(s.hbm_temperature_c, ElementsAre(std::pair<unsigned, double>{0, 46.0},
+                                               std::pair<unsigned, double>{2, 47.0}));
+  EXPECT_EQ(s.average_power_watts, std::optional<double>(482.0));
+  // An absurd edge reading is no edge temperature (the GPU temperature keeps what it said).
+  EXPECT_FALSE(backend->sample("0000:c6:00.0").edge_temperature_c);
 }
 
 // A library before 26 lays out the info structs and the event record with shorter strings: the
