@@ -613,7 +613,15 @@ TEST_F(VendorDashboards, AmdMi2xxValuesInExporterUnits) {
 // per GPU, on partition 0, so that sums count nothing twice.
 TEST_F(VendorDashboards, AmdEveryPartitionReported) {
   const VendorStack& p = amd_dpx_stack();
-  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous)"), 3);
+  // GFX busy per XCC of each partition's own (xcc_index from 0, from the metrics table's
+  // xcp_stats[k]): DPX on an MI300X is 4 XCCs per partition, SPX all 8; their average is the
+  // partition's activity.
+  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous)"), 4 + 4 + 8);
+  EXPECT_TRUE(p.query("gpu_gfx_busy_instantaneous{xcc_index=\"\"}").empty());
+  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous{gpu_id=\"1\"})"), 4);
+  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous{gpu_id=\"1\",xcc_index=\"3\"})"), 1);
+  EXPECT_EQ(p.scalar("avg by (gpu_id) (gpu_gfx_busy_instantaneous{gpu_id=\"0\"})"), 72);
+  EXPECT_EQ(p.scalar("avg by (gpu_id) (gpu_gfx_busy_instantaneous{gpu_id=\"1\"})"), 18);
   // Engine activity as metricslist.md has it: the primary partition's only.
   EXPECT_EQ(p.scalar("count(gpu_gfx_activity)"), 2);
   EXPECT_TRUE(p.query("gpu_umc_activity{gpu_partition_id=\"1\"}").empty());
@@ -621,8 +629,8 @@ TEST_F(VendorDashboards, AmdEveryPartitionReported) {
   EXPECT_EQ(p.scalar("gpu_gfx_activity{gpu_id=\"0\",gpu_partition_id=\"0\","
                      "gpu_compute_partition_type=\"dpx\",gpu_memory_partition_type=\"nps2\"}"),
             72);
-  EXPECT_EQ(p.scalar("gpu_gfx_busy_instantaneous{gpu_id=\"1\",gpu_partition_id=\"1\","
-                     "gpu_compute_partition_type=\"dpx\",card_model=\"102-G30211-0C\"}"),
+  EXPECT_EQ(p.scalar("avg(gpu_gfx_busy_instantaneous{gpu_id=\"1\",gpu_partition_id=\"1\","
+                     "gpu_compute_partition_type=\"dpx\",card_model=\"102-G30211-0C\"})"),
             18);
   EXPECT_EQ(p.scalar("gpu_used_vram{gpu_id=\"1\"}"), 8 * 1024);
   EXPECT_EQ(p.scalar("gpu_gfx_activity{gpu_id=\"2\",gpu_partition_id=\"0\","

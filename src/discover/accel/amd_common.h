@@ -122,14 +122,17 @@ static_assert(sizeof(GpuMetrics) == 4544);
 
 // From a metrics table the library wrote into `raw` (kGpuMetricsBufferSize bytes, zeroed
 // first), the sample's XGMI data, PCIe accumulated bandwidth, VRAM maximum bandwidth, per-XCC
-// GFX busy and VCN/JPEG busy (partition 0's) and throttle residencies (those not set already), each
-// only where the table's revision has it and the GPU fills it (all ones: not kept).
+// GFX busy and VCN/JPEG busy (partition 0's), the further partitions' per-XCC GFX busy and
+// throttle residencies (those not set already), each only where the table's revision has it and
+// the GPU fills it (all ones: not kept).
 void read_metrics_table(const unsigned char* raw, AcceleratorSample& s);
 
 // A further partition's sample (partition_id k + 1) from what its own device answered: its
-// activity and memory, nothing when it gave neither (its GPU's sample then stands for it).
+// activity and memory, nothing when it gave neither (its GPU's sample then stands for it); its
+// XCCs' busy from the GPU's metrics table (`gpu`, the GPU's sample).
 std::optional<PartitionSample> partition_sample(std::size_t k, unsigned index,
-                                                const AcceleratorSample& own);
+                                                const AcceleratorSample& own,
+                                                const AcceleratorSample& gpu);
 
 // Room for any version of either library's table (amd-smi 26's is about 6 KiB): the library
 // writes its whole struct, which a newer version may have made longer.

@@ -533,7 +533,7 @@ void AmdSmiBackend::read_partitions(Gpu& gpu, AcceleratorSample& s) const {
     AcceleratorSample own;
     read_activity(part.handle, t, own);
     if (!t.reachable()) continue;
-    if (auto ps = amd::partition_sample(k, part.index, own)) s.partitions.push_back(*ps);
+    if (auto ps = amd::partition_sample(k, part.index, own, s)) s.partitions.push_back(*ps);
   }
 }
 

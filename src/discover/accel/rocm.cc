@@ -488,7 +488,7 @@ void RocmSmiBackend::read_partitions(Gpu& gpu, AcceleratorSample& s) const {
     AcceleratorSample own;
     read_activity(part.index, t, own);
     if (!t.reachable()) continue;
-    if (auto ps = amd::partition_sample(k, part.index, own)) s.partitions.push_back(*ps);
+    if (auto ps = amd::partition_sample(k, part.index, own, s)) s.partitions.push_back(*ps);
   }
 }
 

@@ -448,7 +448,15 @@ TEST(AmdSmiBackend, EachPartitionIsSampled) {
   EXPECT_EQ(second.memory_used_bytes, 8 * kGiB);
   EXPECT_EQ(second.memory_free_bytes, 88 * kGiB);
   EXPECT_EQ(second.memory_total_bytes, 96 * kGiB);
-  EXPECT_TRUE(backend->sample("0000:26:00.0").partitions.empty());
+  // Each partition's own XCCs from the GPU's metrics table: an MI300X's 8 are 4 per partition in
+  // DPX, xcp_stats[0] partition 0's, xcp_stats[1] partition 1's.
+  using Xcc = std::pair<unsigned, double>;
+  EXPECT_THAT(dpx.gfx_busy_percent, ElementsAre(Xcc{0, 72}, Xcc{1, 72}, Xcc{2, 72}, Xcc{3, 72}));
+  EXPECT_THAT(second.gfx_busy_percent, ElementsAre(Xcc{0, 18}, Xcc{1, 18}, Xcc{2, 18}, Xcc{3, 18}));
+  AcceleratorSample spx = backend->sample("0000:26:00.0");
+  EXPECT_TRUE(spx.partitions.empty());
+  EXPECT_EQ(spx.gfx_busy_percent.size(), 8u);
+  EXPECT_TRUE(spx.partition_gfx_busy_percent.empty());
 }
 
 // In a compute partition mode the library shows one processor per partition, each on a function

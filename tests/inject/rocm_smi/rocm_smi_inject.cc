@@ -905,7 +905,7 @@ RSMI_API rsmi_status_t rsmi_dev_memory_reserved_pages_get(std::uint32_t dv,
 // ("not available") unless the step gives them, as on MI300.
 RSMI_API rsmi_status_t rsmi_dev_gpu_metrics_info_get(std::uint32_t dv,
                                                      rsmi_gpu_metrics_prefix_t* metrics) {
-  return device_call(dv, "gpu_metrics", metrics, [&](const Device&, const Values& v) {
+  return device_call(dv, "gpu_metrics", metrics, [&](const Device& d, const Values& v) {
     rsmi_gpu_metrics_prefix_t m{};
     m.structure_size = sizeof m;
     m.format_revision = 1;
@@ -925,7 +925,15 @@ RSMI_API rsmi_status_t rsmi_dev_gpu_metrics_info_get(std::uint32_t dv,
     auto* raw = reinterpret_cast<unsigned char*>(metrics);
     std::memset(raw, 0xff, kSize);
     std::memcpy(raw, &m, sizeof m);
-    inject::put_metrics_v17(raw, *v.metrics, v.busy_percent,
+    // The GPU's table, the same through every partition's index: one XCP per partition, the
+    // devices on the functions of its PCI device (in the scenario's order).
+    const State& st = state();
+    std::vector<std::optional<std::uint32_t>> partition_busy;
+    for (const Device& other : st.scenario.devices) {
+      if ((other.bdfid >> 3) == (d.bdfid >> 3))
+        partition_busy.push_back(other.steps[st.step].busy_percent);
+    }
+    inject::put_metrics_v17(raw, *v.metrics, partition_busy,
                             {.pcie_bandwidth_acc = 144,
                              .xgmi_read = 184,
                              .xgmi_write = 248,
@@ -935,7 +943,8 @@ RSMI_API rsmi_status_t rsmi_dev_gpu_metrics_info_get(std::uint32_t dv,
                              .xcp0_gfx_busy = kXcp0,
                              .xcp0_vcn_busy = kXcp0 + 112,
                              .xcp0_jpeg_busy = kXcp0 + 32,
-                             .vram_max_bandwidth = 4520});
+                             .vram_max_bandwidth = 4520,
+                             .xcp_size = 504});
     return RSMI_STATUS_SUCCESS;
   });
 }
