@@ -174,6 +174,9 @@ std::vector<TableMetric> amd_table() {
        }},
       {"gpu_memory_temperature", "GPU memory temperature (C)", MetricType::Gauge,
        [](D, S s) { return s.memory_temperature_c; }},
+      // MI2xx: the edge sensor (MI3xx has none; its panels read the junction instead).
+      {"gpu_edge_temperature", "GPU edge temperature (C)", MetricType::Gauge,
+       [](D, S s) { return s.edge_temperature_c; }},
       {"gpu_total_vram", "GPU total VRAM (MB)", MetricType::Gauge,
        [](D d, S) {
          return d.inventory.memory_total_bytes
@@ -251,6 +254,11 @@ std::vector<TableMetric> amd_table() {
       {"gpu_average_package_power", "GPU average socket power (W)", MetricType::Gauge,
        [](D, S s) { return s.average_power_watts; }},
   };
+  // Per HBM stack, labelled hbm_index as AMD's exporter (../shared/reference/amd-gaudi-sriov.md
+  // §1.2; metricslist.md does not name the label).
+  add_indexed(
+      rows, "gpu_hbm_temperature", "GPU HBM temperature, per stack (C)", "hbm_index", 4,
+      [](S s) -> const auto& { return s.hbm_temperature_c; });
   add_metricslist_rows(rows);
   return rows;
 }
@@ -293,7 +301,8 @@ Labels amd_labels(const ScrapeInput& in, const DeviceSeries& s) {
 // The further partitions of a GPU in a compute partition mode (DPX, QPX, CPX), one series set
 // each as AMD's exporter has them (metricslist.md): its own gpu_id (the partition's place in the
 // library's enumeration) and gpu_partition_id, the GPU's other labels, and what metricslist.md
-// gives per partition: GFX busy, VRAM, health. What it gives for the primary partition only
+// gives per partition: GFX busy (per XCC of its own where the metrics table has them, as on
+// partition 0), VRAM, health. What it gives for the primary partition only
 // (gpu_gfx_activity, gpu_umc_activity, power, energy, temperatures, clocks, PCIe) stays on
 // partition 0, the GPU's series, so that a sum counts nothing twice.
 struct PartitionRow {
@@ -301,8 +310,6 @@ struct PartitionRow {
   std::optional<double> (*value)(const MonitoredDevice&, const PartitionSample&);
 };
 const PartitionRow kPartitionRows[] = {
-    {"gpu_gfx_busy_instantaneous",
-     [](const MonitoredDevice&, const PartitionSample& p) { return p.gpu_utilization_percent; }},
     {"gpu_total_vram",
      [](const MonitoredDevice&, const PartitionSample& p) {
        return p.memory_total_bytes
@@ -343,6 +350,15 @@ void collect_partitions(const ScrapeInput& in, const std::vector<TableMetric>& t
       for (auto& label : l) {
         if (label.name == "gpu_id") label.value = std::to_string(part.index);
         if (label.name == "gpu_partition_id") label.value = std::to_string(part.partition_id);
+      }
+      // Its own XCCs' busy, labelled xcc_index as partition 0's; without the table's figures
+      // its activity, without xcc_index, as partition 0's fallback.
+      if (part.gfx_busy_percent.empty() && part.gpu_utilization_percent)
+        add_sample(family_named("gpu_gfx_busy_instantaneous"), l, *part.gpu_utilization_percent);
+      for (const auto& [xcc, busy] : part.gfx_busy_percent) {
+        Labels with_xcc = l;
+        with_xcc.push_back({"xcc_index", std::to_string(xcc)});
+        add_sample(family_named("gpu_gfx_busy_instantaneous"), with_xcc, busy);
       }
       for (const auto& row : kPartitionRows) {
         if (auto v = row.value(d, part)) add_sample(family_named(row.name), l, *v);

@@ -155,6 +155,7 @@ class VendorStack {
 struct Stacks {
   std::unique_ptr<VendorStack> nvidia, amd, gaudi;
   std::unique_ptr<VendorStack> amd_partitioned;  // an MI300X in DPX next to one in SPX
+  std::unique_ptr<VendorStack> amd_mi2xx;        // 8 GCDs of 4 MI250X
 };
 Stacks* stacks = nullptr;
 
@@ -197,6 +198,14 @@ const VendorStack& amd_dpx_stack() {
                      " AMD_SMI_INJECT_SCENARIO=" + kScenarios +
                      "/amd_smi/scenarios/mi300x-2x-dpx.json",
                  {});
+}
+// The MI2xx branch of AMD's dashboards: 4 MI250X, each GCD a device; the pod holds a GCD.
+const VendorStack& amd_mi250x_stack() {
+  return started(stacks->amd_mi2xx, "amd-mi250x",
+                 std::string("POLYACCEL_AMD_SMI_LIB=") + AMD_SMI_INJECT_LIB +
+                     " AMD_SMI_INJECT_SCENARIO=" + kScenarios +
+                     "/amd_smi/scenarios/mi250x-8gcd.json",
+                 {{"trainer", "ml", "worker", "amd.com/gpu", {"0000:c1:00.0"}}});
 }
 const VendorStack& gaudi_stack() {
   return started(stacks->gaudi, "gaudi",
@@ -543,13 +552,76 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
   EXPECT_EQ(p.scalar("count(gpu_jpeg_busy_instantaneous)"), 8 * 32);
 }
 
+// AMD's dashboards on MI2xx GPUs (card_model one of their MI2xx part numbers): the edge
+// temperature, HBM stacks and average power their MI2xx queries read.
+Reviewed amd_mi2xx_reviewed() {
+  Reviewed r = amd_reviewed();
+  // Per-XCC GFX busy: the dashboard reads it for MI3xx only (card_model!~ its MI2xx numbers).
+  r[{"amd/dashboard_gpu.json", "GPU Compute Core Usage"}] =
+      "gpu_gfx_busy_instantaneous: queried for MI3xx card models only";
+  // pcie_bandwidth is the metrics table's instantaneous PCIe bandwidth (v1.4 and later, MI300);
+  // MI200's table is v1.3, without it, and the agent has no other source of it.
+  const char* kNoPcieBandwidth = "pcie_bandwidth: not in MI200's v1.3 metrics table";
+  r[{"amd/dashboard_gpu.json", "PCIe Bandwidth"}] = kNoPcieBandwidth;
+  r[{"amd/dashboard_overview.json", "Current Total PCIe Bandwidth"}] = kNoPcieBandwidth;
+  for (const char* f :
+       {"amd/dashboard_overview.json", "amd/dashboard_job.json", "amd/dashboard_system.json"})
+    r[{f, "Total PCIe Bandwidth"}] = kNoPcieBandwidth;
+  for (const char* f : {"amd/dashboard_job.json", "amd/dashboard_system.json"})
+    r[{f, "Total Current PCIe Bandwidth"}] = kNoPcieBandwidth;
+  return r;
+}
+
+TEST_F(VendorDashboards, AmdMi2xxDashboardsEveryPanel) {
+  expect_every_panel_with_data(kAmdDashboards, amd_mi250x_stack(), amd_mi2xx_reviewed(), 89);
+}
+
+TEST_F(VendorDashboards, AmdMi2xxValuesInExporterUnits) {
+  const VendorStack& p = amd_mi250x_stack();
+  // Every GCD is a GPU of AMD's MI2xx list, so the dashboards take their MI2xx queries.
+  EXPECT_EQ(p.scalar("count(gpu_gfx_activity{card_model=~\"102-D65208-0C|102-D67305-00|"
+                     "102-D65209-0C\"})"),
+            8);
+  EXPECT_EQ(p.scalar("sum(gpu_nodes_total)"), 8);
+  // 64 GiB of the OAM's 128 GiB per GCD, in MB.
+  EXPECT_EQ(p.scalar("gpu_total_vram{gpu_id=\"0\"}"), 65536);
+  // Degrees C: the edge sensor (training 44, idle 36), the junction, each HBM stack.
+  EXPECT_EQ(p.scalar("gpu_edge_temperature{gpu_id=\"0\"}"), 44);
+  EXPECT_EQ(p.scalar("gpu_edge_temperature{gpu_id=\"7\"}"), 36);
+  EXPECT_EQ(p.scalar("count(gpu_edge_temperature)"), 8);
+  EXPECT_EQ(p.scalar("gpu_junction_temperature{gpu_id=\"0\"}"), 58);
+  EXPECT_EQ(p.scalar("gpu_memory_temperature{gpu_id=\"0\"}"), 49);
+  EXPECT_EQ(p.scalar("count(gpu_hbm_temperature)"), 8 * 4);
+  EXPECT_EQ(p.scalar("gpu_hbm_temperature{gpu_id=\"0\",hbm_index=\"0\"}"), 45);
+  EXPECT_EQ(p.scalar("gpu_hbm_temperature{gpu_id=\"0\",hbm_index=\"3\"}"), 48);
+  EXPECT_EQ(p.scalar("gpu_hbm_temperature{gpu_id=\"1\",hbm_index=\"1\"}"), 48);
+  EXPECT_EQ(p.scalar("avg(gpu_hbm_temperature{gpu_id=\"6\"})"), (39 + 40 + 39 + 41) / 4.0);
+  // W: the OAM's average socket power, on its first GCD only (the second has no sensor): three
+  // training OAMs at 482 W and the idle one at 92 W.
+  EXPECT_EQ(p.scalar("gpu_average_package_power{gpu_id=\"0\"}"), 482);
+  EXPECT_EQ(p.scalar("count(gpu_average_package_power)"), 4);
+  EXPECT_EQ(p.scalar("sum(gpu_average_package_power)"), 3 * 482 + 92);
+  EXPECT_TRUE(p.query("gpu_average_package_power{gpu_id=\"1\"}").empty());
+  // MI3xx-only families stay away: no junction-only fallback for the edge, no violation counters.
+  EXPECT_TRUE(p.query("gpu_violation_current_accumulated_counter").empty());
+  EXPECT_EQ(p.scalar("count(gpu_health{pod=\"trainer\",card_series=\"AMD Instinct MI250X\"})"), 1);
+}
+
 // Every compute partition has its own series set, as AMD's exporter (metricslist.md): its gpu_id
 // (the place in amd-smi's enumeration) and gpu_partition_id, with its GFX busy and memory; what
 // metricslist.md gives for the primary partition only (engine activity, power, temperature) once
 // per GPU, on partition 0, so that sums count nothing twice.
 TEST_F(VendorDashboards, AmdEveryPartitionReported) {
   const VendorStack& p = amd_dpx_stack();
-  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous)"), 3);
+  // GFX busy per XCC of each partition's own (xcc_index from 0, from the metrics table's
+  // xcp_stats[k]): DPX on an MI300X is 4 XCCs per partition, SPX all 8; their average is the
+  // partition's activity.
+  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous)"), 4 + 4 + 8);
+  EXPECT_TRUE(p.query("gpu_gfx_busy_instantaneous{xcc_index=\"\"}").empty());
+  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous{gpu_id=\"1\"})"), 4);
+  EXPECT_EQ(p.scalar("count(gpu_gfx_busy_instantaneous{gpu_id=\"1\",xcc_index=\"3\"})"), 1);
+  EXPECT_EQ(p.scalar("avg by (gpu_id) (gpu_gfx_busy_instantaneous{gpu_id=\"0\"})"), 72);
+  EXPECT_EQ(p.scalar("avg by (gpu_id) (gpu_gfx_busy_instantaneous{gpu_id=\"1\"})"), 18);
   // Engine activity as metricslist.md has it: the primary partition's only.
   EXPECT_EQ(p.scalar("count(gpu_gfx_activity)"), 2);
   EXPECT_TRUE(p.query("gpu_umc_activity{gpu_partition_id=\"1\"}").empty());
@@ -557,8 +629,8 @@ TEST_F(VendorDashboards, AmdEveryPartitionReported) {
   EXPECT_EQ(p.scalar("gpu_gfx_activity{gpu_id=\"0\",gpu_partition_id=\"0\","
                      "gpu_compute_partition_type=\"dpx\",gpu_memory_partition_type=\"nps2\"}"),
             72);
-  EXPECT_EQ(p.scalar("gpu_gfx_busy_instantaneous{gpu_id=\"1\",gpu_partition_id=\"1\","
-                     "gpu_compute_partition_type=\"dpx\",card_model=\"102-G30211-0C\"}"),
+  EXPECT_EQ(p.scalar("avg(gpu_gfx_busy_instantaneous{gpu_id=\"1\",gpu_partition_id=\"1\","
+                     "gpu_compute_partition_type=\"dpx\",card_model=\"102-G30211-0C\"})"),
             18);
   EXPECT_EQ(p.scalar("gpu_used_vram{gpu_id=\"1\"}"), 8 * 1024);
   EXPECT_EQ(p.scalar("gpu_gfx_activity{gpu_id=\"2\",gpu_partition_id=\"0\","

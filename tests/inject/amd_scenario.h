@@ -4,6 +4,7 @@
 // the next. Test code only.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -131,15 +132,19 @@ inline const nlohmann::json& checked_metrics(const nlohmann::json& j) {
 // from its own library's header, so neither borrows the other's (or polyaccel's) declarations.
 struct MetricsV17Offsets {
   std::size_t pcie_bandwidth_acc, xgmi_read, xgmi_write, accumulation_counter, residencies,
-      num_partition, xcp0_gfx_busy, xcp0_vcn_busy, xcp0_jpeg_busy, vram_max_bandwidth;
+      num_partition, xcp0_gfx_busy, xcp0_vcn_busy, xcp0_jpeg_busy, vram_max_bandwidth,
+      xcp_size;  // one xcp_stats entry: partition k's are xcp_size * k further on
 };
 
-// Writes a step's "metrics" into the v1.7 table at `raw` (already all ones, "not available"):
-// one partition, with what the step gives. Its first "xcc_count" XCCs are each as busy as the
-// GPU (`busy_percent`, the step's GFX activity): a uniform load, as the per-XCC figures of a GPU
-// average to its activity.
+// Writes a step's "metrics" into the v1.7 table at `raw` (already all ones, "not available"),
+// with what the step gives: one XCP per compute partition of the GPU (`partition_busy`, each
+// partition's GFX activity at this step, in the partitions' order: one in SPX), as the driver
+// fills them. The GPU's "xcc_count" XCCs are shared evenly among the partitions (an MI300X's
+// 8: 4 each in DPX), partition k's in xcp_stats[k], each as busy as its partition: a uniform
+// load, as the per-XCC figures of a partition average to its activity. VCN and JPEG busy are
+// partition 0's.
 inline void put_metrics_v17(unsigned char* raw, const nlohmann::json& mj,
-                            std::optional<std::uint32_t> busy_percent,
+                            const std::vector<std::optional<std::uint32_t>>& partition_busy,
                             const MetricsV17Offsets& at) {
   auto put = [&](std::size_t offset, auto value) {
     std::memcpy(raw + offset, &value, sizeof value);
@@ -161,10 +166,13 @@ inline void put_metrics_v17(unsigned char* raw, const nlohmann::json& mj,
   if (mj.contains("vram_max_bandwidth_gbs")) {
     put(at.vram_max_bandwidth, mj.at("vram_max_bandwidth_gbs").get<std::uint64_t>());
   }
-  put(at.num_partition, std::uint16_t{1});
-  const int xcc_count = mj.value("xcc_count", 0);
-  for (int k = 0; k < xcc_count && busy_percent; ++k)
-    put(at.xcp0_gfx_busy + 4 * static_cast<std::size_t>(k), *busy_percent);
+  const std::size_t partitions = std::clamp<std::size_t>(partition_busy.size(), 1, 8);
+  put(at.num_partition, static_cast<std::uint16_t>(partitions));
+  const std::size_t xcc_each = mj.value("xcc_count", std::size_t{0}) / partitions;
+  for (std::size_t p = 0; p < partitions && p < partition_busy.size(); ++p) {
+    for (std::size_t k = 0; k < xcc_each && partition_busy[p]; ++k)
+      put(at.xcp0_gfx_busy + at.xcp_size * p + 4 * k, *partition_busy[p]);
+  }
   put_list("vcn_busy", at.xcp0_vcn_busy, std::uint16_t{});
   put_list("jpeg_busy", at.xcp0_jpeg_busy, std::uint16_t{});
 }

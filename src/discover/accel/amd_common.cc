@@ -44,7 +44,8 @@ std::optional<std::uint64_t> independent_throttle_mask(const GpuMetricsPrefix& m
 }
 
 std::optional<PartitionSample> partition_sample(std::size_t k, unsigned index,
-                                                const AcceleratorSample& own) {
+                                                const AcceleratorSample& own,
+                                                const AcceleratorSample& gpu) {
   if (!own.gpu_utilization_percent && !own.memory_used_bytes) return std::nullopt;
   PartitionSample ps;
   ps.partition_id = static_cast<unsigned>(k + 1);
@@ -56,6 +57,8 @@ std::optional<PartitionSample> partition_sample(std::size_t k, unsigned index,
   if (own.memory_used_bytes && own.memory_free_bytes) {
     ps.memory_total_bytes = *own.memory_used_bytes + *own.memory_free_bytes;
   }
+  if (k < gpu.partition_gfx_busy_percent.size())
+    ps.gfx_busy_percent = gpu.partition_gfx_busy_percent[k];
   return ps;
 }
 
@@ -116,12 +119,19 @@ void read_metrics_table(const unsigned char* raw, AcceleratorSample& s) {
   // Partition 0's XCCs and engines (the whole GPU in SPX); percentages, all ones for an XCC or
   // engine the partition lacks.
   constexpr std::size_t kXcp0 = offsetof(GpuMetrics, xcp_stats);
-  if (has(kXcp0, sizeof(GpuXcpMetrics), 6)) {
+  auto xcc_busy = [&](std::size_t xcp) {
+    std::vector<std::pair<unsigned, double>> busy;
+    const std::size_t at =
+        kXcp0 + xcp * sizeof(GpuXcpMetrics) + offsetof(GpuXcpMetrics, gfx_busy_inst);
     for (unsigned k = 0; k < 8; ++k) {
       std::uint32_t v = 0;
-      std::memcpy(&v, raw + kXcp0 + offsetof(GpuXcpMetrics, gfx_busy_inst) + 4 * k, sizeof v);
-      if (v <= 100) s.gfx_busy_percent.emplace_back(k, v);
+      std::memcpy(&v, raw + at + 4 * k, sizeof v);
+      if (v <= 100) busy.emplace_back(k, v);
     }
+    return busy;
+  };
+  if (has(kXcp0, sizeof(GpuXcpMetrics), 6)) {
+    s.gfx_busy_percent = xcc_busy(0);
     for (unsigned k = 0; k < 4; ++k) {
       std::uint16_t v = u16(kXcp0 + offsetof(GpuXcpMetrics, vcn_busy) + 2 * k);
       if (v <= 100) s.vcn_busy_percent.emplace_back(k, v);
@@ -130,6 +140,15 @@ void read_metrics_table(const unsigned char* raw, AcceleratorSample& s) {
       std::uint16_t v = u16(kXcp0 + offsetof(GpuXcpMetrics, jpeg_busy) + 2 * k);
       if (v <= 100) s.jpeg_busy_percent.emplace_back(k, v);
     }
+  }
+  // In DPX, QPX and CPX the driver fills one XCP per partition, in the partitions' order
+  // (num_partition of them; all ones: not kept). Partition k's XCCs are xcp_stats[k]'s.
+  if (!has(offsetof(GpuMetrics, num_partition), 2, 6)) return;
+  const unsigned partitions = u16(offsetof(GpuMetrics, num_partition));
+  if (partitions < 2 || partitions > 8) return;
+  for (std::size_t xcp = 1; xcp < partitions; ++xcp) {
+    if (!has(kXcp0 + xcp * sizeof(GpuXcpMetrics), sizeof(GpuXcpMetrics), 6)) break;
+    s.partition_gfx_busy_percent.push_back(xcc_busy(xcp));
   }
 }
 

@@ -122,14 +122,17 @@ static_assert(sizeof(GpuMetrics) == 4544);
 
 // From a metrics table the library wrote into `raw` (kGpuMetricsBufferSize bytes, zeroed
 // first), the sample's XGMI data, PCIe accumulated bandwidth, VRAM maximum bandwidth, per-XCC
-// GFX busy and VCN/JPEG busy (partition 0's) and throttle residencies (those not set already), each
-// only where the table's revision has it and the GPU fills it (all ones: not kept).
+// GFX busy and VCN/JPEG busy (partition 0's), the further partitions' per-XCC GFX busy and
+// throttle residencies (those not set already), each only where the table's revision has it and
+// the GPU fills it (all ones: not kept).
 void read_metrics_table(const unsigned char* raw, AcceleratorSample& s);
 
 // A further partition's sample (partition_id k + 1) from what its own device answered: its
-// activity and memory, nothing when it gave neither (its GPU's sample then stands for it).
+// activity and memory, nothing when it gave neither (its GPU's sample then stands for it); its
+// XCCs' busy from the GPU's metrics table (`gpu`, the GPU's sample).
 std::optional<PartitionSample> partition_sample(std::size_t k, unsigned index,
-                                                const AcceleratorSample& own);
+                                                const AcceleratorSample& own,
+                                                const AcceleratorSample& gpu);
 
 // Room for any version of either library's table (amd-smi 26's is about 6 KiB): the library
 // writes its whole struct, which a newer version may have made longer.
@@ -177,6 +180,29 @@ std::optional<std::uint64_t> metrics_throttle_mask(Get get) {
 // until the reset is done.
 AcceleratorEvent kfd_event(const std::string& pci_bus_id, std::uint32_t event,
                            const std::string& message);
+
+// A temperature a sensor gave, or nothing when it is absurd: the libraries answer 0 or all ones
+// for a sensor that is not there (an HBM stack the board lacks), and no GPU runs at 300 C.
+inline std::optional<double> plausible_celsius(std::optional<double> c) {
+  return c && *c > 0 && *c < 300 ? c : std::nullopt;
+}
+
+// Each HBM stack's sensor (HBM_0..HBM_3, sensors 3..6 in both libraries) into the sample's
+// per-stack list; the hottest stack is the memory temperature where there is no VRAM sensor
+// (memory_temperature_c not set). `read(sensor, field)` is the backend's temperature reader.
+template <class Read>
+void read_hbm_temperatures(Read read, AcceleratorSample& s) {
+  static constexpr const char* kFields[] = {"temperature_hbm0", "temperature_hbm1",
+                                            "temperature_hbm2", "temperature_hbm3"};
+  const bool vram_sensor = s.memory_temperature_c.has_value();
+  for (unsigned stack = 0; stack < 4; ++stack) {
+    std::optional<double> c = read(3 + stack, kFields[stack]);
+    if (!vram_sensor && c && (!s.memory_temperature_c || *c > *s.memory_temperature_c)) {
+      s.memory_temperature_c = c;
+    }
+    if (auto ok = plausible_celsius(c)) s.hbm_temperature_c.emplace_back(stack, *ok);
+  }
+}
 
 // Sets the sample's throttle mask and the names of its bits.
 inline void set_throttle(std::uint64_t mask, AcceleratorSample& s) {

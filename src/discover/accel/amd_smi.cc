@@ -533,7 +533,7 @@ void AmdSmiBackend::read_partitions(Gpu& gpu, AcceleratorSample& s) const {
     AcceleratorSample own;
     read_activity(part.handle, t, own);
     if (!t.reachable()) continue;
-    if (auto ps = amd::partition_sample(k, part.index, own)) s.partitions.push_back(*ps);
+    if (auto ps = amd::partition_sample(k, part.index, own, s)) s.partitions.push_back(*ps);
   }
 }
 
@@ -578,22 +578,19 @@ std::optional<double> AmdSmiBackend::temperature(amdsmi::ProcessorHandle p, Tall
   return static_cast<double>(celsius);
 }
 
-// GPU: the edge sensor, else the hotspot (MI300 has no edge sensor). Memory: the VRAM sensor,
-// else the hottest HBM stack.
+// GPU: the edge sensor, else the hotspot (MI300 has no edge sensor); the edge sensor alone too.
+// Memory: the VRAM sensor, else the hottest HBM stack; each stack too.
 void AmdSmiBackend::read_temperatures(amdsmi::ProcessorHandle p, Tally& t,
                                       AcceleratorSample& s) const {
   if (!api_.temperature) return;
   s.hotspot_temperature_c = temperature(p, t, amdsmi::kTempTypeHotspot, "temperature_hotspot");
   s.gpu_temperature_c = temperature(p, t, amdsmi::kTempTypeEdge, "temperature_edge");
+  s.edge_temperature_c = amd::plausible_celsius(s.gpu_temperature_c);
   if (!s.gpu_temperature_c) s.gpu_temperature_c = s.hotspot_temperature_c;
   s.memory_temperature_c = temperature(p, t, amdsmi::kTempTypeVram, "temperature_vram");
-  if (s.memory_temperature_c) return;
-  static constexpr const char* kHbmFields[] = {"temperature_hbm0", "temperature_hbm1",
-                                               "temperature_hbm2", "temperature_hbm3"};
-  for (std::uint32_t sensor = amdsmi::kTempTypeHbm0; sensor <= amdsmi::kTempTypeHbm3; ++sensor) {
-    auto c = temperature(p, t, sensor, kHbmFields[sensor - amdsmi::kTempTypeHbm0]);
-    if (c && (!s.memory_temperature_c || *c > *s.memory_temperature_c)) s.memory_temperature_c = c;
-  }
+  static_assert(amdsmi::kTempTypeHbm0 == 3 && amdsmi::kTempTypeHbm3 == 6);
+  amd::read_hbm_temperatures(
+      [&](std::uint32_t sensor, const char* field) { return temperature(p, t, sensor, field); }, s);
 }
 
 // Power: the current socket power (MI300 and later), else the average (older GPUs), in watts;

@@ -61,6 +61,8 @@ struct PartitionSample {
   std::optional<std::uint64_t> memory_used_bytes;
   std::optional<std::uint64_t> memory_free_bytes;
   std::optional<std::uint64_t> memory_total_bytes;
+  // XCC → busy, of the partition's own XCCs: the metrics table's xcp_stats[partition_id] (v1.6+).
+  std::vector<std::pair<unsigned, double>> gfx_busy_percent;
 };
 
 // AMD: the error counts of one RAS block since the driver loaded (amdsmi_get_gpu_ecc_count,
@@ -177,6 +179,11 @@ struct AcceleratorSample {
   std::optional<std::uint64_t> visible_vram_total_bytes;
   std::optional<std::uint64_t> visible_vram_used_bytes;
   std::optional<double> average_power_watts;
+  // AMD: the edge sensor alone (MI200 and earlier have one, MI300 none; gpu_temperature_c
+  // falls back to the junction), and each HBM stack's sensor (stack → C), as AMD's exporter
+  // reports them (gpu_edge_temperature, gpu_hbm_temperature).
+  std::optional<double> edge_temperature_c;
+  std::vector<std::pair<unsigned, double>> hbm_temperature_c;
   std::vector<RasBlockErrors> ecc_blocks;
   std::optional<std::uint64_t> ecc_deferred_volatile;
   ViolationSample violation;
@@ -185,6 +192,9 @@ struct AcceleratorSample {
   std::optional<double> pcie_bandwidth_accumulated_gbs;
   std::optional<double> vram_max_bandwidth_gbs;
   std::vector<std::pair<unsigned, double>> gfx_busy_percent;  // XCC → busy
+  // A GPU in a compute partition mode: the per-XCC busy of its further partitions, the table's
+  // xcp_stats[1..N-1] (element k is partition k + 1's), which the backends give to their samples.
+  std::vector<std::vector<std::pair<unsigned, double>>> partition_gfx_busy_percent;
   std::vector<std::pair<unsigned, double>> vcn_busy_percent;
   std::vector<std::pair<unsigned, double>> jpeg_busy_percent;
   ProfilingSample profiling;                     // the whole device

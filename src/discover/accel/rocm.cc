@@ -488,7 +488,7 @@ void RocmSmiBackend::read_partitions(Gpu& gpu, AcceleratorSample& s) const {
     AcceleratorSample own;
     read_activity(part.index, t, own);
     if (!t.reachable()) continue;
-    if (auto ps = amd::partition_sample(k, part.index, own)) s.partitions.push_back(*ps);
+    if (auto ps = amd::partition_sample(k, part.index, own, s)) s.partitions.push_back(*ps);
   }
 }
 
@@ -529,22 +529,20 @@ std::optional<double> RocmSmiBackend::temperature(std::uint32_t dv, Tally& t, st
   return static_cast<double>(millidegrees) / 1000.0;
 }
 
-// GPU: the edge sensor, else the junction (MI300 has no edge sensor). Memory: the VRAM sensor,
-// else the hottest HBM stack.
+// GPU: the edge sensor, else the junction (MI300 has no edge sensor); the edge sensor alone too.
+// Memory: the VRAM sensor, else the hottest HBM stack; each stack too.
 void RocmSmiBackend::read_temperatures(std::uint32_t dv, Tally& t, AcceleratorSample& s) const {
   if (!api_.temperature) return;
   s.gpu_temperature_c = temperature(dv, t, rsmi::kTempTypeEdge, "temperature_edge");
+  s.edge_temperature_c = amd::plausible_celsius(s.gpu_temperature_c);
   if (!s.gpu_temperature_c) {
     s.gpu_temperature_c = temperature(dv, t, rsmi::kTempTypeJunction, "temperature_junction");
   }
   s.memory_temperature_c = temperature(dv, t, rsmi::kTempTypeMemory, "temperature_memory");
-  if (s.memory_temperature_c) return;
-  static constexpr const char* kHbmFields[] = {"temperature_hbm0", "temperature_hbm1",
-                                               "temperature_hbm2", "temperature_hbm3"};
-  for (std::uint32_t sensor = rsmi::kTempTypeHbm0; sensor <= rsmi::kTempTypeHbm3; ++sensor) {
-    auto c = temperature(dv, t, sensor, kHbmFields[sensor - rsmi::kTempTypeHbm0]);
-    if (c && (!s.memory_temperature_c || *c > *s.memory_temperature_c)) s.memory_temperature_c = c;
-  }
+  static_assert(rsmi::kTempTypeHbm0 == 3 && rsmi::kTempTypeHbm3 == 6);
+  amd::read_hbm_temperatures(
+      [&](std::uint32_t sensor, const char* field) { return temperature(dv, t, sensor, field); },
+      s);
 }
 
 // Power: the average (older GPUs), else the current socket power (MI300); microwatts. Energy: the

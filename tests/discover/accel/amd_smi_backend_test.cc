@@ -255,6 +255,14 @@ TEST_F(AmdSmiMi300xTest, SamplesFollowTheSteps) {
 TEST_F(AmdSmiMi300xTest, MemoryTemperatureFromTheHottestHbmStack) {
   // 0000:c6:00.0 has no VRAM sensor: its hottest HBM stack stands in.
   EXPECT_EQ(backend_->sample("0000:c6:00.0").memory_temperature_c, std::optional<double>(38.0));
+  // Each stack on its own too; no edge sensor on an MI300X.
+  AcceleratorSample c6 = backend_->sample("0000:c6:00.0");
+  EXPECT_THAT(
+      c6.hbm_temperature_c,
+      ElementsAre(std::pair<unsigned, double>{0, 36.0}, std::pair<unsigned, double>{1, 38.0},
+                  std::pair<unsigned, double>{2, 37.0}, std::pair<unsigned, double>{3, 35.0}));
+  EXPECT_FALSE(c6.edge_temperature_c);
+  EXPECT_TRUE(backend_->sample("0000:05:00.0").hbm_temperature_c.empty());
   steps_->go(1);
   EXPECT_EQ(backend_->sample("0000:c6:00.0").memory_temperature_c, std::optional<double>(61.0));
   EXPECT_EQ(backend_->sample("0000:e5:00.0").memory_temperature_c, std::optional<double>(58.0));
@@ -307,6 +315,42 @@ TEST(AmdSmiBackend, ThrottleBitsFromTheMetricsTable) {
   EXPECT_EQ(s.power_watts, std::optional<double>(480.0));  // the average, before MI300
   EXPECT_EQ(s.ecc_corrected_volatile, std::optional<std::uint64_t>(7));
   EXPECT_EQ(s.ecc_uncorrected_volatile, std::optional<std::uint64_t>(1));
+}
+
+// MI200: the edge sensor on its own and each HBM stack, next to the VRAM sensor (which stays the
+// memory temperature); a stack the library answers 0 or 65535 for is not there.
+TEST(AmdSmiBackend, EdgeAndHbmStacksOfAnMi250x) {
+  testing::TempDir dir;
+  auto scenario =
+      write_scenario(dir, {{"devices",
+                            {{{"pci_bus_id", "0000:c1:00.0"},
+                              {"name", "AMD Instinct MI250X"},
+                              {"model_number", "102-D65209-0C"},
+                              {"gfx_version", "gfx90a"}},
+                             {{"pci_bus_id", "0000:c6:00.0"},
+                              {"name", "AMD Instinct MI250X"},
+                              {"gfx_version", "gfx90a"}}}},
+                           {"steps",
+                            {{{"all",
+                               {{"temperature_edge_c", 44},
+                                {"temperature_junction_c", 58},
+                                {"temperature_memory_c", 49},
+                                {"temperature_hbm_c", {46, 0, 47, 65535}},
+                                {"power_average_watts", 482}}},
+                              {"devices", {{"0000:c6:00.0", {{"temperature_edge_c", 400}}}}}}}}});
+  auto backend = backend_for(kLibrary, scenario);
+  Status opened = backend->open();
+  ASSERT_TRUE(opened) << opened.error().message();
+  ASSERT_TRUE(backend->devices());
+  AcceleratorSample s = backend->sample("0000:c1:00.0");
+  EXPECT_EQ(s.edge_temperature_c, std::optional<double>(44.0));
+  EXPECT_EQ(s.gpu_temperature_c, std::optional<double>(44.0));
+  EXPECT_EQ(s.memory_temperature_c, std::optional<double>(49.0));
+  EXPECT_THAT(s.hbm_temperature_c, ElementsAre(std::pair<unsigned, double>{0, 46.0},
+                                               std::pair<unsigned, double>{2, 47.0}));
+  EXPECT_EQ(s.average_power_watts, std::optional<double>(482.0));
+  // An absurd edge reading is no edge temperature (the GPU temperature keeps what it said).
+  EXPECT_FALSE(backend->sample("0000:c6:00.0").edge_temperature_c);
 }
 
 // A library before 26 lays out the info structs and the event record with shorter strings: the
@@ -404,7 +448,15 @@ TEST(AmdSmiBackend, EachPartitionIsSampled) {
   EXPECT_EQ(second.memory_used_bytes, 8 * kGiB);
   EXPECT_EQ(second.memory_free_bytes, 88 * kGiB);
   EXPECT_EQ(second.memory_total_bytes, 96 * kGiB);
-  EXPECT_TRUE(backend->sample("0000:26:00.0").partitions.empty());
+  // Each partition's own XCCs from the GPU's metrics table: an MI300X's 8 are 4 per partition in
+  // DPX, xcp_stats[0] partition 0's, xcp_stats[1] partition 1's.
+  using Xcc = std::pair<unsigned, double>;
+  EXPECT_THAT(dpx.gfx_busy_percent, ElementsAre(Xcc{0, 72}, Xcc{1, 72}, Xcc{2, 72}, Xcc{3, 72}));
+  EXPECT_THAT(second.gfx_busy_percent, ElementsAre(Xcc{0, 18}, Xcc{1, 18}, Xcc{2, 18}, Xcc{3, 18}));
+  AcceleratorSample spx = backend->sample("0000:26:00.0");
+  EXPECT_TRUE(spx.partitions.empty());
+  EXPECT_EQ(spx.gfx_busy_percent.size(), 8u);
+  EXPECT_TRUE(spx.partition_gfx_busy_percent.empty());
 }
 
 // In a compute partition mode the library shows one processor per partition, each on a function

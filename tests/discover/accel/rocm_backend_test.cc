@@ -226,6 +226,40 @@ TEST(RocmBackend, DeviceThatSupportsNothingIsReachable) {
 // in all); the backend reads each, several events at a time.
 class RocmLibraryVersionTest : public ::testing::TestWithParam<std::string> {};
 
+// MI200: the edge sensor on its own and each HBM stack, next to the memory sensor (which stays the
+// memory temperature); a stack the library answers 0 for is not there.
+TEST(RocmSmiBackend, EdgeAndHbmStacksOfAnMi250x) {
+  testing::TempDir dir;
+  auto scenario = write_scenario(dir, {{"devices",
+                                        {{{"pci_bus_id", "0000:c1:00.0"},
+                                          {"name", "AMD Instinct MI250X"},
+                                          {"gfx_version", "gfx90a"}},
+                                         {{"pci_bus_id", "0000:c6:00.0"},
+                                          {"name", "AMD Instinct MI250X"},
+                                          {"gfx_version", "gfx90a"},
+                                          {"unsupported", {"temperature_memory"}}}}},
+                                       {"steps",
+                                        {{{"all",
+                                           {{"temperature_edge_c", 44.0},
+                                            {"temperature_junction_c", 58.0},
+                                            {"temperature_memory_c", 49.0},
+                                            {"temperature_hbm_c", {46.0, 48.5, 0.0, 45.0}},
+                                            {"power_average_watts", 482.0}}}}}}});
+  auto backend = backend_for(kLibrary, scenario);
+  Status opened = backend->open();
+  ASSERT_TRUE(opened) << opened.error().message();
+  ASSERT_TRUE(backend->devices());
+  AcceleratorSample s = backend->sample("0000:c1:00.0");
+  EXPECT_EQ(s.edge_temperature_c, std::optional<double>(44.0));
+  EXPECT_EQ(s.memory_temperature_c, std::optional<double>(49.0));
+  EXPECT_THAT(s.hbm_temperature_c, ::testing::ElementsAre(std::pair<unsigned, double>{0, 46.0},
+                                                          std::pair<unsigned, double>{1, 48.5},
+                                                          std::pair<unsigned, double>{3, 45.0}));
+  EXPECT_EQ(s.average_power_watts, std::optional<double>(482.0));
+  // Without a memory sensor the hottest stack stands in.
+  EXPECT_EQ(backend->sample("0000:c6:00.0").memory_temperature_c, std::optional<double>(48.5));
+}
+
 TEST_P(RocmLibraryVersionTest, ReadsTheLayoutsOfThisVersion) {
   testing::TempDir dir;
   auto scenario = write_scenario(
@@ -397,7 +431,17 @@ TEST(RocmBackend, EachPartitionIsSampled) {
   EXPECT_EQ(second.memory_utilization_percent, 9.0);
   EXPECT_EQ(second.memory_used_bytes, 8 * kGiB);
   EXPECT_EQ(second.memory_total_bytes, 96 * kGiB);
-  EXPECT_TRUE(backend->sample("0000:26:00.0").partitions.empty());
+  // Each partition's own XCCs from the GPU's metrics table: an MI300X's 8 are 4 per partition in
+  // DPX, xcp_stats[0] partition 0's, xcp_stats[1] partition 1's.
+  using Xcc = std::pair<unsigned, double>;
+  EXPECT_THAT(dpx.gfx_busy_percent,
+              ::testing::ElementsAre(Xcc{0, 72}, Xcc{1, 72}, Xcc{2, 72}, Xcc{3, 72}));
+  EXPECT_THAT(second.gfx_busy_percent,
+              ::testing::ElementsAre(Xcc{0, 18}, Xcc{1, 18}, Xcc{2, 18}, Xcc{3, 18}));
+  AcceleratorSample spx = backend->sample("0000:26:00.0");
+  EXPECT_TRUE(spx.partitions.empty());
+  EXPECT_EQ(spx.gfx_busy_percent.size(), 8u);
+  EXPECT_TRUE(spx.partition_gfx_busy_percent.empty());
 }
 
 TEST(RocmBackend, PartialLibraryWorksWithWhatItHas) {

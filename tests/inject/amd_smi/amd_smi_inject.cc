@@ -909,7 +909,7 @@ INJECT_CHECK(amdsmi_get_gpu_bad_page_info, BadPageInfoFn);
 // step gives none, as on MI300.
 AMDSMI_API Status amdsmi_get_gpu_metrics_info(ProcessorHandle p,
                                               polyaccel::amd::GpuMetricsPrefix* metrics) {
-  return device_call(p, "gpu_metrics", metrics, [&](const Device&, const Values& v) {
+  return device_call(p, "gpu_metrics", metrics, [&](const Device& d, const Values& v) {
     polyaccel::amd::GpuMetricsPrefix m{};
     m.structure_size = sizeof m;
     m.format_revision = 1;
@@ -943,13 +943,23 @@ AMDSMI_API Status amdsmi_get_gpu_metrics_info(ProcessorHandle p,
     put(416, static_cast<std::uint32_t>(pc.value("nak_sent", 0)));
     put(420, static_cast<std::uint32_t>(pc.value("nak_received", 0)));
     if (!v.metrics) return kSuccess;
-    // A v1.7 table (MI300 with a 6.14 driver): residencies, XGMI data, bandwidths, and the one
-    // partition's VCN and JPEG busy; what is not given stays all ones.
+    // A v1.7 table (MI300 with a 6.14 driver): residencies, XGMI data, bandwidths, each
+    // partition's XCCs (the GPU's table: the same through every partition's handle) and the
+    // first partition's VCN and JPEG busy; what is not given stays all ones.
     using polyaccel::amd::GpuMetrics;
     using polyaccel::amd::GpuXcpMetrics;
     raw[3] = 7;
     constexpr std::size_t kXcp0 = offsetof(GpuMetrics, xcp_stats);
-    inject::put_metrics_v17(raw, *v.metrics, v.busy_percent,
+    const State& st = state();
+    std::vector<std::optional<std::uint32_t>> partition_busy;
+    for (const Socket& socket : st.scenario.sockets) {
+      const bool ours = std::any_of(socket.devices.begin(), socket.devices.end(),
+                                    [&](std::size_t i) { return &st.scenario.devices[i] == &d; });
+      if (!ours) continue;
+      for (std::size_t i : socket.devices)
+        partition_busy.push_back(st.scenario.devices[i].steps[st.step].busy_percent);
+    }
+    inject::put_metrics_v17(raw, *v.metrics, partition_busy,
                             {.pcie_bandwidth_acc = offsetof(GpuMetrics, pcie_bandwidth_acc),
                              .xgmi_read = offsetof(GpuMetrics, xgmi_read_data_acc),
                              .xgmi_write = offsetof(GpuMetrics, xgmi_write_data_acc),
@@ -959,7 +969,8 @@ AMDSMI_API Status amdsmi_get_gpu_metrics_info(ProcessorHandle p,
                              .xcp0_gfx_busy = kXcp0 + offsetof(GpuXcpMetrics, gfx_busy_inst),
                              .xcp0_vcn_busy = kXcp0 + offsetof(GpuXcpMetrics, vcn_busy),
                              .xcp0_jpeg_busy = kXcp0 + offsetof(GpuXcpMetrics, jpeg_busy),
-                             .vram_max_bandwidth = offsetof(GpuMetrics, vram_max_bandwidth)});
+                             .vram_max_bandwidth = offsetof(GpuMetrics, vram_max_bandwidth),
+                             .xcp_size = sizeof(GpuXcpMetrics)});
     return kSuccess;
   });
 }

@@ -55,7 +55,9 @@ enum : std::uint32_t { RSMI_MEM_TYPE_VRAM = 0, RSMI_MEM_TYPE_VIS_VRAM = 1, RSMI_
 enum : std::uint32_t {
   RSMI_TEMP_TYPE_EDGE = 0,
   RSMI_TEMP_TYPE_JUNCTION = 1,
-  RSMI_TEMP_TYPE_MEMORY = 2
+  RSMI_TEMP_TYPE_MEMORY = 2,
+  RSMI_TEMP_TYPE_HBM_0 = 3,
+  RSMI_TEMP_TYPE_HBM_3 = 6
 };
 enum : std::uint32_t { RSMI_TEMP_CURRENT = 0 };
 enum : std::uint32_t { RSMI_CLK_TYPE_SYS = 0, RSMI_CLK_TYPE_MEM = 4 };
@@ -140,6 +142,7 @@ struct Values {
   std::optional<double> temperature_edge;
   std::optional<double> temperature_junction;
   std::optional<double> temperature_memory;
+  std::vector<double> temperature_hbm;  // per stack, HBM_0..HBM_3
   std::optional<double> power_average_watts;
   std::optional<double> socket_power_watts;
   std::optional<std::uint64_t> energy_counter;
@@ -247,6 +250,7 @@ const std::set<std::string>& field_names() {
       "temperature_edge",
       "temperature_junction",
       "temperature_memory",
+      "temperature_hbm",
       "power_average",
       "socket_power",
       "energy",
@@ -271,11 +275,26 @@ std::uint64_t bdfid_of(const std::string& bus_id) {
 
 void apply_values(const nlohmann::json& j, Values& v) {
   inject::check_keys(j,
-                     {"busy_percent", "memory_busy_percent", "vram_used_bytes",
-                      "temperature_edge_c", "temperature_junction_c", "temperature_memory_c",
-                      "power_average_watts", "socket_power_watts", "energy_counter", "sclk_mhz",
-                      "mclk_mhz", "pcie_replay_count", "ecc", "bad_pages", "indep_throttle_status",
-                      "lost", "gtt_used_bytes", "visible_vram_used_bytes", "metrics"},
+                     {"busy_percent",
+                      "memory_busy_percent",
+                      "vram_used_bytes",
+                      "temperature_edge_c",
+                      "temperature_junction_c",
+                      "temperature_memory_c",
+                      "temperature_hbm_c",
+                      "power_average_watts",
+                      "socket_power_watts",
+                      "energy_counter",
+                      "sclk_mhz",
+                      "mclk_mhz",
+                      "pcie_replay_count",
+                      "ecc",
+                      "bad_pages",
+                      "indep_throttle_status",
+                      "lost",
+                      "gtt_used_bytes",
+                      "visible_vram_used_bytes",
+                      "metrics"},
                      "step values");
   auto take = [&](const char* key, auto& field) {
     if (j.contains(key))
@@ -290,6 +309,10 @@ void apply_values(const nlohmann::json& j, Values& v) {
   take("temperature_edge_c", v.temperature_edge);
   take("temperature_junction_c", v.temperature_junction);
   take("temperature_memory_c", v.temperature_memory);
+  if (j.contains("temperature_hbm_c")) {
+    v.temperature_hbm = j.at("temperature_hbm_c").get<std::vector<double>>();
+    if (v.temperature_hbm.size() > 4) throw std::runtime_error("temperature_hbm_c: four stacks");
+  }
   take("power_average_watts", v.power_average_watts);
   take("socket_power_watts", v.socket_power_watts);
   take("energy_counter", v.energy_counter);
@@ -625,18 +648,21 @@ RSMI_API rsmi_status_t rsmi_dev_busy_percent_get(std::uint32_t dv, std::uint32_t
                      [&](const Device&, const Values& v) { return put(v.busy_percent, percent); });
 }
 
-// Millidegrees C; only the current value, and no HBM stack sensors.
+// Millidegrees C; only the current value. The HBM stacks as the step gives them.
 RSMI_API rsmi_status_t rsmi_dev_temp_metric_get(std::uint32_t dv, std::uint32_t sensor,
                                                 std::uint32_t metric, std::int64_t* millidegrees) {
   static const char* const kFields[] = {"temperature_edge", "temperature_junction",
                                         "temperature_memory"};
   const char* field = sensor <= RSMI_TEMP_TYPE_MEMORY ? kFields[sensor] : "temperature_hbm";
   return device_call(dv, field, millidegrees, [&](const Device&, const Values& v) {
-    if (metric != RSMI_TEMP_CURRENT || sensor > RSMI_TEMP_TYPE_MEMORY)
+    if (metric != RSMI_TEMP_CURRENT || sensor > RSMI_TEMP_TYPE_HBM_3)
       return RSMI_STATUS_NOT_SUPPORTED;
-    const std::optional<double> c = sensor == RSMI_TEMP_TYPE_EDGE       ? v.temperature_edge
-                                    : sensor == RSMI_TEMP_TYPE_JUNCTION ? v.temperature_junction
-                                                                        : v.temperature_memory;
+    std::optional<double> c = sensor == RSMI_TEMP_TYPE_EDGE       ? v.temperature_edge
+                              : sensor == RSMI_TEMP_TYPE_JUNCTION ? v.temperature_junction
+                              : sensor == RSMI_TEMP_TYPE_MEMORY   ? v.temperature_memory
+                                                                  : std::nullopt;
+    if (sensor >= RSMI_TEMP_TYPE_HBM_0 && sensor - RSMI_TEMP_TYPE_HBM_0 < v.temperature_hbm.size())
+      c = v.temperature_hbm[sensor - RSMI_TEMP_TYPE_HBM_0];
     if (!c) return RSMI_STATUS_NOT_SUPPORTED;
     *millidegrees = static_cast<std::int64_t>(*c * 1000.0);
     return RSMI_STATUS_SUCCESS;
@@ -879,7 +905,7 @@ RSMI_API rsmi_status_t rsmi_dev_memory_reserved_pages_get(std::uint32_t dv,
 // ("not available") unless the step gives them, as on MI300.
 RSMI_API rsmi_status_t rsmi_dev_gpu_metrics_info_get(std::uint32_t dv,
                                                      rsmi_gpu_metrics_prefix_t* metrics) {
-  return device_call(dv, "gpu_metrics", metrics, [&](const Device&, const Values& v) {
+  return device_call(dv, "gpu_metrics", metrics, [&](const Device& d, const Values& v) {
     rsmi_gpu_metrics_prefix_t m{};
     m.structure_size = sizeof m;
     m.format_revision = 1;
@@ -899,7 +925,15 @@ RSMI_API rsmi_status_t rsmi_dev_gpu_metrics_info_get(std::uint32_t dv,
     auto* raw = reinterpret_cast<unsigned char*>(metrics);
     std::memset(raw, 0xff, kSize);
     std::memcpy(raw, &m, sizeof m);
-    inject::put_metrics_v17(raw, *v.metrics, v.busy_percent,
+    // The GPU's table, the same through every partition's index: one XCP per partition, the
+    // devices on the functions of its PCI device (in the scenario's order).
+    const State& st = state();
+    std::vector<std::optional<std::uint32_t>> partition_busy;
+    for (const Device& other : st.scenario.devices) {
+      if ((other.bdfid >> 3) == (d.bdfid >> 3))
+        partition_busy.push_back(other.steps[st.step].busy_percent);
+    }
+    inject::put_metrics_v17(raw, *v.metrics, partition_busy,
                             {.pcie_bandwidth_acc = 144,
                              .xgmi_read = 184,
                              .xgmi_write = 248,
@@ -909,7 +943,8 @@ RSMI_API rsmi_status_t rsmi_dev_gpu_metrics_info_get(std::uint32_t dv,
                              .xcp0_gfx_busy = kXcp0,
                              .xcp0_vcn_busy = kXcp0 + 112,
                              .xcp0_jpeg_busy = kXcp0 + 32,
-                             .vram_max_bandwidth = 4520});
+                             .vram_max_bandwidth = 4520,
+                             .xcp_size = 504});
     return RSMI_STATUS_SUCCESS;
   });
 }
