@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "support/test_support.h"
 
@@ -238,6 +239,29 @@ TEST_F(HostileInput, HugeAndWrappingNumbers) {
     auto path = file("state-v.json", prefix + version + R"(, "placements": []})");
     refused("place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB --state '" + path + "'",
             "schema_version");
+  }
+  // A committed placement's own fields: the one out of range is the one named, with its value,
+  // not a later check on the default it left (which said "'cells' and 'devices' must be arrays").
+  auto committed =
+      polyaccel(place("--vcpus 2 --memory 1GiB --spec hw:cpu_policy=dedicated --commit --name vm1"),
+                scratch_);
+  ASSERT_EQ(committed.exit_code, 0) << committed.err;
+  const auto state = nlohmann::json::parse(slurp(state_));
+  const std::vector<std::tuple<std::string, nlohmann::json, std::string>> fields = {
+      {"/vcpus", 4294967296ULL, "field 'vcpus': '4294967296'"},
+      {"/vcpus", -1, "field 'vcpus': '-1'"},
+      {"/memory_bytes", 18446744073709551616.0, "field 'memory_bytes'"},
+      {"/memory_bytes", -4096, "field 'memory_bytes': '-4096'"},
+      {"/cells/0/host_numa_node", 4294967296ULL, "field 'cells[0].host_numa_node': '4294967296'"},
+      {"/cells/0/guest_cell", 4294967296ULL, "field 'cells[0].guest_cell': '4294967296'"},
+      {"/cells/0/vcpus/0", 1e20, "field 'cells[0].vcpus[0]': '1e+20'"},
+  };
+  for (const auto& [pointer, value, names] : fields) {
+    auto bad = state;
+    bad["placements"][0][nlohmann::json::json_pointer(pointer)] = value;
+    auto path = file("state-field.json", bad.dump());
+    refused("allocations --topology '" + xe8640() + "' --state '" + path + "'",
+            "placement vm1: " + names);
   }
   // Durations of the agent: each made its samplers spin.
   for (const char* interval : {"nan", "inf", "1e300", "9e12s", "-1", "0", "1e-9s", "10parsecs"}) {
