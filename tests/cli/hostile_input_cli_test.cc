@@ -521,6 +521,9 @@ TEST_F(HostileInput, ParserErrorsAreOneLine) {
   refused("place --no-such-option", "--no-such-option");
   refused("topo --accel-backends sometimes", "--accel-backends");
   refused("nosuchcommand", "nosuchcommand");
+  // An unknown command with a newline or an escape sequence in it: escaped, one line.
+  refused("\"$(printf 'tp\\noo')\"", "unknown command 'tp\\noo'");
+  refused("mig \"$(printf 'pl\\033[2Jan\\377')\"", "unknown command 'pl\\x1b[2Jan\\xff'");
 }
 
 }  // namespace
