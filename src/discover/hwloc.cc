@@ -342,17 +342,6 @@ Result<std::string> check_xml_file(const std::string& path) {
   return text;
 }
 
-Status check_fsroot(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return bad_input(dir, "no such directory");
-  if (!fs::is_directory(dir, ec)) return bad_input(dir, "is not a directory");
-  if (!fs::exists(fs::path(dir) / "sys/devices/system/cpu", ec)) {
-    return bad_input(dir, "holds no sys/devices/system/cpu: not a gathered sysfs/procfs tree",
-                     "make one with `hwloc-gather-topology --io NAME` and extract it");
-  }
-  return Ok{};
-}
-
 // CXL memory as hwloc names it: the subtypes of hwloc 2.10+ ("CXL-DRAM"), or the infos hwloc
 // 2.9 puts on a node onlined from a CXL DAX region (DAXType "CXLMem", CXLRAMSize/CXLPMEMSize).
 bool is_cxl_memory(hwloc_obj_t o, const std::string& subtype) {

@@ -516,6 +516,55 @@ TEST_F(HostileInput, GatheredTreeBeyondTheCpuAndNodeBoundsIsRefused) {
   refused("topo --fsroot '" + node_tree.string() + "'", "names NUMA node 5000, beyond node 4095");
 }
 
+// --fsroot checked the same way by every command that takes it, before any reads it: a
+// command that reads only a few files of the tree (mig partition, sriov set) took a missing one
+// for a host without such devices and exited 0.
+TEST_F(HostileInput, BadFsrootForEveryCommand) {
+  const auto fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto loop = dir_ / "loop";
+  std::filesystem::create_symlink(loop, loop);
+  const auto plain = file("plain", "x");
+  const auto empty = dir_ / "empty";
+  std::filesystem::create_directories(empty / "sys/bus/pci/devices");
+  const std::vector<std::pair<std::string, std::string>> roots = {
+      {"/nonexistent/tree", "/nonexistent/tree: no such directory"},
+      {fifo.string(), fifo.string() + ": is not a directory"},
+      {loop.string(), loop.string() + ": Too many levels of symbolic links"},
+      {plain, plain + ": is not a directory"},
+      {empty.string(), empty.string() + ": holds no sys/devices/system/cpu"},
+  };
+  // Each command's words, then its other arguments (after --fsroot: run's CMD comes last).
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"topo", ""},
+      {"topo", "--of xml"},
+      {"report", ""},
+      {"mig show", ""},
+      {"mig partition", ""},
+      {"mig partition", "--gpu 0000:0c:00.0 --compute CPX"},
+      {"sriov set", "0000:01:00.0 1"},
+      {"place", "--vcpus 1 --memory 1GiB --state '" + state_ + "'"},
+      {"allocations", "--state '" + state_ + "'"},
+      {"release", "vm --state '" + state_ + "'"},
+      {"flavors", ""},
+      {"nccl-topo", ""},
+      {"audit", ""},
+      {"run", "--dry-run --gpus 1 -- true"},
+      {"agent",
+       "--once --accel-backends off --listen 127.0.0.1:0 --pod-resources-socket '' "
+       "--kubelet-dir '' --nfd-features-dir '' --state ''"},
+      {"dra slices", ""},
+      {"cdi generate", ""},
+  };
+  for (const auto& [words, rest] : commands) {
+    for (const auto& [root, names] : roots) {
+      for (const char* json : {"", "--json "}) {
+        refused(words + " " + json + "--fsroot '" + root + "' " + rest, names);
+      }
+    }
+  }
+}
+
 // CLI11's own errors are one line too (no "Run with --help for more information.").
 TEST_F(HostileInput, ParserErrorsAreOneLine) {
   refused("place --no-such-option", "--no-such-option");
