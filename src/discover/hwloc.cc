@@ -149,12 +149,6 @@ Result<XmlTag> read_start_tag(const std::string& path, const std::string& text, 
 // (2.9 dereferences a missing complete set in hwloc_topology_load, and lstopo with it): an
 // object with a cpuset but no complete_cpuset, a nodeset but no complete_nodeset, a PU without a
 // cpuset. Every export hwloc writes has them all.
-// The largest CPU and NUMA node numbers Linux has (NR_CPUS is at most 8192, MAX_NUMNODES 1024),
-// with room. A CPU numbered 4000000000 (or one without a number, which hwloc takes as -1) made
-// every CPU set of the model half a gigabyte.
-constexpr unsigned kMaxCpuIndex = 16383;
-constexpr unsigned kMaxNodeIndex = 4095;
-
 // An hwloc bitmap as XML writes it, "0x00000040,,0x00400000": 32-bit words, highest first.
 bool bitmap_beyond(const std::string& bitmap, unsigned max_index) {
   size_t words = static_cast<size_t>(std::count(bitmap.begin(), bitmap.end(), ',')) + 1;
