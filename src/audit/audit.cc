@@ -6,6 +6,7 @@
 
 #include "audit/checks.h"
 #include "audit/support.h"
+#include "core/number.h"
 
 namespace polyaccel {
 
@@ -52,9 +53,18 @@ std::vector<std::pair<std::uint16_t, std::uint16_t>> parse_id_list(const std::st
   std::vector<std::pair<std::uint16_t, std::uint16_t>> ids;
   std::istringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
-    unsigned vendor = 0, device = 0;
-    if (std::sscanf(item.c_str(), "%x:%x", &vendor, &device) == 2) {
-      ids.emplace_back(static_cast<std::uint16_t>(vendor), static_cast<std::uint16_t>(device));
+    // vendor:device[:subvendor...], each id 16 bits: "110de:2330" is no id, not 10de wrapped
+    // from a wider one.
+    std::string_view v = item;
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t'))
+      v.remove_prefix(1);
+    auto colon = v.find(':');
+    if (colon == std::string_view::npos) continue;
+    auto vendor = parse_hex(v.substr(0, colon), "vendor", 0xffff);
+    auto device =
+        parse_hex(v.substr(colon + 1, v.find(':', colon + 1) - colon - 1), "device", 0xffff);
+    if (vendor && device) {
+      ids.emplace_back(static_cast<std::uint16_t>(*vendor), static_cast<std::uint16_t>(*device));
     }
   }
   return ids;

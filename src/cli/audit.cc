@@ -59,8 +59,8 @@ Result<AuditRequest> parse_request(const GlobalOptions& g, const AuditCommandOpt
   r.discover = g.discover;
   if (!o.root.empty()) {
     if (!g.discover.fsroot.empty()) return bad_input("--root", "give --root or --fsroot, not both");
-    std::error_code ec;
-    if (!fs::is_directory(o.root, ec)) return bad_input(o.root, "--root is not a directory");
+    // The same check as --fsroot's, with or without --topology.
+    if (auto root = check_fsroot(o.root); !root) return root.error();
     r.facts_root = o.root;
     // With --topology the model comes from the XML and only the facts from the root.
     if (g.discover.topology_xml.empty()) r.discover.fsroot = o.root;

@@ -104,7 +104,8 @@ std::string unknown_command(const CLI::App& app, int argc, const char* const* ar
         closest = s;
       }
     }
-    std::string message = path + ": unknown command '" + word + "'";
+    // The word is the user's: escaped and cut short, so that the error stays one line.
+    std::string message = path + ": unknown command " + quote_input(word);
     if (closest && best <= std::max<std::size_t>(2, word.size() / 2)) {
       message += " (did you mean '" + closest->get_name() + "'?)";
     } else {

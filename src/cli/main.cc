@@ -265,6 +265,10 @@ int main(int argc, char** argv) {
   if (auto rc = run_completion_commands(app, completion_options, std::cout)) return *rc;
   if (auto applied = apply_config_file(app, g.config); !applied) return fail(applied.error());
   if (auto ready = settle_output_options(g); !ready) return fail(ready.error());
+  // One check of --topology/--fsroot for every command, before any reads them: mig partition
+  // and sriov set read only a few files of the tree and took a missing one for a host without
+  // such devices.
+  if (auto sources = polyaccel::check_sources(g.discover); !sources) return fail(sources.error());
   // -o yaml and -q: std::cout goes to a buffer, converted or dropped when `output` ends.
   FormattedOutput output(g);
   if (*topo) return run_topo(g, topo_options, std::cout);

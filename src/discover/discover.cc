@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 
 #include "discover/accel/backends.h"
@@ -15,6 +16,29 @@ std::string filesystem_root(const DiscoverOptions& options) {
   if (!options.topology_xml.empty()) return {};
   if (!options.fsroot.empty()) return options.fsroot;
   return "/";
+}
+
+Status check_fsroot(const std::string& dir) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(dir, ec);  // links followed
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return bad_input(dir, ec.message());  // a loop of links, no permission
+  }
+  if (!std::filesystem::exists(status)) return bad_input(dir, "no such directory");
+  if (!std::filesystem::is_directory(status)) return bad_input(dir, "is not a directory");
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "sys/devices/system/cpu", ec)) {
+    return bad_input(dir, "holds no sys/devices/system/cpu: not a gathered sysfs/procfs tree",
+                     "make one with `hwloc-gather-topology --io NAME` and extract it");
+  }
+  return Ok{};
+}
+
+Status check_sources(const DiscoverOptions& options) {
+  if (!options.topology_xml.empty() && !options.fsroot.empty()) {
+    return bad_input("--topology/--fsroot", "give one source, not both");
+  }
+  if (!options.fsroot.empty()) return check_fsroot(options.fsroot);
+  return Ok{};
 }
 
 Result<std::string> export_hwloc_xml(const DiscoverOptions& options) {

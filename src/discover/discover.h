@@ -31,6 +31,13 @@ Result<HostModel> discover_host(const DiscoverOptions& options);
 // what `topo --of xml` prints and `--topology` reads back.
 Result<std::string> export_hwloc_xml(const DiscoverOptions& options);
 
+// The one check of a --fsroot DIR, for every command that takes it: an existing directory
+// (after links; a FIFO, a file or a loop of links is refused) that holds sys/devices/system/cpu,
+// as every sysfs and every hwloc-gather-topology tree does.
+Status check_fsroot(const std::string& dir);
+// What every command checks first: one source, not both, and check_fsroot of a --fsroot.
+Status check_sources(const DiscoverOptions& options);
+
 // The sysfs/procfs root that discovery reads beside hwloc: "/" for the live host, the fsroot
 // directory for a gathered tree, empty for an XML capture (nothing to read).
 std::string filesystem_root(const DiscoverOptions& options);

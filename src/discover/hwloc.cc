@@ -149,12 +149,6 @@ Result<XmlTag> read_start_tag(const std::string& path, const std::string& text, 
 // (2.9 dereferences a missing complete set in hwloc_topology_load, and lstopo with it): an
 // object with a cpuset but no complete_cpuset, a nodeset but no complete_nodeset, a PU without a
 // cpuset. Every export hwloc writes has them all.
-// The largest CPU and NUMA node numbers Linux has (NR_CPUS is at most 8192, MAX_NUMNODES 1024),
-// with room. A CPU numbered 4000000000 (or one without a number, which hwloc takes as -1) made
-// every CPU set of the model half a gigabyte.
-constexpr unsigned kMaxCpuIndex = 16383;
-constexpr unsigned kMaxNodeIndex = 4095;
-
 // An hwloc bitmap as XML writes it, "0x00000040,,0x00400000": 32-bit words, highest first.
 bool bitmap_beyond(const std::string& bitmap, unsigned max_index) {
   size_t words = static_cast<size_t>(std::count(bitmap.begin(), bitmap.end(), ',')) + 1;
@@ -340,17 +334,6 @@ Result<std::string> check_xml_file(const std::string& path) {
   }
   if (auto st = check_tags(path, *text); !st) return st.error();
   return text;
-}
-
-Status check_fsroot(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return bad_input(dir, "no such directory");
-  if (!fs::is_directory(dir, ec)) return bad_input(dir, "is not a directory");
-  if (!fs::exists(fs::path(dir) / "sys/devices/system/cpu", ec)) {
-    return bad_input(dir, "holds no sys/devices/system/cpu: not a gathered sysfs/procfs tree",
-                     "make one with `hwloc-gather-topology --io NAME` and extract it");
-  }
-  return Ok{};
 }
 
 // CXL memory as hwloc names it: the subtypes of hwloc 2.10+ ("CXL-DRAM"), or the infos hwloc

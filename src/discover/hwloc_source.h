@@ -10,6 +10,12 @@
 
 namespace polyaccel::detail {
 
+// The largest CPU and NUMA node numbers Linux has (NR_CPUS is at most 8192, MAX_NUMNODES 1024),
+// with room. A CPU numbered 4000000000 (or one without a number, which hwloc takes as -1) made
+// every CPU set of the model half a gigabyte; sysfs readers hold their numbers to the same bounds.
+inline constexpr unsigned kMaxCpuIndex = 16383;
+inline constexpr unsigned kMaxNodeIndex = 4095;
+
 // hwloc → CPUs, NUMA nodes, packages, PCI tree, OS devices, distance matrices. Accelerators and
 // NICs are classified here; ids, names and links are filled in later steps.
 Result<HostModel> load_from_hwloc(const DiscoverOptions& options);

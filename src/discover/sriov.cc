@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "core/file_io.h"
+#include "core/number.h"
+#include "discover/hwloc_source.h"
 
 namespace polyaccel {
 
@@ -48,21 +50,39 @@ std::optional<unsigned> virtfn_index(const std::string& name) {
   return n;
 }
 
+// A sysfs count as the kernel writes it: decimal, within [0, max]. Absent (or unreadable) is
+// nullopt; anything else, such as 4294967304 (which a 32-bit read would take for 8), is an error
+// naming the file: never wrapped.
+Result<std::optional<unsigned>> read_count(const fs::path& file, unsigned max) {
+  auto line = read_first_line(file);
+  if (!line) return std::optional<unsigned>();
+  auto v = parse_integer<unsigned>(*line, file.string(), 0, max);
+  if (!v) return v.error();
+  return std::optional<unsigned>(*v);
+}
+
 void complete_device(PciDevice& d, const fs::path& root) {
-  d.sriov = read_sriov(root, d.address);
+  // A value the kernel never writes drops the function's SR-IOV facts, as an absent
+  // sriov_totalvfs does: none rather than a wrapped count (`sriov set` names the file).
+  auto sriov = read_sriov_facts(root, d.address);
+  d.sriov = sriov ? *sriov : std::nullopt;
   d.physical_function = read_physical_function(root, d.address);
 }
 
 }  // namespace
 
-std::optional<Sriov> read_sriov(const fs::path& root, const PciAddress& address) {
+Result<std::optional<Sriov>> read_sriov_facts(const fs::path& root, const PciAddress& address) {
   const fs::path dir = pci_device_dir(root, address);
-  auto total = read_int_file(dir / "sriov_totalvfs");
-  if (!total || *total < 0) return std::nullopt;
+  // PCIe's TotalVFs and NumVFs are 16-bit registers, and the kernel never enables more VFs than
+  // the function supports.
+  auto total = read_count(dir / "sriov_totalvfs", 0xffff);
+  if (!total) return total.error();
+  if (!*total) return std::optional<Sriov>();
   Sriov s;
-  s.total_vfs = static_cast<unsigned>(*total);
-  if (auto n = read_int_file(dir / "sriov_numvfs"); n && *n >= 0)
-    s.num_vfs = static_cast<unsigned>(*n);
+  s.total_vfs = **total;
+  auto num = read_count(dir / "sriov_numvfs", s.total_vfs);
+  if (!num) return num.error();
+  s.num_vfs = num->value_or(0);
   for (const auto& name : sysfs_children(dir)) {
     auto index = virtfn_index(name);
     if (!index) continue;
@@ -74,8 +94,10 @@ std::optional<Sriov> read_sriov(const fs::path& root, const PciAddress& address)
     VirtualFunction vf;
     vf.index = *index;
     vf.address = *vf_address;
-    if (auto node = read_int_file(vf_dir / "numa_node"); node && *node >= 0) {
-      vf.numa_node = static_cast<unsigned>(*node);
+    // A node number, or -1 for none; anything else is no locality either, never wrapped.
+    if (auto node = read_first_line(vf_dir / "numa_node")) {
+      if (auto n = parse_integer<unsigned>(*node, "numa_node", 0, detail::kMaxNodeIndex))
+        vf.numa_node = *n;
     }
     vf.netdevs = sysfs_children(vf_dir / "net");
     vf.rdma_devices = sysfs_children(vf_dir / "infiniband");
@@ -84,7 +106,19 @@ std::optional<Sriov> read_sriov(const fs::path& root, const PciAddress& address)
   }
   std::sort(s.vfs.begin(), s.vfs.end(),
             [](const VirtualFunction& a, const VirtualFunction& b) { return a.index < b.index; });
-  return s;
+  return std::optional<Sriov>(std::move(s));
+}
+
+std::optional<Sriov> read_sriov(const fs::path& root, const PciAddress& address) {
+  auto s = read_sriov_facts(root, address);
+  return s ? *s : std::nullopt;
+}
+
+Result<unsigned> read_sriov_num_vfs(const fs::path& root, const PciAddress& address,
+                                    unsigned total_vfs) {
+  auto n = read_count(pci_device_dir(root, address) / "sriov_numvfs", total_vfs);
+  if (!n) return n.error();
+  return n->value_or(0);
 }
 
 std::optional<PciAddress> read_physical_function(const fs::path& root, const PciAddress& address) {

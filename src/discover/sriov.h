@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/host_model.h"
 
 namespace polyaccel {
@@ -19,8 +20,16 @@ std::filesystem::path pci_device_dir(const std::filesystem::path& root, const Pc
 // sorted; empty when the directory is absent.
 std::vector<std::string> sysfs_children(const std::filesystem::path& dir);
 
-// SR-IOV capability of one function, nullopt when it has none (no sriov_totalvfs).
+// SR-IOV capability of one function, nullopt when it has none (no sriov_totalvfs). A
+// sriov_totalvfs or sriov_numvfs the kernel would never write (not decimal, beyond PCIe's 16 bits,
+// more VFs enabled than supported) is an error naming the file.
+Result<std::optional<Sriov>> read_sriov_facts(const std::filesystem::path& root,
+                                              const PciAddress& address);
+// The same for discovery: such a function's SR-IOV facts are dropped (nullopt).
 std::optional<Sriov> read_sriov(const std::filesystem::path& root, const PciAddress& address);
+// sriov_numvfs alone (0 when absent), held to the same rule: at most `total_vfs`.
+Result<unsigned> read_sriov_num_vfs(const std::filesystem::path& root, const PciAddress& address,
+                                    unsigned total_vfs);
 
 // The physical function of a virtual function (its physfn link), nullopt for anything else.
 std::optional<PciAddress> read_physical_function(const std::filesystem::path& root,

@@ -26,12 +26,18 @@ void read_hugepages(NumaNode& node, const fs::path& root) {
     std::string digits = name.substr(10, name.size() - 12);  // between "hugepages-" and "kB"
     auto kib = parse_integer<std::uint64_t>(digits, name, 1, std::uint64_t{1} << 44);
     if (!kib || name.compare(name.size() - 2, 2, "kB") != 0) continue;
-    auto total = read_int_file(entry.path() / "nr_hugepages");
-    auto free = read_int_file(entry.path() / "free_hugepages");
+    // Counts as the kernel writes them, and no more pages than bytes can count: a negative or
+    // wider value is no reading, never wrapped.
+    const std::uint64_t max_pages = ~std::uint64_t{0} / (*kib * 1024);
+    auto count = [&](const char* file) -> std::optional<std::uint64_t> {
+      auto line = read_first_line(entry.path() / file);
+      if (!line) return std::nullopt;
+      auto v = parse_integer<std::uint64_t>(*line, file, 0, max_pages);
+      return v ? std::optional<std::uint64_t>(*v) : std::nullopt;
+    };
+    auto total = count("nr_hugepages");
     if (!total) continue;
-    Hugepages h{*kib * 1024, static_cast<std::uint64_t>(*total), std::nullopt};
-    if (free) h.free = static_cast<std::uint64_t>(*free);
-    found.push_back(h);
+    found.push_back(Hugepages{*kib * 1024, *total, count("free_hugepages")});
   }
   if (found.empty()) return;
   std::sort(found.begin(), found.end(),

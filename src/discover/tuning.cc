@@ -1,14 +1,15 @@
 #include "discover/tuning.h"
 
-#include <cerrno>
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "core/byte_size.h"
 #include "core/file_io.h"
+#include "core/number.h"
+#include "discover/hwloc_source.h"
 
 namespace polyaccel {
 
@@ -63,14 +64,12 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(blanks) - b + 1);
 }
 
-std::optional<long> parse_long(const std::string& text, int base = 10) {
-  std::string t = trim(text);
-  if (t.empty()) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(t.c_str(), &end, base);
-  if (*end != '\0' || errno == ERANGE) return std::nullopt;  // out of range: no reading
-  return v;
+// A whole number as the kernel writes it, blanks trimmed, within [min, max]: a value beyond is
+// no reading (the error says why), never wrapped into the narrower field it is kept in.
+template <class T>
+Result<T> whole(const std::string& text, const std::string& what,
+                T min = std::numeric_limits<T>::min(), T max = std::numeric_limits<T>::max()) {
+  return parse_integer<T>(trim(text), what, min, max);
 }
 
 void read_kernel(Reader& r, TuningFacts& f) {
@@ -96,12 +95,14 @@ void read_kernel(Reader& r, TuningFacts& f) {
     }
   }
   if (r.exists("proc/sys/kernel/numa_balancing")) {
-    auto t = r.text("proc/sys/kernel/numa_balancing");
-    auto v = t ? parse_long(*t) : std::nullopt;
-    if (v) {
-      f.numa_balancing = static_cast<int>(*v);
-    } else if (t) {
-      r.problem("proc/sys/kernel/numa_balancing", "not an integer: '" + trim(*t) + "'");
+    const std::string rel = "proc/sys/kernel/numa_balancing";
+    if (auto t = r.text(rel)) {
+      auto v = whole<int>(*t, rel);
+      if (v) {
+        f.numa_balancing = *v;
+      } else {
+        r.problem(rel, v.error().problem);
+      }
     }
   }
 }
@@ -110,11 +111,11 @@ void read_cpus(Reader& r, TuningFacts& f) {
   const std::string cpu_dir = "sys/devices/system/cpu";
   for (const auto& name : r.entries(cpu_dir)) {
     if (name.size() < 4 || name.rfind("cpu", 0) != 0) continue;
-    auto index = parse_long(name.substr(3));
-    if (!index || *index < 0) continue;
+    auto index = whole<unsigned>(name.substr(3), name, 0, detail::kMaxCpuIndex);
+    if (!index) continue;
     std::string gov = cpu_dir + "/" + name + "/cpufreq/scaling_governor";
     if (!r.exists(gov)) continue;
-    if (auto t = r.text(gov)) f.governors[static_cast<unsigned>(*index)] = trim(*t);
+    if (auto t = r.text(gov)) f.governors[*index] = trim(*t);
   }
   auto cpu_list = [&](const std::string& file, std::optional<CpuSet>& out) {
     std::string rel = cpu_dir + "/" + file;
@@ -217,10 +218,12 @@ void read_modules(Reader& r, TuningFacts& f) {
 }
 
 // "0x10de" → 0x10de.
-std::optional<long> read_hex(Reader& r, const std::string& relative) {
+// "0x10de" within [0, max], else no reading.
+std::optional<std::uint32_t> read_hex(Reader& r, const std::string& relative, std::uint32_t max) {
   auto t = r.optional_text(relative);
   if (!t) return std::nullopt;
-  return parse_long(*t, 16);
+  auto v = parse_hex(trim(*t), relative, max);
+  return v ? std::optional<std::uint32_t>(static_cast<std::uint32_t>(*v)) : std::nullopt;
 }
 
 double parse_speed(const std::string& text) {
@@ -233,15 +236,19 @@ void read_pci_function(Reader& r, TuningFacts& f, const std::string& name) {
   const std::string dir = "sys/bus/pci/devices/" + name;
   PciFunctionFacts p;
   p.address = *address;
-  if (auto v = read_hex(r, dir + "/vendor")) p.vendor_id = static_cast<std::uint16_t>(*v);
-  if (auto v = read_hex(r, dir + "/device")) p.device_id = static_cast<std::uint16_t>(*v);
-  if (auto v = read_hex(r, dir + "/class")) p.class_code = static_cast<std::uint32_t>(*v);
+  if (auto v = read_hex(r, dir + "/vendor", 0xffff)) p.vendor_id = static_cast<std::uint16_t>(*v);
+  if (auto v = read_hex(r, dir + "/device", 0xffff)) p.device_id = static_cast<std::uint16_t>(*v);
+  if (auto v = read_hex(r, dir + "/class", 0xffffff)) p.class_code = *v;
   if (r.exists(dir + "/numa_node")) {
-    auto t = r.text(dir + "/numa_node");
-    if (auto v = t ? parse_long(*t) : std::nullopt) {
-      p.numa_node = static_cast<int>(*v);
-    } else if (t) {
-      r.problem(dir + "/numa_node", "not an integer: '" + trim(*t) + "'");
+    // -1 when the firmware gives no locality.
+    const std::string rel = dir + "/numa_node";
+    if (auto t = r.text(rel)) {
+      auto v = whole<int>(*t, rel, -1, static_cast<int>(detail::kMaxNodeIndex));
+      if (v) {
+        p.numa_node = *v;
+      } else {
+        r.problem(rel, v.error().problem);
+      }
     }
   }
   std::error_code ec;
@@ -254,7 +261,7 @@ void read_pci_function(Reader& r, TuningFacts& f, const std::string& name) {
     if (v != "(null)") p.driver_override = v;
   }
   if (auto target = fs::read_symlink(dev / "iommu_group", ec); !ec) {
-    if (auto g = parse_long(target.filename().string())) p.iommu_group = static_cast<unsigned>(*g);
+    if (auto g = whole<unsigned>(target.filename().string(), "iommu_group")) p.iommu_group = *g;
   }
   // The device's real path names every bridge above it:
   // devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:04.0/0000:1b:00.0
@@ -282,10 +289,10 @@ void read_pci_function(Reader& r, TuningFacts& f, const std::string& name) {
 void read_iommu(Reader& r, TuningFacts& f) {
   f.iommu_present = !r.entries("sys/class/iommu").empty();
   for (const auto& name : r.entries("sys/kernel/iommu_groups")) {
-    auto id = parse_long(name);
-    if (!id || *id < 0) continue;
+    auto id = whole<unsigned>(name, "IOMMU group");
+    if (!id) continue;
     IommuGroupFacts g;
-    g.id = static_cast<unsigned>(*id);
+    g.id = *id;
     const std::string dir = "sys/kernel/iommu_groups/" + name;
     if (auto t = r.optional_text(dir + "/type")) g.type = trim(*t);
     for (const auto& dev : r.entries(dir + "/devices")) {
@@ -301,14 +308,18 @@ void read_swap(Reader& r, TuningFacts& f) {
     std::istringstream in(*t);
     std::string line;
     std::getline(in, line);
+    // Sizes in KiB, their sum still a count of bytes: istream's >> into an unsigned would take
+    // "-1" for 2^64-1.
+    constexpr std::uint64_t kMaxKib = ~std::uint64_t{0} >> 10;
     std::uint64_t total_kib = 0;
     while (std::getline(in, line)) {
       std::istringstream words(line);
-      std::string file, type;
-      std::uint64_t size_kib = 0;
-      if (!(words >> file >> type >> size_kib)) continue;
+      std::string file, type, size;
+      if (!(words >> file >> type >> size)) continue;
+      auto size_kib = whole<std::uint64_t>(size, "proc/swaps size", 0, kMaxKib - total_kib);
+      if (!size_kib) continue;
       f.swap_devices.push_back(file);
-      total_kib += size_kib;
+      total_kib += *size_kib;
     }
     f.swap_total_bytes = total_kib * 1024;
     return;
@@ -317,8 +328,9 @@ void read_swap(Reader& r, TuningFacts& f) {
     std::istringstream in(*t);
     for (std::string line; std::getline(in, line);) {
       if (line.rfind("SwapTotal:", 0) != 0) continue;
-      if (auto kib = parse_long(line.substr(10, line.find("kB") - 10))) {
-        f.swap_total_bytes = static_cast<std::uint64_t>(*kib) * 1024;
+      if (auto kib = whole<std::uint64_t>(line.substr(10, line.find("kB") - 10), "SwapTotal", 0,
+                                          ~std::uint64_t{0} >> 10)) {
+        f.swap_total_bytes = *kib * 1024;
       }
     }
   }
@@ -334,8 +346,9 @@ void read_mounts(Reader& r, TuningFacts& f) {
     std::istringstream in(*meminfo);
     for (std::string line; std::getline(in, line);) {
       if (line.rfind("Hugepagesize:", 0) != 0) continue;
-      if (auto kib = parse_long(line.substr(13, line.find("kB") - 13)); kib && *kib > 0)
-        default_size = static_cast<std::uint64_t>(*kib) * 1024;
+      if (auto kib = whole<std::uint64_t>(line.substr(13, line.find("kB") - 13), "Hugepagesize", 1,
+                                          ~std::uint64_t{0} >> 10))
+        default_size = *kib * 1024;
     }
   }
   std::istringstream in(*mounts);

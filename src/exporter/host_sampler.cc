@@ -7,6 +7,7 @@
 
 #include "audit/audit.h"
 #include "core/file_io.h"
+#include "core/number.h"
 #include "discover/discover.h"
 #include "discover/tuning.h"
 #include "place/allocation_store.h"
@@ -34,10 +35,11 @@ std::optional<std::uint64_t> meminfo_bytes(const std::string& text, const std::s
 std::map<std::string, std::uint64_t> parse_numastat(const std::string& text) {
   std::map<std::string, std::uint64_t> out;
   std::istringstream in(text);
-  std::string key;
-  std::uint64_t value = 0;
-  while (in >> key >> value)
-    out[key] = value;
+  std::string key, value;
+  // Read as text and parsed whole: istream's >> into an unsigned takes "-1" for 2^64-1.
+  while (in >> key >> value) {
+    if (auto v = parse_integer<std::uint64_t>(value, key)) out[key] = *v;
+  }
   return out;
 }
 

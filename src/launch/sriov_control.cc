@@ -74,7 +74,9 @@ Result<SriovChange> set_sriov_vf_count(const fs::path& root, const std::string& 
   auto requested = parse_integer<unsigned>(count, "COUNT", 0, 65535);  // PCIe: 16-bit TotalVFs
   if (!requested)
     return bad_input("COUNT " + quote_input(count), "not a non-negative whole number (0..65535)");
-  auto sriov = read_sriov(root, *address);
+  auto facts = read_sriov_facts(root, *address);
+  if (!facts) return facts.error();
+  const std::optional<Sriov>& sriov = *facts;
   if (!sriov) {
     return bad_input(pf, address->to_string() + " is not an SR-IOV physical function",
                      "its sysfs directory has no sriov_totalvfs");
@@ -103,8 +105,12 @@ Result<SriovChange> set_sriov_vf_count(const fs::path& root, const std::string& 
   ::flock(fd, LOCK_EX);
   SriovChange change{*address, sriov->total_vfs, 0, *requested, {}};
   // Read again under the lock: another command may have changed it meanwhile.
-  auto current = read_int_file(attribute);
-  change.previous_vfs = current && *current > 0 ? static_cast<unsigned>(*current) : 0;
+  auto current = read_sriov_num_vfs(root, *address, sriov->total_vfs);
+  if (!current) {
+    ::close(fd);
+    return current.error();
+  }
+  change.previous_vfs = *current;
   Status status = Ok{};
   if (change.previous_vfs != *requested) {
     if (change.previous_vfs != 0 && *requested != 0) {

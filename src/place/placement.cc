@@ -54,52 +54,85 @@ nlohmann::json to_json(const Placement& p) {
 
 namespace {
 
+// Reads a placement's fields, recording the first problem and then returning defaults: the
+// first problem is the one reported, so every check (a range, a type, a shape) goes through
+// fail(), never straight to the caller, or a later check would be reported in its place.
 struct Reader {
   std::string where;
+  std::string prefix;  // "cells[0]." while a cell is read: fields are named by their path
   std::optional<Error> error;
+
+  void fail(std::string problem) {
+    if (!error) error = bad_input(where, std::move(problem));
+  }
+  std::string field(const char* key) const { return prefix + key; }
+  // The value as it stood in the file, escaped and cut short.
+  static std::string value_text(const nlohmann::json& v) { return quote_input(json_text(v, -1)); }
 
   template <class T>
   T get(const nlohmann::json& j, const char* key) {
     if (error) return T{};
     auto it = j.find(key);
+    if (it == j.end()) {
+      fail("field '" + field(key) + "' is missing");
+      return T{};
+    }
     // Numbers range-checked: nlohmann's get<unsigned>() would read 4294967297 as 1.
     if constexpr (std::is_integral_v<T>) {
-      if (it == j.end()) {
-        error = bad_input(where, std::string("field '") + key + "' is missing");
-        return T{};
-      }
-      auto v = json_integer<T>(*it, key);
-      if (!v) error = bad_input(where, "field " + v.error().message());
+      auto v = json_integer<T>(*it, field(key));
+      if (!v) fail("field '" + field(key) + "': " + v.error().problem);
       return v ? *v : T{};
     } else if constexpr (std::is_same_v<T, std::vector<unsigned>>) {
       std::vector<unsigned> out;
-      if (it == j.end() || !it->is_array()) {
-        error = bad_input(where, std::string("field '") + key + "' is missing or not an array");
+      if (!it->is_array()) {
+        fail("field '" + field(key) + "' must be an array, not " + value_text(*it));
         return out;
       }
-      for (const auto& item : *it) {
-        auto v = json_integer<unsigned>(item, key);
+      for (size_t i = 0; i < it->size(); ++i) {
+        auto v = json_integer<unsigned>((*it)[i], key);
         if (!v) {
-          error = bad_input(where, "field " + v.error().message());
+          fail("field '" + field(key) + "[" + std::to_string(i) + "]': " + v.error().problem);
           return {};
         }
         out.push_back(*v);
       }
       return out;
+    } else {
+      static_assert(std::is_same_v<T, std::string>);
+      if (!it->is_string()) {
+        fail("field '" + field(key) + "' must be a string, not " + value_text(*it));
+        return T{};
+      }
+      return it->get<std::string>();
     }
-    try {
-      if (it == j.end()) throw std::runtime_error("missing");
-      return it->get<T>();
-    } catch (const std::exception&) {
-      error = bad_input(where, std::string("field '") + key + "' is missing or has the wrong type");
-      return T{};
+  }
+  // A field that must be an array (an object): an empty one once a problem is recorded.
+  nlohmann::json array(const nlohmann::json& j, const char* key) {
+    return shaped(j, key, nlohmann::json::value_t::array, "an array");
+  }
+  nlohmann::json object(const nlohmann::json& j, const char* key) {
+    return shaped(j, key, nlohmann::json::value_t::object, "an object");
+  }
+  nlohmann::json shaped(const nlohmann::json& j, const char* key, nlohmann::json::value_t type,
+                        const char* type_name) {
+    nlohmann::json empty(type);
+    if (error) return empty;
+    auto it = j.find(key);
+    if (it == j.end()) {
+      fail("field '" + field(key) + "' is missing");
+      return empty;
     }
+    if (it->type() != type) {
+      fail("field '" + field(key) + "' must be " + type_name + ", not " + value_text(*it));
+      return empty;
+    }
+    return *it;
   }
   CpuSet cpus(const nlohmann::json& j, const char* key) {
     auto text = get<std::string>(j, key);
+    if (error) return CpuSet{};
     auto s = CpuSet::parse_list(text);
-    if (!s && !error)
-      error = bad_input(where, std::string("field '") + key + "' is not a CPU list");
+    if (!s) fail("field '" + field(key) + "' is not a CPU list: " + quote_input(text));
     return s.value_or(CpuSet{});
   }
 };
@@ -111,7 +144,7 @@ Result<Placement> placement_from_json(const nlohmann::json& j) {
   Reader r{
       "placement " + (j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>()
                                                                   : std::string("?")),
-      std::nullopt};
+      "", std::nullopt};
   Placement p;
   p.name = r.get<std::string>(j, "name");
   p.vcpus = r.get<unsigned>(j, "vcpus");
@@ -120,22 +153,31 @@ Result<Placement> placement_from_json(const nlohmann::json& j) {
   p.cpu_policy = policy == "dedicated" ? CpuPolicy::dedicated
                  : policy == "mixed"   ? CpuPolicy::mixed
                                        : CpuPolicy::shared;
-  const nlohmann::json cells = r.get<nlohmann::json>(j, "cells");
-  const nlohmann::json devices = r.get<nlohmann::json>(j, "devices");
-  if (!cells.is_array() || !devices.is_array())
-    return bad_input(r.where, "fields 'cells' and 'devices' must be arrays");
-  for (const auto& cj : cells) {
+  const nlohmann::json cells = r.array(j, "cells");
+  const nlohmann::json devices = r.array(j, "devices");
+  // After a problem the arrays are empty and every read returns at once: the first problem is
+  // returned at the end.
+  for (size_t i = 0; i < cells.size() && !r.error; ++i) {
+    const nlohmann::json& cj = cells[i];
+    r.prefix = "cells[" + std::to_string(i) + "].";
+    if (!cj.is_object()) {
+      r.fail("field 'cells[" + std::to_string(i) + "]' must be an object, not " +
+             Reader::value_text(cj));
+      break;
+    }
     CellPlacement c;
     c.guest_cell = r.get<unsigned>(cj, "guest_cell");
     c.host_numa_node = r.get<unsigned>(cj, "host_numa_node");
     c.vcpus = r.get<std::vector<unsigned>>(cj, "vcpus");
-    const nlohmann::json pinning = r.get<nlohmann::json>(cj, "cpu_pinning");
-    if (!pinning.is_object()) return bad_input(r.where, "field 'cpu_pinning' must be an object");
+    const nlohmann::json pinning = r.object(cj, "cpu_pinning");
     for (const auto& [vcpu, pu] : pinning.items()) {
       auto v = parse_integer<unsigned>(vcpu, "cpu_pinning vCPU");
       auto to = json_integer<unsigned>(pu, "cpu_pinning PU");
-      if (!v || !to)
-        return bad_input(r.where, "cpu_pinning entry " + quote_input(vcpu) + " is not vCPU -> PU");
+      if (!v || !to) {
+        r.fail("field '" + r.field("cpu_pinning") + "' entry " + quote_input(vcpu) + ": " +
+               Reader::value_text(pu) + " is not vCPU -> PU (whole numbers 0..4294967295)");
+        break;
+      }
       c.pinning.emplace_back(*v, *to);
     }
     c.shared_vcpus = r.get<std::vector<unsigned>>(cj, "shared_vcpus");
@@ -147,9 +189,17 @@ Result<Placement> placement_from_json(const nlohmann::json& j) {
       c.page_size_bytes = r.get<std::uint64_t>(cj, "page_size_bytes");
     p.cells.push_back(std::move(c));
   }
+  r.prefix.clear();
   p.emulator_pus = r.cpus(j, "emulator_pus");
   p.held_pus = r.cpus(j, "held_pus");
-  for (const auto& dj : devices) {
+  for (size_t i = 0; i < devices.size() && !r.error; ++i) {
+    const nlohmann::json& dj = devices[i];
+    r.prefix = "devices[" + std::to_string(i) + "].";
+    if (!dj.is_object()) {
+      r.fail("field 'devices[" + std::to_string(i) + "]' must be an object, not " +
+             Reader::value_text(dj));
+      break;
+    }
     DevicePlacement d;
     d.pci_bus_id = r.get<std::string>(dj, "pci_bus_id");
     if (dj.contains("numa_node") && !dj["numa_node"].is_null())

@@ -92,7 +92,7 @@ TEST(AuditChecks, MalformedOrUnreadableFilesAreTheAuditsLimitsNotFindings) {
   ASSERT_EQ(limits.size(), 2u);
   EXPECT_EQ(limits[0].severity, Severity::info);
   EXPECT_EQ(limits[0].subject, "proc/sys/kernel/numa_balancing");
-  EXPECT_THAT(limits[0].observed, HasSubstr("not an integer"));
+  EXPECT_THAT(limits[0].observed, HasSubstr("'enabled' is not a whole number"));
   EXPECT_EQ(limits[1].subject, "sys/devices/system/cpu/nohz_full");
 
   // A file the kernel shows but that cannot be read (here a directory in its place).
@@ -354,6 +354,26 @@ TEST(AuditChecks, GpuDirectNicDistanceOnTheRealTopologies) {
   ASSERT_EQ(apu.size(), 4u);
   EXPECT_EQ(apu[0].severity, Severity::info);
   EXPECT_THAT(apu[0].observed, HasSubstr("at PHB"));
+}
+
+// vfio-pci.ids of more than 16 bits name no device: 110de:2330 read as 10de:2330 before (its
+// wrapped value). Extra fields (subvendor...) still name the device.
+TEST(AuditChecks, VfioIdsWiderThanSixteenBitsNameNoDevice) {
+  for (const auto& [ids, flagged] : std::vector<std::pair<std::string, bool>>{
+           {"110de:2330", false}, {"10de:12330", false}, {"10de:2330:ffffffff:ffffffff", true}}) {
+    SCOPED_TRACE(ids);
+    FakeHost h;
+    boot(h, "ro intel_iommu=on iommu=pt vfio-pci.ids=" + ids);
+    h.write("sys/class/iommu/dmar0/.keep", "");
+    FakeHost::Function gpu{"0000:4e:00.0"};
+    gpu.driver = "nvidia";
+    h.add_pci(gpu);
+    h.iommu_group(30, "DMA", {"0000:4e:00.0"});
+    bool bound_to_nvidia = false;
+    for (const auto& f : with_id(audit(xe8640(), h), "vfio.binding"))
+      bound_to_nvidia = bound_to_nvidia || f.observed == "bound to nvidia";
+    EXPECT_EQ(bound_to_nvidia, flagged);
+  }
 }
 
 TEST(AuditChecks, VfioBindingAndSharedIommuGroups) {

@@ -44,6 +44,29 @@ TEST(Conventions, UnknownCommandNamesTheClosest) {
   EXPECT_NE(r.output.find("(commands: topo, report"), std::string::npos) << r.output;
 }
 
+// The unknown word is the user's: control characters, bytes that are not UTF-8 and escape
+// sequences are escaped, at the top and below a command, so the error stays one line.
+TEST(Conventions, UnknownCommandIsEscaped) {
+  struct Case {
+    const char* command;  // the known words before it
+    const char* word;     // a printf format: /bin/sh is dash, without $'...'
+    const char* said;
+  };
+  for (const Case& c : {
+           Case{"", "tp\\noo", "polyaccel: unknown command 'tp\\noo' (commands: topo, "},
+           Case{"", "\\033[2Jzz\\377\\r",
+                "polyaccel: unknown command '\\x1b[2Jzz\\xff\\r' (commands: topo, "},
+           Case{"mig", "pl\\tan",
+                "polyaccel mig: unknown command 'pl\\tan' (did you mean 'plan'?)\n"},
+           Case{"sriov", "x\\ny", "polyaccel sriov: unknown command 'x\\ny' (commands: set)\n"},
+       }) {
+    auto r = run_command(bin() + " " + c.command + " \"$(printf '" + c.word + "')\" 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << c.word;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_EQ(r.output.rfind(c.said, 0), 0u) << r.output;
+  }
+}
+
 TEST(Conventions, ParseErrorsAreOneLine) {
   auto r = run_command(bin() + " topo --no-such-flag 2>&1");
   EXPECT_EQ(r.exit_code, 2);

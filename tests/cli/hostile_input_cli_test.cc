@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "support/test_support.h"
 
@@ -294,6 +295,29 @@ TEST_F(HostileInput, HugeAndWrappingNumbers) {
     refused("place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB --state '" + path + "'",
             "schema_version");
   }
+  // A committed placement's own fields: the one out of range is the one named, with its value,
+  // not a later check on the default it left (which said "'cells' and 'devices' must be arrays").
+  auto committed =
+      polyaccel(place("--vcpus 2 --memory 1GiB --spec hw:cpu_policy=dedicated --commit --name vm1"),
+                scratch_);
+  ASSERT_EQ(committed.exit_code, 0) << committed.err;
+  const auto state = nlohmann::json::parse(slurp(state_));
+  const std::vector<std::tuple<std::string, nlohmann::json, std::string>> fields = {
+      {"/vcpus", 4294967296ULL, "field 'vcpus': '4294967296'"},
+      {"/vcpus", -1, "field 'vcpus': '-1'"},
+      {"/memory_bytes", 18446744073709551616.0, "field 'memory_bytes'"},
+      {"/memory_bytes", -4096, "field 'memory_bytes': '-4096'"},
+      {"/cells/0/host_numa_node", 4294967296ULL, "field 'cells[0].host_numa_node': '4294967296'"},
+      {"/cells/0/guest_cell", 4294967296ULL, "field 'cells[0].guest_cell': '4294967296'"},
+      {"/cells/0/vcpus/0", 1e20, "field 'cells[0].vcpus[0]': '1e+20'"},
+  };
+  for (const auto& [pointer, value, names] : fields) {
+    auto bad = state;
+    bad["placements"][0][nlohmann::json::json_pointer(pointer)] = value;
+    auto path = file("state-field.json", bad.dump());
+    refused("allocations --topology '" + xe8640() + "' --state '" + path + "'",
+            "placement vm1: " + names);
+  }
   // Durations of the agent: each made its samplers spin.
   for (const char* interval : {"nan", "inf", "1e300", "9e12s", "-1", "0", "1e-9s", "10parsecs"}) {
     for (const char* option : {"--interval", "--audit-interval"}) {
@@ -557,11 +581,63 @@ TEST_F(HostileInput, GatheredTreeBeyondTheCpuAndNodeBoundsIsRefused) {
   refused("topo --fsroot '" + node_tree.string() + "'", "names NUMA node 5000, beyond node 4095");
 }
 
+// --fsroot checked the same way by every command that takes it, before any reads it: a
+// command that reads only a few files of the tree (mig partition, sriov set) took a missing one
+// for a host without such devices and exited 0.
+TEST_F(HostileInput, BadFsrootForEveryCommand) {
+  const auto fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto loop = dir_ / "loop";
+  std::filesystem::create_symlink(loop, loop);
+  const auto plain = file("plain", "x");
+  const auto empty = dir_ / "empty";
+  std::filesystem::create_directories(empty / "sys/bus/pci/devices");
+  const std::vector<std::pair<std::string, std::string>> roots = {
+      {"/nonexistent/tree", "/nonexistent/tree: no such directory"},
+      {fifo.string(), fifo.string() + ": is not a directory"},
+      {loop.string(), loop.string() + ": Too many levels of symbolic links"},
+      {plain, plain + ": is not a directory"},
+      {empty.string(), empty.string() + ": holds no sys/devices/system/cpu"},
+  };
+  // Each command's words, then its other arguments (after --fsroot: run's CMD comes last).
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"topo", ""},
+      {"topo", "--of xml"},
+      {"report", ""},
+      {"mig show", ""},
+      {"mig partition", ""},
+      {"mig partition", "--gpu 0000:0c:00.0 --compute CPX"},
+      {"sriov set", "0000:01:00.0 1"},
+      {"place", "--vcpus 1 --memory 1GiB --state '" + state_ + "'"},
+      {"allocations", "--state '" + state_ + "'"},
+      {"release", "vm --state '" + state_ + "'"},
+      {"flavors", ""},
+      {"nccl-topo", ""},
+      {"audit", ""},
+      {"run", "--dry-run --gpus 1 -- true"},
+      {"agent",
+       "--once --accel-backends off --listen 127.0.0.1:0 --pod-resources-socket '' "
+       "--kubelet-dir '' --nfd-features-dir '' --state ''"},
+      {"dra slices", ""},
+      {"cdi generate", ""},
+  };
+  for (const auto& [words, rest] : commands) {
+    for (const auto& [root, names] : roots) {
+      for (const char* json : {"", "--json "}) {
+        refused(words + " " + json + "--fsroot '" + root + "' " + rest, names);
+      }
+    }
+  }
+}
+
 // CLI11's own errors are one line too (no "Run with --help for more information.").
 TEST_F(HostileInput, ParserErrorsAreOneLine) {
   refused("place --no-such-option", "--no-such-option");
   refused("topo --accel-backends sometimes", "--accel-backends");
   refused("nosuchcommand", "nosuchcommand");
+  // An unknown command with a newline or an escape sequence in it: escaped, one line.
+  refused("\"$(printf 'tp\\noo')\"", "unknown command 'tp\\noo'");
+  refused("mig \"$(printf 'pl\\033[2Jan\\377')\"", "unknown command 'pl\\x1b[2Jan\\xff'");
 }
 
 }  // namespace

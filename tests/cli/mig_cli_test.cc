@@ -248,8 +248,10 @@ TEST_F(MigCli, ConcurrentAppliesAreRefused) {
   EXPECT_NE(r.err.find("another polyaccel mig apply is running"), std::string::npos);
 }
 
-// Two MI300X functions as amdgpu shows them in sysfs.
+// Two MI300X functions as amdgpu shows them in sysfs (and the CPU directory every sysfs has,
+// which --fsroot is checked for).
 void make_amd_tree(const std::filesystem::path& root) {
+  std::filesystem::create_directories(root / "sys/devices/system/cpu");
   for (const char* bdf : {"0000:0c:00.0", "0000:22:00.0"}) {
     auto dir = root / "sys/bus/pci/devices" / bdf;
     std::filesystem::create_directories(dir);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "support/sriov_tree.h"
 #include "support/test_support.h"
@@ -91,6 +92,63 @@ TEST_F(SriovSet, BadInputExitsTwoAndWritesNothing) {
       topology_fixture("2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml").string() +
       " 0000:60:00.0 2 2>&1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+// sriov_totalvfs and sriov_numvfs as the kernel never writes them (past 16 bits, past the
+// total, not decimal): refused naming the file, exit 2, nothing written; never wrapped to 32
+// bits (4294967304 was taken for 8 and 3 VFs were written). topo drops the PF's SR-IOV facts.
+TEST_F(SriovSet, SysfsCountsOutOfRangeAreRefusedByFile) {
+  // A tree as small as the kernel's view of one PF, and the NEC machine's real X722.
+  const auto small = tmp_.path() / "small";
+  const auto small_pf = small / "sys/bus/pci/devices/0000:01:00.0";
+  std::filesystem::create_directories(small / "sys/devices/system/cpu");
+  std::filesystem::create_directories(small_pf);
+  const auto nec_pf = root_ / "sys/bus/pci/devices/0000:60:00.0";  // a link to kX722PfDir
+  struct Case {
+    std::string total, num, bad_file;
+  };
+  const std::vector<Case> cases = {
+      {"4294967304", "0", "sriov_totalvfs"},
+      {"4294967297", "0", "sriov_totalvfs"},
+      {"65536", "0", "sriov_totalvfs"},
+      {"-8", "0", "sriov_totalvfs"},
+      {"0x8", "0", "sriov_totalvfs"},
+      {"8", "4294967297", "sriov_numvfs"},
+      {"8", "9", "sriov_numvfs"},
+      {"8", "-1", "sriov_numvfs"},
+  };
+  for (const auto& [root, pf, address] :
+       {std::tuple{small, small_pf, "0000:01:00.0"}, std::tuple{root_, nec_pf, "0000:60:00.0"}}) {
+    for (const auto& c : cases) {
+      SCOPED_TRACE(root.string() + ": " + c.total + " " + c.num);
+      polyaccel::testing::write_text(pf / "sriov_totalvfs", c.total + "\n");
+      polyaccel::testing::write_text(pf / "sriov_numvfs", c.num + "\n");
+      for (const char* json : {"", "--json "}) {
+        auto r = run_command(polyaccel_binary() + " sriov set " + json + "--fsroot '" +
+                             root.string() + "' " + address + " 3 2>&1");
+        EXPECT_EQ(r.exit_code, 2) << r.output;
+        EXPECT_EQ(r.output.rfind("polyaccel: " + (pf / c.bad_file).string() + ": '", 0), 0u)
+            << r.output;
+        EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+        EXPECT_EQ(polyaccel::testing::read_text(pf / "sriov_numvfs"), c.num + "\n");
+      }
+    }
+  }
+  // topo reads the real tree on: that PF without SR-IOV facts, the other one with them.
+  auto r = run_command(polyaccel_binary() + " topo --json --fsroot '" + root_.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  int seen = 0;
+  for (const auto& n : j["nics"]) {
+    if (n["pci_bus_id"] == "0000:60:00.0") {
+      ++seen;
+      EXPECT_TRUE(!n["pci"].contains("sriov") || n["pci"]["sriov"].is_null()) << n.dump();
+    } else if (n["pci_bus_id"] == "0000:60:00.1") {
+      ++seen;
+      EXPECT_EQ(n["pci"]["sriov"]["total_vfs"], 64);
+    }
+  }
+  EXPECT_EQ(seen, 2);
 }
 
 TEST_F(SriovSet, TopoShowsTheVfs) {

@@ -344,6 +344,38 @@ TEST(Fixtures, Mi300aCpxShowsSixPartitionsPerApu) {
   }
 }
 
+// Hugepage counts as the kernel never writes them (negative, past 64 bits, more pages than bytes
+// can count): that pool is no reading, never 2^64-1 pages.
+TEST(Fixtures, HugepageCountsOutOfRangeAreNoReading) {
+  TempDir tmp;
+  auto root = polyaccel::testing::extract_tarball(
+      topology_fixture("sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2"),
+      tmp.path());
+  const auto pool = [&](unsigned node) {
+    return root / ("sys/devices/system/node/node" + std::to_string(node)) /
+           "hugepages/hugepages-2048kB";
+  };
+  for (const char* total : {"-1", "18446744073709551616", "9007199254740992"}) {
+    SCOPED_TRACE(total);
+    polyaccel::testing::write_text(pool(0) / "nr_hugepages", std::string(total) + "\n");
+    polyaccel::testing::write_text(pool(1) / "free_hugepages", std::string(total) + "\n");
+    DiscoverOptions o;
+    o.fsroot = root.string();
+    auto m = discover_host(o);
+    ASSERT_TRUE(m) << m.error().message();
+    for (const auto& h : m->numa_node(0)->hugepages)
+      EXPECT_NE(h.size_bytes, 2u << 20) << h.total;
+    bool found = false;
+    for (const auto& h : m->numa_node(1)->hugepages) {
+      if (h.size_bytes != (2u << 20)) continue;
+      found = true;
+      EXPECT_EQ(h.total, 2048u);
+      EXPECT_EQ(h.free, std::nullopt);
+    }
+    EXPECT_TRUE(found);
+  }
+}
+
 TEST(Fixtures, NecTarballReadsHugepagesAndLinksFromSysfs) {
   TempDir tmp;
   DiscoverOptions o;

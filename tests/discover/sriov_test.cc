@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/file_io.h"
 #include "discover/discover.h"
 #include "support/fixture_model.h"
 #include "support/sriov_tree.h"
@@ -90,6 +91,63 @@ TEST(Sriov, DiscoveryCarriesVfsIntoTheModel) {
   ASSERT_TRUE(vf->pci.physical_function.has_value());
   EXPECT_EQ(vf->pci.physical_function->to_string(), "0000:60:00.0");
   EXPECT_EQ(vf->netdevs.size() + vf->rdma_devices.size(), 0u);  // hwloc does not follow them
+}
+
+// sriov_totalvfs and sriov_numvfs hold what the kernel writes (decimal, 16 bits, no more VFs
+// enabled than supported); anything else is an error naming the file, never a count wrapped to
+// 32 bits (4294967304 read as 8). Discovery drops such a function's SR-IOV facts.
+TEST(Sriov, CountsTheKernelNeverWritesAreRefusedByFile) {
+  TempDir tmp;
+  auto root = polyaccel::testing::extract_tarball(topology_fixture(kNecTarball), tmp.path());
+  polyaccel::testing::add_x722_vfs(root, 2);
+  const PciAddress pf = *PciAddress::parse("0000:60:00.0");
+  const auto dir = root / polyaccel::testing::kX722PfDir;
+  struct Case {
+    const char* file;
+    const char* value;
+    const char* problem;
+  };
+  for (const Case& c : {
+           Case{"sriov_totalvfs", "4294967304", "out of range (0..65535)"},
+           Case{"sriov_totalvfs", "4294967297", "out of range (0..65535)"},
+           Case{"sriov_totalvfs", "18446744073709551617", "out of range (0..65535)"},
+           Case{"sriov_totalvfs", "65536", "out of range (0..65535)"},
+           Case{"sriov_totalvfs", "-1", "not a whole number"},
+           Case{"sriov_totalvfs", "0x40", "not a whole number"},
+           Case{"sriov_totalvfs", "64 VFs", "not a whole number"},
+           Case{"sriov_numvfs", "4294967297", "out of range (0..64)"},
+           Case{"sriov_numvfs", "65", "out of range (0..64)"},
+           Case{"sriov_numvfs", "-2", "not a whole number"},
+       }) {
+    SCOPED_TRACE(std::string(c.file) + " = " + c.value);
+    const std::string before = *read_text_file(dir / c.file);
+    polyaccel::testing::write_text(dir / c.file, std::string(c.value) + "\n");
+    auto facts = read_sriov_facts(root, pf);
+    ASSERT_FALSE(facts);
+    EXPECT_EQ(facts.error().message(),
+              (pci_device_dir(root, pf) / c.file).string() + ": '" + c.value + "' is " + c.problem);
+    EXPECT_FALSE(read_sriov(root, pf).has_value());
+    const HostModel model = discover_capture(root);
+    const Nic* n = nic_at(model, pf.to_string());
+    ASSERT_NE(n, nullptr);
+    EXPECT_FALSE(n->pci.sriov.has_value());
+    polyaccel::testing::write_text(dir / c.file, before);
+  }
+  // As the kernel writes them: read, and absent means no SR-IOV.
+  auto facts = read_sriov_facts(root, pf);
+  ASSERT_TRUE(facts) << facts.error().message();
+  ASSERT_TRUE(facts->has_value());
+  EXPECT_EQ((*facts)->total_vfs, 64u);
+  EXPECT_EQ((*facts)->num_vfs, 2u);
+  auto none = read_sriov_facts(root, *PciAddress::parse("0000:1a:00.0"));
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->has_value());
+  // A VF's numa_node beyond any node is no locality, not node 1.
+  polyaccel::testing::write_text(dir.parent_path() / "0000:60:02.1/numa_node", "4294967297\n");
+  auto s = read_sriov(root, pf);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_FALSE(s->vfs[1].numa_node.has_value());
+  EXPECT_EQ(s->vfs[0].numa_node, 0u);
 }
 
 }  // namespace

@@ -113,6 +113,44 @@ TEST(TuningFacts, EveryFactFromABuiltTree) {
   EXPECT_EQ(p->acs_control, 0x005f);
 }
 
+// A number wider than the field it is kept in is no reading (a problem where the file must be
+// there), never wrapped: each of these read as a valid value before (1, CPU 0, 0x10de, node 1,
+// group 12, 2^64-1 KiB of swap).
+TEST(TuningFacts, NumbersPastTheirFieldAreNeverWrapped) {
+  FakeHost h;
+  h.write("proc/cmdline", "ro\n");
+  h.write("proc/sys/kernel/numa_balancing", "4294967297\n");
+  h.write("sys/devices/system/cpu/cpu4294967296/cpufreq/scaling_governor", "powersave\n");
+  h.write("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n/swap.img file -1 0 -2\n");
+  FakeHost::Function gpu{"0000:41:00.0", "0x110de", "0x12330"};
+  h.add_pci(gpu);
+  h.write("sys/bus/pci/devices/0000:41:00.0/numa_node", "4294967297\n");
+  h.iommu_group(12, "DMA", {});
+  h.write("sys/kernel/iommu_groups/4294967308/type", "identity\n");
+
+  TuningFacts f = read_tuning_facts(h.root_string());
+  EXPECT_EQ(f.numa_balancing, std::nullopt);
+  EXPECT_TRUE(f.governors.empty());
+  EXPECT_EQ(f.swap_total_bytes, 0u);
+  EXPECT_TRUE(f.swap_devices.empty());
+  ASSERT_EQ(f.iommu_groups.size(), 1u);
+  EXPECT_EQ(f.iommu_groups.at(12).type, "DMA");
+  const PciFunctionFacts* g = f.pci_function(*PciAddress::parse("0000:41:00.0"));
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->vendor_id, 0);
+  EXPECT_EQ(g->device_id, 0);
+  EXPECT_EQ(g->numa_node, std::nullopt);
+  std::vector<std::string> problems;
+  for (const auto& p : f.problems)
+    problems.push_back(p.path + ": " + p.problem);
+  EXPECT_THAT(problems,
+              ::testing::UnorderedElementsAre(
+                  "proc/sys/kernel/numa_balancing: '4294967297' is out of range "
+                  "(-2147483648..2147483647)",
+                  "sys/bus/pci/devices/0000:41:00.0/numa_node: '4294967297' is out of range "
+                  "(-1..4095)"));
+}
+
 TEST(TuningFacts, AnEmptyRootIsAnXmlCaptureWithNoFacts) {
   TuningFacts f = read_tuning_facts("");
   EXPECT_FALSE(f.kernel_cmdline_known);

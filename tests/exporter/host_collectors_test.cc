@@ -13,6 +13,7 @@
 #include "exporter/exporter.h"
 #include "exporter/families.h"
 #include "exporter/family_values.h"
+#include "exporter/host_sampler.h"
 #include "place/allocation_store.h"
 #include "place/host_view.h"
 #include "support/test_support.h"
@@ -89,6 +90,17 @@ class HostCollectors : public ::testing::Test {
   HostModel model_;
   std::string held_device_;
 };
+
+// numastat counters past 64 bits or negative are no reading: istream's >> took "-1" for 2^64-1.
+TEST_F(HostCollectors, NumastatCountersOutOfRangeAreNoReading) {
+  std::ofstream(root_ / "sys/devices/system/node/node0/numastat")
+      << "numa_hit 1000\nnuma_miss -1\nnuma_foreign 18446744073709551616\nlocal_node 7\n";
+  auto sample = read_host_sample(model_, root_.string());
+  ASSERT_FALSE(sample.numa.empty());
+  ASSERT_EQ(sample.numa[0].node, 0u);
+  EXPECT_EQ(sample.numa[0].numastat,
+            (std::map<std::string, std::uint64_t>{{"numa_hit", 1000}, {"local_node", 7}}));
+}
 
 TEST_F(HostCollectors, AbsentStateIsNothingAllocated) {
   auto f = scrape({state_.string(), 0ms, nullptr, nullptr});

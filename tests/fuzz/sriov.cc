@@ -10,6 +10,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& a : polyaccel::fuzz::addresses_in(tree.root() / "sys/bus/pci/devices")) {
     if (auto sriov = polyaccel::read_sriov(tree.root(), a)) {
       POLYACCEL_FUZZ_CHECK(sriov->vfs.size() <= 65536);
+      // Counts as the kernel writes them, never wrapped from wider ones.
+      POLYACCEL_FUZZ_CHECK(sriov->total_vfs <= 65535 && sriov->num_vfs <= sriov->total_vfs);
     }
     (void)polyaccel::read_physical_function(tree.root(), a);
   }
