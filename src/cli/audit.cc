@@ -60,7 +60,11 @@ Result<AuditRequest> parse_request(const GlobalOptions& g, const AuditCommandOpt
   if (!o.root.empty()) {
     if (!g.discover.fsroot.empty()) return bad_input("--root", "give --root or --fsroot, not both");
     // The same check as --fsroot's, with or without --topology.
-    if (auto root = check_fsroot(o.root); !root) return root.error();
+    if (auto root = check_fsroot(o.root); !root) {
+      Error e = root.error();
+      e.input = "--root " + e.input;  // the option too: --root, unlike --fsroot, is audit's own
+      return e;
+    }
     r.facts_root = o.root;
     // With --topology the model comes from the XML and only the facts from the root.
     if (g.discover.topology_xml.empty()) r.discover.fsroot = o.root;

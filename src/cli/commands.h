@@ -51,7 +51,7 @@ struct HostPolicyOptions {
 };
 
 struct PlaceOptions {
-  unsigned vcpus = 0;
+  std::optional<unsigned> vcpus;         // unset: from --flavor; 0 is refused, not "missing"
   std::string memory;                    // --memory 64GiB
   std::vector<std::string> specs;        // --spec KEY=VALUE, after the flavor file's
   std::string flavor_file;               // --flavor FILE (openstack flavor show -f json, or YAML)

@@ -83,7 +83,10 @@ Result<place::Request> build_request(const PlaceOptions& o, std::uint64_t max_vc
     if (!parsed) return parsed.error();
     aliases.push_back(*parsed);
   }
-  if (o.vcpus) input.vcpus = o.vcpus;
+  if (o.vcpus) {
+    if (*o.vcpus == 0) return bad_input("--vcpus 0", "must be 1 or more");
+    input.vcpus = *o.vcpus;
+  }
   if (!o.memory.empty()) {
     auto b = parse_byte_size(o.memory);
     if (!b) return bad_input("--memory " + o.memory, "is not a size like 64GiB");
@@ -92,6 +95,7 @@ Result<place::Request> build_request(const PlaceOptions& o, std::uint64_t max_vc
       return bad_input("--memory " + o.memory,
                        "is " + std::to_string(*b) + " bytes, not a whole number of MiB",
                        "give a unit: --memory " + o.memory + "MiB");
+    if (*b == 0) return bad_input("--memory " + o.memory, "must be more than 0");
     input.memory_bytes = *b;
   }
   for (const auto& spec : o.specs) {

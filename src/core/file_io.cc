@@ -33,10 +33,15 @@ Error errno_error(const std::filesystem::path& path, std::string_view kind, int 
                     "cannot read " + std::string(kind) + ": " + std::strerror(err));
 }
 
+// The kind as a noun that ends in "file" ("flavor file", "allocation state file").
+std::string file_noun(std::string_view kind) {
+  std::string k(kind);
+  return k.size() >= 4 && k.compare(k.size() - 4, 4, "file") == 0 ? k : k + " file";
+}
+
 Error not_regular(const std::filesystem::path& path, std::string_view kind, mode_t mode) {
   return bad_input(path.string(), std::string("is ") + file_type_name(mode) + ", not a regular " +
-                                      std::string(kind == "file" ? "" : kind) +
-                                      (kind == "file" ? "file" : " file"));
+                                      file_noun(kind));
 }
 
 struct Fd {
@@ -53,8 +58,10 @@ Result<std::string> read_input_file(const std::filesystem::path& path, std::uint
   struct stat before {};
   if (::stat(path.c_str(), &before) != 0) return errno_error(path, kind, errno);
   if (!S_ISREG(before.st_mode)) return not_regular(path, kind, before.st_mode);
-  std::string too_large = "is larger than the " + format_byte_size(max_bytes) + " limit for " +
-                          (kind == "file" ? "an input file" : "a " + std::string(kind));
+  const std::string noun = kind == "file" ? "input file" : std::string(kind);
+  std::string too_large =
+      "is larger than the " + format_byte_size(max_bytes) + " limit for " +
+      (std::string_view("aeiou").find(noun[0]) != std::string_view::npos ? "an " : "a ") + noun;
   if (static_cast<std::uint64_t>(before.st_size) > max_bytes)
     return bad_input(path.string(), too_large);
   // O_NONBLOCK: should a FIFO be swapped in after stat, open does not wait for a writer.

@@ -234,6 +234,10 @@ TEST_F(HostileInput, StateLockFollowsTheLink) {
 // state file, CLI options, durations. Each one wrapped, aborted or hung before.
 TEST_F(HostileInput, HugeAndWrappingNumbers) {
   const std::vector<std::pair<std::string, std::string>> cases = {
+      // zero is a value given, not a value missing
+      {"--vcpus 0 --memory 4GiB", "--vcpus 0: must be 1 or more"},
+      {"--vcpus 4 --memory 0", "--memory 0: must be more than 0"},
+      {"--vcpus 4 --memory 0GiB", "--memory 0GiB: must be more than 0"},
       {"--vcpus 4 --memory 4GiB --spec hw:numa_nodes=4294967296", "hw:numa_nodes"},
       {"--vcpus 4 --memory 4GiB --spec hw:numa_nodes=4294967297", "hw:numa_nodes"},
       {"--vcpus 4 --memory 4GiB --spec hw:numa_nodes=18446744073709551617", "hw:numa_nodes"},

@@ -100,6 +100,13 @@ TEST(ReadInputFile, RefusesAllButRegularFilesOfSaneSize) {
   }
   ::close(sock);
   EXPECT_EQ(read_input_file(dir.path() / "absent", 10).error().code, ErrorCode::not_found);
+  // The kind reads as English whatever it is called ("flavor file file", "a allocation state").
+  EXPECT_EQ(read_input_file(fifo, 10, "flavor file").error().problem,
+            "is a FIFO, not a regular flavor file");
+  EXPECT_EQ(read_input_file(fifo, 10, "allocation state").error().problem,
+            "is a FIFO, not a regular allocation state file");
+  EXPECT_EQ(read_input_file(huge, 10, "allocation state").error().problem,
+            "is larger than the 10 B limit for an allocation state");
 }
 
 TEST(ReadInputFile, ReadsUpToTheLimitAndNotPast) {
