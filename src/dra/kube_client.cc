@@ -24,6 +24,7 @@ constexpr size_t kMaxCredentialBytes = 1u << 20;
 // libraries it pulls in (26 of an agent's 95 shared objects, 3.8 MiB resident) would otherwise
 // sit in every polyaccel process. Its header gives the types; nothing links it.
 struct Curl {
+  SharedLibrary library;  // kept open for the life of the process
   decltype(&curl_global_init) global_init = nullptr;
   decltype(&curl_easy_init) easy_init = nullptr;
   decltype(&curl_easy_cleanup) easy_cleanup = nullptr;
@@ -45,13 +46,13 @@ const Result<const Curl*>& curl_library() {
     auto lib = SharedLibrary::open(kCurlSoname, "libcurl");
     if (!lib) {
       return Error{ErrorCode::not_found, kCurlSoname,
-                   "cannot be loaded: " + lib.error().problem +
-                       " (the DRA driver's API-server "
-                       "client)",
+                   "cannot be loaded: " + lib.error().problem + " (the DRA driver's API client)",
                    "install Debian's libcurl4"};
     }
-    auto* keep = new SharedLibrary(std::move(*lib));
-    auto* c = new Curl;
+    auto* c = new Curl;  // reachable from `loaded` until exit: never freed, never a leak
+    c->library = std::move(*lib);
+    SharedLibrary* keep = &c->library;
+    // A library that lacks a function is closed again (delete c) and the driver says so.
     keep->resolve(c->global_init, "curl_global_init");
     keep->resolve(c->easy_init, "curl_easy_init");
     keep->resolve(c->easy_cleanup, "curl_easy_cleanup");
@@ -66,6 +67,7 @@ const Result<const Curl*>& curl_library() {
       std::string names;
       for (const auto& n : keep->missing())
         names += (names.empty() ? "" : ", ") + n;
+      delete c;
       return Error{ErrorCode::not_found, kCurlSoname, "lacks " + names,
                    "install Debian's libcurl4 (7.85 or later)"};
     }
