@@ -11,13 +11,6 @@ bool any_rdma_nic(const HostModel& m) {
   return std::any_of(m.nics.begin(), m.nics.end(), [](const Nic& n) { return n.rdma_capable(); });
 }
 
-// "6.1.0-18-amd64" → 6.1 >= 5.12
-bool kernel_at_least(const std::string& release, int major, int minor) {
-  int a = 0, b = 0;
-  if (std::sscanf(release.c_str(), "%d.%d", &a, &b) != 2) return false;
-  return a > major || (a == major && b >= minor);
-}
-
 void check_peer_memory(const AuditContext& c, Findings& out) {
   const TuningFacts& f = c.facts;
   if (!f.modules_known || c.model.accelerators_of(Vendor::nvidia).empty() ||
@@ -28,7 +21,7 @@ void check_peer_memory(const AuditContext& c, Findings& out) {
   // 4.3): the peer-memory module, or DMA-BUF with the open kernel modules on Linux 5.12+.
   if (f.module_loaded("nvidia_peermem") || f.module_loaded("nv_peer_mem")) return;
   bool open_modules = f.nvidia_driver_text.find("Open Kernel Module") != std::string::npos;
-  bool dmabuf_kernel = kernel_at_least(f.kernel_release, 5, 12);
+  bool dmabuf_kernel = f.kernel_at_least(5, 12);
   if (open_modules && dmabuf_kernel) return;
   Finding fd;
   fd.id = "gpudirect.peer-memory";

@@ -50,13 +50,6 @@ Finding node_short(unsigned node, std::uint64_t size, std::uint64_t have, std::u
   return f;
 }
 
-// Kernel 5.16 and later take a per-node list: hugepages=0:8,1:8.
-bool kernel_takes_per_node_hugepages(const std::string& release) {
-  int major = 0, minor = 0;
-  if (std::sscanf(release.c_str(), "%d.%d", &major, &minor) != 2) return false;
-  return major > 5 || (major == 5 && minor >= 16);
-}
-
 }  // namespace
 
 Findings check_hugepages(const AuditContext& c) {
@@ -185,7 +178,8 @@ Findings check_hugepages(const AuditContext& c) {
     f.remedy.summary =
         "reserve the 1 GiB pages on the kernel command line: after a reboot memory fragments and "
         "a run-time reservation may get fewer pages";
-    f.remedy.kernel_args = {"hugepagesz=1G", kernel_takes_per_node_hugepages(c.facts.kernel_release)
+    // Kernel 5.16 and later take a per-node list: hugepages=0:8,1:8.
+    f.remedy.kernel_args = {"hugepagesz=1G", c.facts.kernel_at_least(5, 16)
                                                  ? "hugepages=" + per_node
                                                  : "hugepages=" + std::to_string(total)};
     out.push_back(std::move(f));

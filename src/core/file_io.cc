@@ -7,9 +7,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "core/byte_size.h"
+#include "core/number.h"
 
 namespace polyaccel {
 namespace {
@@ -111,12 +113,19 @@ std::optional<std::string> read_first_line(const std::filesystem::path& path) {
 
 std::optional<std::int64_t> read_int_file(const std::filesystem::path& path) {
   auto line = read_first_line(path);
-  if (!line || line->empty()) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(line->c_str(), &end, 0);
-  if (errno != 0 || end == line->c_str() || *end != '\0') return std::nullopt;
-  return v;
+  if (!line) return std::nullopt;
+  // Decimal, or hex after 0x as the kernel prints ids and classes; never octal ("010" is not 8)
+  // and never a value past int64 (refused by the one number parser, not wrapped).
+  constexpr auto kMax = std::numeric_limits<std::int64_t>::max();
+  const std::string_view text = *line;
+  if (text.starts_with("0x") || text.starts_with("0X")) {
+    auto v = parse_hex(text, path.string(), kMax);
+    if (!v) return std::nullopt;
+    return static_cast<std::int64_t>(*v);
+  }
+  auto v = parse_signed(text, path.string(), std::numeric_limits<std::int64_t>::min(), kMax);
+  if (!v) return std::nullopt;
+  return *v;
 }
 
 namespace {

@@ -1,6 +1,17 @@
 #include "core/host_model.h"
 
+#include "core/number.h"
+
 namespace polyaccel {
+
+std::optional<std::pair<unsigned, unsigned>> compute_capability_numbers(std::string_view text) {
+  const auto dot = text.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  auto major = parse_integer<unsigned>(text.substr(0, dot), "compute capability", 0, 99);
+  auto minor = parse_integer<unsigned>(text.substr(dot + 1), "compute capability", 0, 99);
+  if (!major || !minor) return std::nullopt;
+  return std::pair{*major, *minor};
+}
 
 const char* to_string(NumaKind kind) {
   switch (kind) {

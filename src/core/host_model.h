@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/cpuset.h"
@@ -176,6 +178,10 @@ struct MigInstance {
   std::string uuid;  // "MIG-..."
   std::uint64_t memory_bytes = 0;
 };
+
+// An NVIDIA compute capability "9.0" as {major, minor}; nullopt unless two whole numbers of at
+// most two digits each (what the driver reports, not what a library or capture could write).
+std::optional<std::pair<unsigned, unsigned>> compute_capability_numbers(std::string_view text);
 
 // What a vendor library (NVML, ROCm SMI, HLML) says of one device that does not change while it
 // runs. Optional fields are absent when the library or device does not support them.

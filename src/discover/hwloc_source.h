@@ -28,6 +28,11 @@ void complete_from_sysfs(HostModel& model, const std::string& root);
 // Its two parts that change while a host runs (refresh_from_sysfs).
 void read_hugepages(NumaNode& node, const std::filesystem::path& root);
 void read_pci_link(PciDevice& device, const std::filesystem::path& root);
+// A PCIe link attribute file of sysfs: current/max_link_speed ("16.0 GT/s PCIe" → 16 GT/s, at
+// most 256) and current/max_link_width (1..32 lanes). 0 when the file says "Unknown" or a value
+// out of range (a value we cannot trust is none), nullopt when there is no such file.
+std::optional<double> read_link_speed(const std::filesystem::path& file);
+std::optional<unsigned> read_link_width(const std::filesystem::path& file);
 
 // Stable ids ("gpu0", "nic0", "nvme0") in PCI order, and names from pci.ids where hwloc had none.
 void assign_ids_and_names(HostModel& model, const std::string& pci_ids_path);

@@ -45,28 +45,29 @@ void read_hugepages(NumaNode& node, const fs::path& root) {
   node.hugepages = std::move(found);
 }
 
-namespace {
-
-// "16.0 GT/s PCIe", "8 GT/s", "2.5 GT/s", "Unknown" → GT/s, 0 when unknown.
-double parse_link_speed(const std::string& text) {
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  if (end == text.c_str()) return 0;
-  return v;
-}
-
-}  // namespace
-
 void read_pci_link(PciDevice& d, const fs::path& root) {
   fs::path dir = root / "sys/bus/pci/devices" / d.address.to_string();
-  if (auto s = read_first_line(dir / "current_link_speed")) d.link.speed_gts = parse_link_speed(*s);
-  if (auto s = read_first_line(dir / "max_link_speed")) d.link.max_speed_gts = parse_link_speed(*s);
-  if (auto w = read_int_file(dir / "current_link_width"); w && *w > 0 && *w <= 32) {
-    d.link.width = static_cast<unsigned>(*w);
-  }
-  if (auto w = read_int_file(dir / "max_link_width"); w && *w > 0 && *w <= 32) {
-    d.link.max_width = static_cast<unsigned>(*w);
-  }
+  // A file sysfs does not have keeps what hwloc said.
+  if (auto v = read_link_speed(dir / "current_link_speed")) d.link.speed_gts = *v;
+  if (auto v = read_link_speed(dir / "max_link_speed")) d.link.max_speed_gts = *v;
+  if (auto v = read_link_width(dir / "current_link_width")) d.link.width = *v;
+  if (auto v = read_link_width(dir / "max_link_width")) d.link.max_width = *v;
+}
+
+std::optional<double> read_link_speed(const fs::path& file) {
+  auto line = read_first_line(file);
+  if (!line) return std::nullopt;
+  // The number before " GT/s"; "Unknown" (link down, or a speed the kernel does not name) is 0.
+  std::string_view text = *line;
+  auto v = parse_finite(text.substr(0, text.find(' ')), file.string(), 0, 256);
+  return v ? *v : 0.0;
+}
+
+std::optional<unsigned> read_link_width(const fs::path& file) {
+  auto line = read_first_line(file);
+  if (!line) return std::nullopt;
+  auto w = parse_integer<unsigned>(*line, file.string(), 1, 32);
+  return w ? *w : 0u;
 }
 
 namespace {

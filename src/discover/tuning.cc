@@ -226,10 +226,6 @@ std::optional<std::uint32_t> read_hex(Reader& r, const std::string& relative, st
   return v ? std::optional<std::uint32_t>(static_cast<std::uint32_t>(*v)) : std::nullopt;
 }
 
-double parse_speed(const std::string& text) {
-  return std::strtod(text.c_str(), nullptr);  // "16.0 GT/s PCIe" → 16, "Unknown" → 0
-}
-
 void read_pci_function(Reader& r, TuningFacts& f, const std::string& name) {
   auto address = PciAddress::parse(name);
   if (!address) return;
@@ -272,10 +268,8 @@ void read_pci_function(Reader& r, TuningFacts& f, const std::string& name) {
       }
     }
     fs::path parent = r.path("sys/bus/pci/devices") / target.parent_path();
-    if (auto s = read_first_line(parent / "max_link_speed")) p.port_max_speed_gts = parse_speed(*s);
-    if (auto w = read_int_file(parent / "max_link_width"); w && *w > 0 && *w <= 32) {
-      p.port_max_width = static_cast<unsigned>(*w);
-    }
+    p.port_max_speed_gts = detail::read_link_speed(parent / "max_link_speed").value_or(0);
+    p.port_max_width = detail::read_link_width(parent / "max_link_width").value_or(0);
   }
   if (p.is_bridge()) {
     if (auto config = r.optional_text(dir + "/config")) {
@@ -376,6 +370,22 @@ std::optional<std::string> TuningFacts::kernel_arg(const std::string& key) const
     if (k == key) value = v;
   }
   return value;
+}
+
+bool TuningFacts::kernel_at_least(unsigned major, unsigned minor) const {
+  // The release comes from the host (or a captured tree): read its leading "A.B" with the one
+  // number parser, so that a hostile "99999999999.1" is unknown rather than wrapped.
+  const std::string_view rel = kernel_release;
+  const auto dot = rel.find('.');
+  if (dot == std::string_view::npos) return false;
+  const auto minor_end = rel.find_first_not_of("0123456789", dot + 1);
+  auto a = parse_integer<unsigned>(rel.substr(0, dot), "kernel release", 0, 999999);
+  auto b = parse_integer<unsigned>(
+      rel.substr(dot + 1, minor_end == std::string_view::npos ? std::string_view::npos
+                                                              : minor_end - dot - 1),
+      "kernel release", 0, 999999);
+  if (!a || !b) return false;
+  return *a > major || (*a == major && *b >= minor);
 }
 
 const PciFunctionFacts* TuningFacts::pci_function(const PciAddress& address) const {

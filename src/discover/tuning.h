@@ -108,6 +108,9 @@ struct TuningFacts {
   // The last occurrence wins, as for the kernel.
   std::optional<std::string> kernel_arg(const std::string& key) const;
   const PciFunctionFacts* pci_function(const PciAddress& address) const;
+  // Whether kernel_release is MAJOR.MINOR or later ("6.1.0-18-amd64" >= 5.12); false when the
+  // release is unknown or does not start with two numbers (each at most 6 digits).
+  bool kernel_at_least(unsigned major, unsigned minor) const;
   bool module_loaded(const std::string& name) const;
 };
 

@@ -10,6 +10,7 @@
 
 #include "core/file_io.h"
 #include "core/json.h"
+#include "core/number.h"
 #include "place/allocation_store.h"
 #include "place/fit.h"
 #include "place/host_view.h"
@@ -151,7 +152,9 @@ std::optional<ProcessIdentity> process_identity(int pid) {
   }
   // fields[0] is field 3 (state), so field 22 (starttime) is fields[19].
   if (fields.size() < 20 || fields[0] == "Z" || fields[0] == "X") return std::nullopt;
-  return ProcessIdentity{pid, std::strtoull(fields[19].c_str(), nullptr, 10), boot_id()};
+  auto start_time = parse_unsigned(fields[19], "starttime");
+  if (!start_time) return std::nullopt;
+  return ProcessIdentity{pid, *start_time, boot_id()};
 }
 
 bool is_alive(const ProcessIdentity& owner) {

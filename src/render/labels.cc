@@ -33,7 +33,7 @@ std::string label_value(const std::string& raw) {
 }
 
 // GFD's family from the CUDA compute capability.
-std::string nvidia_family(int major, int minor) {
+std::string nvidia_family(unsigned major, unsigned minor) {
   switch (major) {
     case 1:
       return "tesla";
@@ -113,8 +113,8 @@ void nvidia_labels(const HostModel& model, const LabelOptions& options, NodeLabe
   const AcceleratorInventory* inv = gpu->inventory ? &*gpu->inventory : nullptr;
   if (inv) {
     l["nvidia.com/mig.capable"] = inv->mig_enabled.has_value() ? "true" : "false";
-    int major = 0, minor = 0;
-    if (std::sscanf(inv->compute_capability.c_str(), "%d.%d", &major, &minor) == 2) {
+    if (auto cc = compute_capability_numbers(inv->compute_capability)) {
+      const auto [major, minor] = *cc;
       l["nvidia.com/gpu.compute.major"] = std::to_string(major);
       l["nvidia.com/gpu.compute.minor"] = std::to_string(minor);
       l["nvidia.com/gpu.family"] = nvidia_family(major, minor);

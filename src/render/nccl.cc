@@ -28,11 +28,9 @@ std::string speed_text(double gts) {
 // "9.0" → 90: NCCL's sm attribute.
 std::optional<unsigned> sm_of(const Accelerator& a) {
   if (!a.inventory || a.inventory->compute_capability.empty()) return std::nullopt;
-  unsigned major = 0, minor = 0;
-  if (std::sscanf(a.inventory->compute_capability.c_str(), "%u.%u", &major, &minor) != 2) {
-    return std::nullopt;
-  }
-  return major * 10 + minor;
+  auto cc = compute_capability_numbers(a.inventory->compute_capability);
+  if (!cc) return std::nullopt;
+  return cc->first * 10 + cc->second;
 }
 
 // "043f:7203:00ae:a282" → "0x043f720300aea282".

@@ -10,6 +10,8 @@
 #include <optional>
 #include <vector>
 
+#include "core/number.h"
+
 namespace polyaccel::render {
 
 namespace {
@@ -34,12 +36,15 @@ xmlNode* child(xmlNode* n, const char* name) {
   return nullptr;
 }
 
+// An address attribute: libvirt writes 0x.. or decimal. A sign, blanks, a value past 0xffff or a
+// leading 0 (octal to libvirt, decimal to a reader) is none: strtoul read "-18446744073709551615"
+// as 1.
 std::optional<unsigned> number(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  unsigned long v = std::strtoul(text.c_str(), &end, 0);  // libvirt writes 0x.. or decimal
-  if (*end != '\0' || v > 0xffff) return std::nullopt;
-  return static_cast<unsigned>(v);
+  const bool hex = text.starts_with("0x") || text.starts_with("0X");
+  if (!hex && text.size() > 1 && text.front() == '0') return std::nullopt;
+  auto v = hex ? parse_hex(text, "address", 0xffff) : parse_unsigned(text, "address", 0, 0xffff);
+  if (!v) return std::nullopt;
+  return static_cast<unsigned>(*v);
 }
 
 struct Address {

@@ -32,6 +32,23 @@ TEST(FileIo, ReadsSysfsStyleFiles) {
   EXPECT_FALSE(read_int_file(dir.path() / "speed"));
 }
 
+TEST(FileIo, IntFilesAreDecimalOrHexAndNeverWrapped) {
+  TempDir dir;
+  auto value_of = [&](const std::string& text) {
+    std::ofstream(dir.path() / "attr", std::ios::trunc) << text;
+    return read_int_file(dir.path() / "attr");
+  };
+  EXPECT_EQ(value_of("-1\n"), -1);   // numa_node of a device without affinity
+  EXPECT_EQ(value_of("010\n"), 10);  // decimal, as sysfs means it (strtoll base 0 read 8)
+  EXPECT_EQ(value_of("0x10de\n"), 0x10de);
+  EXPECT_EQ(value_of("9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(value_of("  42  \n"), 42);  // sysfs pads some attributes
+  for (const char* bad : {"", "\n", "9223372036854775808", "-9223372036854775809",
+                          "0x8000000000000000", "0x", "0x-1", "+1", "1 2", "1e3", "0b1", "x10"}) {
+    EXPECT_FALSE(value_of(bad)) << bad;
+  }
+}
+
 TEST(FileIo, AtomicWriteReplacesWholeFileAndLeavesNoTemporary) {
   TempDir dir;
   auto target = dir.path() / "state.json";

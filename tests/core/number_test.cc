@@ -1,6 +1,8 @@
 // The one number parser: every value that does not fit is refused by name, never wrapped.
 #include "core/number.h"
 
+#include "core/host_model.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -92,6 +94,16 @@ TEST(ParseDuration, UnitsAndBounds) {
     ASSERT_FALSE(v) << text;
     EXPECT_EQ(v.error().input, "--interval") << text;
   }
+}
+
+// A vendor library's or a capture's text, read with the same parser: nothing wraps or overflows
+// the sm number NCCL and the node labels are made of.
+TEST(ComputeCapability, TwoSmallWholeNumbers) {
+  EXPECT_EQ(compute_capability_numbers("9.0"), std::pair(9u, 0u));
+  EXPECT_EQ(compute_capability_numbers("12.1"), std::pair(12u, 1u));
+  for (const char* bad : {"", "9", "9.", ".0", "-1.5", "9.-1", "4294967305.0", "100.0", "9.0.1",
+                          "9,0", " 9.0", "0x9.0", "9.0a"})
+    EXPECT_EQ(compute_capability_numbers(bad), std::nullopt) << bad;
 }
 
 }  // namespace

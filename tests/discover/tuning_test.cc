@@ -4,8 +4,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fstream>
 
 #include "audit/fake_host.h"
+#include "discover/hwloc_source.h"
 
 namespace polyaccel {
 namespace {
@@ -30,6 +32,26 @@ TEST(TuningFacts, KernelCommandLineAsTheKernelSplitsIt) {
   EXPECT_EQ(f.kernel_arg("iommu"), "off");  // the last one wins
   EXPECT_EQ(f.kernel_arg("quiet"), "");
   EXPECT_EQ(f.kernel_arg("nohz_full"), std::nullopt);
+}
+
+TEST(TuningFacts, KernelReleaseComparedByItsLeadingNumbers) {
+  TuningFacts f;
+  f.kernel_release = "6.1.0-18-amd64";
+  EXPECT_TRUE(f.kernel_at_least(5, 12));
+  EXPECT_TRUE(f.kernel_at_least(6, 1));
+  EXPECT_FALSE(f.kernel_at_least(6, 2));
+  f.kernel_release = "5.15.0-91-generic";
+  EXPECT_FALSE(f.kernel_at_least(5, 16));
+  f.kernel_release = "5.16";
+  EXPECT_TRUE(f.kernel_at_least(5, 16));
+  f.kernel_release = "4.14.0-49.el7a.bz1553205.page_fault_hang.ppc64le";
+  EXPECT_FALSE(f.kernel_at_least(5, 12));
+  // Host text we did not choose: unknown, never wrapped into a small or large version.
+  for (const char* hostile : {"", "6", "6.", ".6", "4294967302.1", "99999999999999999999.1",
+                              "5.4294967312", "-1.0", "+6.1", " 6.1", "6 .1", "0x6.1"}) {
+    f.kernel_release = hostile;
+    EXPECT_FALSE(f.kernel_at_least(0, 0)) << hostile;
+  }
 }
 
 TEST(TuningFacts, AcsControlFromTheExtendedConfigSpace) {
@@ -149,6 +171,33 @@ TEST(TuningFacts, NumbersPastTheirFieldAreNeverWrapped) {
                   "(-2147483648..2147483647)",
                   "sys/bus/pci/devices/0000:41:00.0/numa_node: '4294967297' is out of range "
                   "(-1..4095)"));
+}
+
+// The link files as the kernel writes them, and what it never writes: a value we cannot trust
+// is 0 (unknown), never nan, negative or past any PCIe generation; an absent file is nullopt.
+TEST(PciLinkFiles, SpeedAndWidthAsTheKernelWritesThemAndNothingElse) {
+  TempDir dir;
+  auto speed = [&](const std::string& text) {
+    std::ofstream(dir.path() / "max_link_speed", std::ios::trunc) << text;
+    return detail::read_link_speed(dir.path() / "max_link_speed");
+  };
+  auto width = [&](const std::string& text) {
+    std::ofstream(dir.path() / "max_link_width", std::ios::trunc) << text;
+    return detail::read_link_width(dir.path() / "max_link_width");
+  };
+  EXPECT_EQ(speed("16.0 GT/s PCIe\n"), 16.0);
+  EXPECT_EQ(speed("2.5 GT/s\n"), 2.5);
+  EXPECT_EQ(speed("64.0 GT/s PCIe\n"), 64.0);
+  EXPECT_EQ(speed("Unknown\n"), 0.0);
+  for (const char* bad : {"nan GT/s", "inf GT/s", "-16.0 GT/s", "1e308 GT/s", "512 GT/s", "",
+                          "0x10 GT/s", "16.0GT/s"})
+    EXPECT_EQ(speed(bad), 0.0) << bad;
+  EXPECT_EQ(width("16\n"), 16u);
+  EXPECT_EQ(width("0\n"), 0u);  // link down
+  for (const char* bad : {"33", "4294967312", "-1", "0x10", "16 lanes"})
+    EXPECT_EQ(width(bad), 0u) << bad;
+  EXPECT_EQ(detail::read_link_speed(dir.path() / "absent"), std::nullopt);
+  EXPECT_EQ(detail::read_link_width(dir.path() / "absent"), std::nullopt);
 }
 
 TEST(TuningFacts, AnEmptyRootIsAnXmlCaptureWithNoFacts) {

@@ -9,7 +9,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   polyaccel::HostModel model = polyaccel::fuzz::tree_model(tree.root());
   for (auto& nic : model.nics) {
     polyaccel::detail::read_pci_link(nic.pci, tree.root());
-    POLYACCEL_FUZZ_CHECK(nic.pci.link.width <= 32 && nic.pci.link.max_width <= 32);
+    const auto& link = nic.pci.link;
+    POLYACCEL_FUZZ_CHECK(link.width <= 32 && link.max_width <= 32);
+    // Finite, never negative, at most 256 GT/s: "nan GT/s" or "1e308" is no speed.
+    POLYACCEL_FUZZ_CHECK(link.speed_gts >= 0 && link.speed_gts <= 256);
+    POLYACCEL_FUZZ_CHECK(link.max_speed_gts >= 0 && link.max_speed_gts <= 256);
   }
   return 0;
 }

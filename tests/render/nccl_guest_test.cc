@@ -13,6 +13,7 @@
 #include "place/host_view.h"
 #include "place/request.h"
 #include "render/libvirt.h"
+#include "render/xml_attr.h"
 #include "support/fixture_model.h"
 #include "support/test_support.h"
 
@@ -45,12 +46,7 @@ place::Placement two_cell_placement(const HostModel& m) {
   return r->placement;
 }
 
-std::string attr(xmlNode* n, const char* name) {
-  xmlChar* v = xmlGetProp(n, reinterpret_cast<const xmlChar*>(name));
-  std::string s = v ? reinterpret_cast<const char*>(v) : "";
-  xmlFree(v);
-  return s;
-}
+using polyaccel::testing::attr;
 xmlNode* child(xmlNode* n, const char* name) {
   for (xmlNode* c = n->children; c; c = c->next) {
     if (c->type == XML_ELEMENT_NODE && xmlStrcmp(c->name, BAD_CAST name) == 0) return c;
@@ -191,6 +187,20 @@ TEST(NcclGuest, WrongOrBrokenXmlIsRefused) {
       "function='0'/></source></hostdev></devices></domain>");
   ASSERT_FALSE(unaddressed.ok());
   EXPECT_NE(unaddressed.error().message().find("no guest address"), std::string::npos);
+  // A sign, blanks or a leading 0 are no address: strtoul read bus '-18446744073709551538' as
+  // 0x4e, so this hostdev stood for the host's 0000:4e:00.0. Now the file is refused.
+  for (const char* bus : {"-18446744073709551538", " 0x4e", "+78", "0116", "0x4e0000", "78.0"}) {
+    auto wrapped = render::nccl_guest_view(
+        cpu_only({"0000:4e:00.0"}), "g.xml",
+        std::string("<domain><devices><hostdev type='pci'><source><address domain='0' bus='") +
+            bus +
+            "' slot='0' function='0'/></source><address type='pci' domain='0' bus='1' slot='0' "
+            "function='0'/></hostdev></devices></domain>");
+    ASSERT_FALSE(wrapped.ok()) << bus;
+    EXPECT_NE(wrapped.error().message().find("g.xml: a PCI <hostdev> has no source address"),
+              std::string::npos)
+        << bus << ": " << wrapped.error().message();
+  }
 }
 
 // 60,000 pci-bridges, each plugged into the one before: the numbering was recursive (the stack
