@@ -14,6 +14,7 @@
 #include "cli/agent_plugin.h"
 #include "cli/build_info.h"
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "core/number.h"
 #include "discover/accel/backends.h"
 #include "discover/accel/monitor.h"
@@ -54,7 +55,8 @@ Result<std::chrono::milliseconds> parse_duration(const std::string& option,
                                      std::chrono::hours(24));
   if (!d) {
     Error e = d.error();
-    e.input = option + " " + text;  // "--interval 0: '0' is out of range (100 ms..86400 s)"
+    // "--interval 0: '0' is out of range (100 ms..86400 s)", or the config file's line
+    e.input = option_input(option) + " " + text;
     return e;
   }
   return d;
@@ -93,6 +95,8 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
     if (!p) return fail(p.error());
     policy = *p;
   }
+  auto prepared_plugin = prepare_device_plugin(options, global.discover);
+  if (!prepared_plugin) return fail(prepared_plugin.error());
   // The topology without vendor libraries: the monitor opens them, once, and keeps them.
   DiscoverOptions discover = global.discover;
   BackendMode backends = discover.backends;
@@ -167,7 +171,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   auto http = exporter::HttpExporter::start(scraper);
   if (!http) return fail(http.error());
   std::unique_ptr<DevicePluginRunner> plugin;  // on the same monitor (agent_plugin.h)
-  auto started = start_device_plugin(monitor, options, discover);
+  auto started = start_device_plugin(monitor, *prepared_plugin);
   if (!started) return fail(started.error());
   plugin = std::move(*started);
   auto dra = start_dra(monitor, options, discover);  // on the same monitor (agent_dra.h)

@@ -19,10 +19,10 @@ bool is_directory(const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const AcceleratorMonitor& monitor,
-                                                                const AgentOptions& options,
-                                                                const DiscoverOptions& discover) {
-  DevicePluginOptions o;
+Result<PreparedDevicePlugin> prepare_device_plugin(const AgentOptions& options,
+                                                   const DiscoverOptions& discover) {
+  PreparedDevicePlugin p;
+  DevicePluginOptions& o = p.options;
   if (!options.mig_strategy.empty()) {
     auto s = parse_mig_strategy(options.mig_strategy, "--mig-strategy");
     if (!s) return s.error();
@@ -36,9 +36,10 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
       choose_device_list_strategy(options.device_list_strategy, "--device-list-strategy", runtime);
   if (!device_list) return device_list.error();
   o.allocate.device_list = device_list->strategy;
-  // The sharing and NIC configs are read and checked once here, before anything is said or
-  // started, so that a bad file fails the start in one line (the runner reloads each on every
-  // change and keeps the last good one).
+  p.device_list_reason = device_list->reason;
+  // The sharing and NIC configs are read and checked here, before the agent says or starts
+  // anything, so that a bad file fails the start at once in one line (the runner reloads each
+  // on every change and keeps the last good one).
   if (!options.sharing_config.empty()) {
     auto config = read_sharing_config(options.sharing_config);
     if (!config) return config.error();
@@ -47,20 +48,26 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
     auto config = read_nic_config(options.nic_config);
     if (!config) return config.error();
   }
-  if (options.kubelet_dir.empty()) return std::unique_ptr<DevicePluginRunner>();
-  if (!is_directory(options.kubelet_dir)) {
-    std::cerr << "polyaccel agent: no device plugin: " << options.kubelet_dir
-              << " is not a directory (no kubelet on this host?)\n";
-    return std::unique_ptr<DevicePluginRunner>();
-  }
   o.kubelet_dir = options.kubelet_dir;
   o.sharing_config = options.sharing_config;
   o.nic_config = options.nic_config;
   o.allocate.gpu_rdma_devices = options.gpu_rdma_devices;
   o.nfd_features_dir = options.nfd_features_dir;
   o.root = filesystem_root(discover);
+  return p;
+}
+
+Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const AcceleratorMonitor& monitor,
+                                                                const PreparedDevicePlugin& p) {
+  const DevicePluginOptions& o = p.options;
+  if (o.kubelet_dir.empty()) return std::unique_ptr<DevicePluginRunner>();
+  if (!is_directory(o.kubelet_dir)) {
+    std::cerr << "polyaccel agent: no device plugin: " << o.kubelet_dir
+              << " is not a directory (no kubelet on this host?)\n";
+    return std::unique_ptr<DevicePluginRunner>();
+  }
   std::cerr << "polyaccel agent: device plugin: device list strategy "
-            << to_string(device_list->strategy) << " (" << device_list->reason << ")\n";
+            << to_string(o.allocate.device_list) << " (" << p.device_list_reason << ")\n";
   auto runner = std::make_unique<DevicePluginRunner>(monitor, o);
   Status st = runner->start(std::chrono::seconds(60));
   if (!st) return st.error();

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <vector>
 
 #include "core/file_io.h"
@@ -28,6 +29,12 @@ constexpr ConfigKey kKeys[] = {
     {"interval", "--interval"},
     {"audit_interval", "--audit-interval"},
 };
+
+// Option → "FILE:LINE: key" for each value the config file gave (one config per process).
+std::map<std::string, std::string>& given_by_file() {
+  static std::map<std::string, std::string> given;
+  return given;
+}
 
 std::string key_list() {
   std::string out;
@@ -117,10 +124,16 @@ Status apply_config_file(CLI::App& app, const std::string& given) {
       } catch (const CLI::Error& e) {
         return bad_input(at(path, it->second.Mark()), key + ": " + e.what());
       }
+      given_by_file()[known->option] = at(path, it->second.Mark()) + ": " + key;
       break;
     }
   }
   return Ok{};
+}
+
+std::string option_input(const std::string& option) {
+  auto it = given_by_file().find(option);
+  return it == given_by_file().end() ? option : it->second;
 }
 
 }  // namespace polyaccel::cli

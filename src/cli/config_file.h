@@ -24,4 +24,8 @@ void add_config_option(CLI::App* cmd, std::string& path);
 // a value that is not a scalar, or one the option refuses: an Error naming FILE:LINE.
 Status apply_config_file(CLI::App& app, const std::string& path);
 
+// The input a value of `option` came from, for an error about that value: the option itself
+// ("--cpu-allocation-ratio"), or "FILE:LINE: key" when the config file gave it.
+std::string option_input(const std::string& option);
+
 }  // namespace polyaccel::cli

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "core/byte_size.h"
 #include "core/file_io.h"
 #include "core/json.h"
@@ -22,7 +23,8 @@ Result<place::HostPolicy> host_policy(const HostPolicyOptions& o) {
   place::HostPolicy p;
   auto cpus = [](const std::string& option, const std::string& text) -> Result<CpuSet> {
     auto s = CpuSet::parse_list(text);
-    if (!s || s->empty()) return bad_input(option + " " + text, "is not a CPU list like 2-27,30");
+    if (!s || s->empty())
+      return bad_input(option_input(option) + " " + text, "is not a CPU list like 2-27,30");
     return *s;
   };
   if (!o.cpu_dedicated_set.empty()) {
@@ -38,15 +40,19 @@ Result<place::HostPolicy> host_policy(const HostPolicyOptions& o) {
   // Finite and bounded: nan passes a "<= 0" test, and inf times the PUs is no host size.
   auto ratio_ok = [](double r) { return std::isfinite(r) && r > 0 && r <= 1000; };
   if (!ratio_ok(o.cpu_allocation_ratio))
-    return bad_input("--cpu-allocation-ratio", "must be a number above 0, at most 1000");
+    return bad_input(option_input("--cpu-allocation-ratio"),
+                     "must be a number above 0, at most 1000");
   if (!ratio_ok(o.ram_allocation_ratio))
-    return bad_input("--ram-allocation-ratio", "must be a number above 0, at most 1000");
+    return bad_input(option_input("--ram-allocation-ratio"),
+                     "must be a number above 0, at most 1000");
   p.cpu_allocation_ratio = o.cpu_allocation_ratio;
   p.ram_allocation_ratio = o.ram_allocation_ratio;
   if (!o.reserved_memory_per_node.empty()) {
     auto b = parse_byte_size(o.reserved_memory_per_node);
     if (!b)
-      return bad_input("--reserved-memory-per-node " + o.reserved_memory_per_node, "is not a size");
+      return bad_input(
+          option_input("--reserved-memory-per-node") + " " + o.reserved_memory_per_node,
+          "is not a size");
     p.reserved_memory_per_node = *b;
   }
   return p;

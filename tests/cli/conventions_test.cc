@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "support/test_support.h"
 
@@ -16,7 +18,7 @@ using polyaccel::testing::run_command;
 using polyaccel::testing::TempDir;
 using polyaccel::testing::topology_fixture;
 
-const std::string kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+using polyaccel::testing::kXe8640;
 
 std::string bin() {
   return polyaccel_binary();
@@ -136,6 +138,39 @@ TEST(ConfigFile, FillsWhatTheCommandLineLeftAndFlagsWin) {
                   " --vcpus 2 --memory 1GiB 2>&1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.output.rfind("polyaccel: " + config + ":1: cpu_allocation_ratio", 0), 0u) << r.output;
+}
+
+// Values that parse as the option's type but that the command refuses later (a ratio of 0, a CPU
+// list that is not one, an interval of nan) are named by the file's line too, not by a flag the
+// user never wrote.
+TEST(ConfigFile, ValuesRefusedAfterParsingNameTheFileLine) {
+  TempDir tmp;
+  std::string fixture = topology_fixture(kXe8640).string();
+  std::string config = (tmp.path() / "config.yaml").string();
+  struct Case {
+    std::string line;
+    std::string command;
+    std::string named;
+  };
+  const std::string place = " place --topology " + fixture + " --vcpus 2 --memory 1GiB";
+  for (const Case& c : std::vector<Case>{
+           {"cpu_allocation_ratio: 0", place, ":2: cpu_allocation_ratio: must be"},
+           {"ram_allocation_ratio: nan", place, ":2: ram_allocation_ratio: must be"},
+           {"cpu_dedicated_set: 9-x", place, ":2: cpu_dedicated_set 9-x: is not a CPU list"},
+           {"cpu_shared_set: ','", place, ":2: cpu_shared_set ,: is not a CPU list"},
+           {"reserved_memory_per_node: lots", place,
+            ":2: reserved_memory_per_node lots: is not a size"},
+           {"interval: inf", " agent --once --topology " + fixture, ":2: interval inf: 'inf' is"},
+           {"audit_interval: 0", " agent --once --topology " + fixture,
+            ":2: audit_interval 0: '0' is out of range"},
+       }) {
+    std::ofstream(config, std::ios::trunc) << "# host settings\n" << c.line << "\n";
+    auto r = run_command(bin() + c.command + " --config " + config + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << c.line << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind("polyaccel: " + config + c.named, 0), 0u) << c.line << "\n"
+                                                                       << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
 }
 
 TEST(ConfigFile, UnknownKeyIsRefusedWithFileAndLine) {
