@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "audit/audit.h"
+#include "audit/audit_test_support.h"
 #include "audit/fake_host.h"
 #include "discover/discover.h"
 
@@ -14,37 +15,21 @@ namespace polyaccel {
 namespace {
 
 using polyaccel::testing::FakeHost;
+using polyaccel::testing::fixture_model;
 using polyaccel::testing::topology_fixture;
 using ::testing::HasSubstr;
 
-const std::string kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+using polyaccel::testing::kXe8640;
 const std::string kJureca = "2socket-nps4-8numa-4xA100-4xmlx5-pcieswitch_jureca-dc-gpu.xml";
 
-HostModel load(const std::string& fixture) {
-  DiscoverOptions o;
-  o.topology_xml = topology_fixture(fixture).string();
-  auto m = discover_host(o);
-  EXPECT_TRUE(m) << (m ? "" : m.error().message());
-  return m ? *m : HostModel{};
-}
-
-const HostModel& xe8640() {
-  static const HostModel m = load(kXe8640);
-  return m;
-}
+using polyaccel::testing::with_id;
+using polyaccel::testing::xe8640;
 
 std::vector<Finding> audit(const HostModel& m, const FakeHost& host, AuditIntent intent = {},
                            std::vector<std::string> only = {}) {
   TuningFacts facts = read_tuning_facts(host.root_string());
   std::vector<AcceleratorSample> none;
   return run_audit({m, facts, none, intent}, only);
-}
-
-std::vector<Finding> with_id(const std::vector<Finding>& all, const std::string& id) {
-  std::vector<Finding> out;
-  std::copy_if(all.begin(), all.end(), std::back_inserter(out),
-               [&](const Finding& f) { return f.id == id; });
-  return out;
 }
 
 // A host that has booted: command line, kernel release, CPU vendor.
@@ -124,7 +109,7 @@ TEST(AuditChecks, PciLocalityUnknownFromNumaNodeMinusOne) {
 TEST(AuditChecks, PciLocalityFromTheRealTopologies) {
   FakeHost none;  // no facts: the topology alone
   for (const auto& fixture : {kXe8640, kJureca}) {
-    HostModel m = load(fixture);
+    HostModel m = fixture_model(fixture);
     EXPECT_TRUE(with_id(audit(m, none), "numa.pci-locality-unknown").empty()) << fixture;
     // A NIC whose locality the firmware did not give.
     m.nics[0].pci.numa_nodes.clear();
@@ -133,7 +118,7 @@ TEST(AuditChecks, PciLocalityFromTheRealTopologies) {
     EXPECT_EQ(f[0].subject, m.nics[0].pci.address.to_string() + " (nic0)");
   }
   // One NUMA node: nothing can be misplaced.
-  HostModel single = load(kJureca);
+  HostModel single = fixture_model(kJureca);
   single.numa_nodes.resize(1);
   single.nics[0].pci.numa_nodes.clear();
   EXPECT_TRUE(with_id(audit(single, none), "numa.pci-locality-unknown").empty());
@@ -343,14 +328,16 @@ TEST(AuditChecks, GpuDirectNicDistanceOnTheRealTopologies) {
   EXPECT_EQ(f[0].severity, Severity::warning);
   EXPECT_THAT(f[0].observed, HasSubstr("at SYS"));
   // JURECA-DC: one GPU and one HCA per switch, the textbook layout.
-  EXPECT_TRUE(with_id(audit(load(kJureca), none), "gpudirect.nic-distance").empty());
+  EXPECT_TRUE(with_id(audit(fixture_model(kJureca), none), "gpudirect.nic-distance").empty());
   // g4dn.metal: no GPU shares a switch with the EFA.
-  auto g4 = with_id(audit(load("2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml"), none),
-                    "gpudirect.nic-distance");
+  auto g4 =
+      with_id(audit(fixture_model("2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml"), none),
+              "gpudirect.nic-distance");
   EXPECT_EQ(g4.size(), 8u);
   // MI300A: the NIC shares the APU's host bridge, the best this design offers: information.
-  auto apu = with_id(audit(load("4apu-4numa-4xMI300A-spx-4xslingshot_hpe-ex255a.xml"), none),
-                     "gpudirect.nic-distance");
+  auto apu =
+      with_id(audit(fixture_model("4apu-4numa-4xMI300A-spx-4xslingshot_hpe-ex255a.xml"), none),
+              "gpudirect.nic-distance");
   ASSERT_EQ(apu.size(), 4u);
   EXPECT_EQ(apu[0].severity, Severity::info);
   EXPECT_THAT(apu[0].observed, HasSubstr("at PHB"));

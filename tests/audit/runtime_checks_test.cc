@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "audit/audit.h"
+#include "audit/audit_test_support.h"
 #include "audit/fake_host.h"
 #include "discover/discover.h"
 
@@ -18,17 +19,8 @@ using polyaccel::testing::FakeHost;
 using polyaccel::testing::topology_fixture;
 using ::testing::HasSubstr;
 
-const HostModel& xe8640() {
-  static const HostModel m = [] {
-    DiscoverOptions o;
-    o.topology_xml =
-        topology_fixture("2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml").string();
-    auto r = discover_host(o);
-    EXPECT_TRUE(r) << (r ? "" : r.error().message());
-    return r ? *r : HostModel{};
-  }();
-  return m;
-}
+using polyaccel::testing::with_id;
+using polyaccel::testing::xe8640;
 
 std::vector<Finding> runtime_findings(const FakeHost& h, const HostModel& m = xe8640()) {
   TuningFacts facts = read_tuning_facts(h.root_string());
@@ -37,13 +29,6 @@ std::vector<Finding> runtime_findings(const FakeHost& h, const HostModel& m = xe
   std::vector<Finding> out;
   std::copy_if(all.begin(), all.end(), std::back_inserter(out),
                [](const Finding& f) { return f.id.starts_with("runtime."); });
-  return out;
-}
-
-std::vector<Finding> with_id(const std::vector<Finding>& all, const std::string& id) {
-  std::vector<Finding> out;
-  std::copy_if(all.begin(), all.end(), std::back_inserter(out),
-               [&](const Finding& f) { return f.id == id; });
   return out;
 }
 

@@ -16,7 +16,7 @@ using polyaccel::testing::run_command;
 using polyaccel::testing::TempDir;
 using polyaccel::testing::topology_fixture;
 
-const std::string kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+using polyaccel::testing::kXe8640;
 
 std::string env(const std::string& nvml, const std::string& rocm, const std::string& hlml) {
   return "POLYACCEL_AMD_SMI_LIB=/nonexistent/libamd_smi.so POLYACCEL_NVML_LIB='" + nvml +

@@ -17,7 +17,7 @@ using polyaccel::testing::read_text;
 using polyaccel::testing::run_command;
 using ::testing::HasSubstr;
 
-const std::string kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+using polyaccel::testing::kXe8640;
 
 // The command line; its stderr goes with its stdout (to `output` when given).
 std::string agent(const std::string& args, const std::string& output = "") {

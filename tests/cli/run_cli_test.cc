@@ -14,7 +14,7 @@ using polyaccel::testing::polyaccel_binary;
 using polyaccel::testing::run_command;
 using polyaccel::testing::topology_fixture;
 
-const char* kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+using polyaccel::testing::kXe8640;
 
 // "0-3,8" from a JSON array of indexes, as /proc/self/status prints lists.
 std::string list_of(const nlohmann::json& indexes) {

@@ -14,7 +14,7 @@ using polyaccel::testing::run_command;
 using polyaccel::testing::TempDir;
 using polyaccel::testing::topology_fixture;
 
-const std::string kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+using polyaccel::testing::kXe8640;
 
 TEST(TopoCli, JsonHasTheStableKeys) {
   auto r = run_command(polyaccel_binary() + " topo --json --topology " +

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "discover/discover.h"
+#include "support/fixture_model.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -272,16 +273,9 @@ TEST(Fixtures, EveryFixtureFileIsCovered) {
   }
 }
 
-HostModel load_xml(const std::string& name) {
-  DiscoverOptions o;
-  o.topology_xml = topology_fixture(name).string();
-  auto m = discover_host(o);
-  EXPECT_TRUE(m) << (m ? "" : m.error().message());
-  return m ? *m : HostModel{};
-}
-
 TEST(Fixtures, G4dnHasTwoMebibyteHugepagesPerNodeWithUnknownFree) {
-  HostModel m = load_xml("2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml");
+  HostModel m =
+      polyaccel::testing::fixture_model("2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml");
   ASSERT_EQ(m.numa_nodes.size(), 2u);
   auto two_mib = [](const NumaNode& n) {
     for (const auto& h : n.hugepages) {
@@ -299,7 +293,8 @@ TEST(Fixtures, G4dnHasTwoMebibyteHugepagesPerNodeWithUnknownFree) {
 }
 
 TEST(Fixtures, SierraIsPowerWithSixtyFourKibPagesAndCpulessGpuMemory) {
-  HostModel m = load_xml("power9-2socket-2numa+4gpumem-numa-4xV100-4xmlx5_llnl-sierra.v1.xml");
+  HostModel m = polyaccel::testing::fixture_model(
+      "power9-2socket-2numa+4gpumem-numa-4xV100-4xmlx5_llnl-sierra.v1.xml");
   EXPECT_EQ(m.page_size, 64u * 1024);
   for (unsigned n : {252u, 253u, 254u, 255u}) {
     ASSERT_TRUE(m.numa_node(n));
@@ -309,7 +304,8 @@ TEST(Fixtures, SierraIsPowerWithSixtyFourKibPagesAndCpulessGpuMemory) {
 }
 
 TEST(Fixtures, XeonMaxNicLocalitySpansDdrAndHbmNodes) {
-  HostModel m = load_xml("2socket-snc4-8ddr+8hbm-numa-1xmlx5-cpuonly_xeon-max-9462-flat.xml");
+  HostModel m = polyaccel::testing::fixture_model(
+      "2socket-snc4-8ddr+8hbm-numa-1xmlx5-cpuonly_xeon-max-9462-flat.xml");
   const Nic* nic = m.nic("mlx5_0");
   ASSERT_TRUE(nic);
   EXPECT_EQ(nic->pci.numa_nodes, (std::vector<unsigned>{2, 10}));
@@ -323,8 +319,10 @@ TEST(Fixtures, XeonMaxNicLocalitySpansDdrAndHbmNodes) {
 }
 
 TEST(Fixtures, Mi300aCpxShowsSixPartitionsPerApu) {
-  HostModel cpx = load_xml("4apu-4numa-4xMI300A-cpx-24gpu-partitions-4xslingshot_hpe-ex255a.xml");
-  HostModel spx = load_xml("4apu-4numa-4xMI300A-spx-4xslingshot_hpe-ex255a.xml");
+  HostModel cpx = polyaccel::testing::fixture_model(
+      "4apu-4numa-4xMI300A-cpx-24gpu-partitions-4xslingshot_hpe-ex255a.xml");
+  HostModel spx =
+      polyaccel::testing::fixture_model("4apu-4numa-4xMI300A-spx-4xslingshot_hpe-ex255a.xml");
   unsigned logical = 0;
   for (const auto& a : cpx.accelerators) {
     EXPECT_EQ(a.partitions, 6u);

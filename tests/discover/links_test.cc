@@ -5,18 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "discover/discover.h"
+#include "support/fixture_model.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
 namespace {
-
-HostModel load_xml(const std::string& name) {
-  DiscoverOptions o;
-  o.topology_xml = polyaccel::testing::topology_fixture(name).string();
-  auto m = discover_host(o);
-  EXPECT_TRUE(m) << (m ? "" : m.error().message());
-  return m ? *m : HostModel{};
-}
 
 std::string label(const HostModel& m, const std::string& a, const std::string& b) {
   auto i = m.links.index_of(a);
@@ -33,7 +26,8 @@ const Accelerator& by_bus(const HostModel& m, const std::string& bus) {
 }
 
 TEST(Links, Xe8640ThreeGpusShareASwitchWithAnHcaAndTheFourthDoesNot) {
-  HostModel m = load_xml("2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml");
+  HostModel m = polyaccel::testing::fixture_model(
+      "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml");
   ASSERT_EQ(m.accelerators.size(), 4u);
   // 5f:00.0 and the ConnectX-7 at 5e:00.0 sit below switch 5a:00.0.
   const Accelerator& g5f = by_bus(m, "0000:5f:00.0");
@@ -76,7 +70,8 @@ TEST(Links, Xe8640ThreeGpusShareASwitchWithAnHcaAndTheFourthDoesNot) {
 }
 
 TEST(Links, JurecaA100sWithoutOsDevicesEachHaveTheirHcaAtPix) {
-  HostModel m = load_xml("2socket-nps4-8numa-4xA100-4xmlx5-pcieswitch_jureca-dc-gpu.xml");
+  HostModel m = polyaccel::testing::fixture_model(
+      "2socket-nps4-8numa-4xA100-4xmlx5-pcieswitch_jureca-dc-gpu.xml");
   ASSERT_EQ(m.accelerators.size(), 4u);
   for (const auto& a : m.accelerators) {
     EXPECT_TRUE(a.pci.os_devices.empty());
@@ -90,7 +85,8 @@ TEST(Links, JurecaA100sWithoutOsDevicesEachHaveTheirHcaAtPix) {
 }
 
 TEST(Links, TiogaGcdsAreXgmiAndReachTheirSlingshotNicThroughTheHostBridge) {
-  HostModel m = load_xml("1socket-nps4-4numa-8xMI250X-gcd-4xslingshot_hpe-ex235a.xml");
+  HostModel m = polyaccel::testing::fixture_model(
+      "1socket-nps4-4numa-8xMI250X-gcd-4xslingshot_hpe-ex235a.xml");
   ASSERT_EQ(m.accelerators.size(), 8u);
   for (const auto& a : m.accelerators) {
     ASSERT_EQ(a.pci.numa_nodes.size(), 1u) << a.id;  // found through an L3 cache ancestor
@@ -109,7 +105,8 @@ TEST(Links, TiogaGcdsAreXgmiAndReachTheirSlingshotNicThroughTheHostBridge) {
 }
 
 TEST(Links, G4dnT4sAreNeverPixToTheEfa) {
-  HostModel m = load_xml("2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml");
+  HostModel m =
+      polyaccel::testing::fixture_model("2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml");
   const Nic* efa = m.nic("rdmap197s0");
   ASSERT_TRUE(efa);
   for (const auto& a : m.accelerators) {

@@ -17,6 +17,8 @@
 
 namespace polyaccel::testing {
 
+// The scenario's GPU in MIG mode without any instance (0000:5d:00.0).
+inline const std::string kEmptyGpu = "0000:5d:00.0";
 inline const std::string kUidA = "0b8e1c2a-1111-2222-3333-444455556666";
 inline const std::string kUidB = "7f3a9d10-aaaa-bbbb-cccc-ddddeeeeffff";
 inline const std::string kUidC = "5c6d7e8f-1234-5678-9abc-def012345678";

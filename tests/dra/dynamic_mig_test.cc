@@ -31,7 +31,7 @@ using polyaccel::testing::TempDir;
 using ::testing::HasSubstr;
 
 // hgx-8xh200-mig.json: 5d:00.0 has MIG on and no instance; 18:00.0 holds 7 x 1g.18gb.
-const std::string kEmptyGpu = "0000:5d:00.0";
+using polyaccel::testing::kEmptyGpu;
 const std::string kFullGpu = "0000:18:00.0";
 
 class DynamicMig : public ::testing::Test {

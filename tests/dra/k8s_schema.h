@@ -5,10 +5,11 @@
 // DNS names, value lengths). Header-only, for the DRA tests.
 #pragma once
 
+#include <algorithm>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -99,29 +100,68 @@ class K8sSchema {
     }
   }
 
-  static bool dns_label(const std::string& s) {
-    static const std::regex re("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$");
-    return s.size() <= 63 && std::regex_match(s, re);
+  // Character scans, not std::regex: regex_match recurses per character, and under ASan at -O0
+  // its frames overflowed the fake API server's thread stack.
+  static bool lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+  static bool digit(char c) { return c >= '0' && c <= '9'; }
+  // [a-z0-9]([-a-z0-9]*[a-z0-9])?
+  static bool label_chars(std::string_view s) {
+    if (s.empty() || !lower_alnum(s.front()) || !lower_alnum(s.back())) return false;
+    return std::all_of(s.begin(), s.end(), [](char c) { return lower_alnum(c) || c == '-'; });
   }
+  static bool dns_label(const std::string& s) { return s.size() <= 63 && label_chars(s); }
+  // Labels joined by '.'.
   static bool dns_subdomain(const std::string& s) {
-    static const std::regex re(
-        "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$");
-    return s.size() <= 253 && std::regex_match(s, re);
+    if (s.size() > 253) return false;
+    std::string_view rest = s;
+    for (;;) {
+      auto dot = rest.find('.');
+      if (!label_chars(rest.substr(0, dot))) return false;
+      if (dot == std::string_view::npos) return true;
+      rest.remove_prefix(dot + 1);
+    }
   }
   // QualifiedName: a C identifier of at most 32, optionally "<DNS subdomain of at most 63>/".
   static bool qualified_name(const std::string& s) {
-    static const std::regex id("^[A-Za-z_][A-Za-z0-9_]*$");
     auto slash = s.find('/');
     std::string name = slash == std::string::npos ? s : s.substr(slash + 1);
     if (slash != std::string::npos) {
       std::string domain = s.substr(0, slash);
       if (domain.size() > 63 || !dns_subdomain(domain)) return false;
     }
-    return name.size() <= 32 && std::regex_match(name, id);
+    auto id_char = [](char c) {
+      return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || digit(c);
+    };
+    return !name.empty() && name.size() <= 32 && !digit(name.front()) &&
+           std::all_of(name.begin(), name.end(), id_char);
   }
+  // [+-]?[0-9]+(\.[0-9]+)?([KMGTPE]i|[mkMGTPE]|[eE][+-]?[0-9]+)?
   static bool quantity(const nlohmann::json& v) {
-    static const std::regex re("^[+-]?[0-9]+(\\.[0-9]+)?([KMGTPE]i|[mkMGTPE]|[eE][+-]?[0-9]+)?$");
-    return v.is_string() && std::regex_match(v.get<std::string>(), re);
+    if (!v.is_string()) return false;
+    const std::string& s = v.get_ref<const std::string&>();
+    size_t i = 0;
+    auto digits = [&] {
+      size_t start = i;
+      while (i < s.size() && digit(s[i]))
+        ++i;
+      return i > start;
+    };
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (!digits()) return false;
+    if (i < s.size() && s[i] == '.') {
+      ++i;
+      if (!digits()) return false;
+    }
+    std::string_view suffix = std::string_view(s).substr(i);
+    if (suffix.empty()) return true;
+    if (suffix.size() == 2 && suffix[1] == 'i')
+      return std::string_view("KMGTPE").find(suffix[0]) != std::string_view::npos;
+    if (suffix.size() == 1)
+      return std::string_view("mkMGTPE").find(suffix[0]) != std::string_view::npos;
+    if (suffix[0] != 'e' && suffix[0] != 'E') return false;
+    i += 1;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    return digits() && i == s.size();
   }
 
   // The limits of ResourceSliceSpec, Device, CounterSet and DeviceCounterConsumption that the

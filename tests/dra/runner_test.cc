@@ -21,7 +21,7 @@ using polyaccel::testing::FakeApiServer;
 using polyaccel::testing::TempDir;
 using polyaccel::testing::wait_for;
 
-const std::string kEmptyGpu = "0000:5d:00.0";  // MIG on, no instance
+using polyaccel::testing::kEmptyGpu;
 
 // The published device whose polyaccel.io/uuid is `uuid`, and the pool's generation.
 std::pair<json, std::int64_t> published(FakeApiServer& server, const std::string& uuid) {

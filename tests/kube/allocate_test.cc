@@ -20,7 +20,7 @@ using ::testing::UnorderedElementsAre;
 using namespace polyaccel::testing;
 
 const std::string kGpu4e = "GPU-1e7f3a90-c4d2-5b86-0e1f-7a2c9d4b8e63";  // XE8640 NUMA 3, mlx5_0/1
-const std::string kGpu5f = "GPU-a08d5c27-6e1b-f349-82d7-5c0e1a3f9b74";  // NUMA 1, mlx5_2
+using polyaccel::testing::kGpu5f;
 const std::string kGpuCb = "GPU-62e5f9b3-0d7a-c148-3b6f-9a1e4c8d02a7";  // NUMA 7, no HCA near
 const std::string kGpuDb = "GPU-b8a14e70-5c9f-2d63-e07b-41f8a6c3d5b8";  // MIG: 3g, 2g, 1g
 

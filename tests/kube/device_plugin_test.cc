@@ -31,7 +31,7 @@ using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
 const std::string kGpu4e = "GPU-1e7f3a90-c4d2-5b86-0e1f-7a2c9d4b8e63";
-const std::string kGpu5f = "GPU-a08d5c27-6e1b-f349-82d7-5c0e1a3f9b74";
+using polyaccel::testing::kGpu5f;
 
 DevicePluginOptions options_for(const TempDir& dir) {
   DevicePluginOptions o;

@@ -17,7 +17,9 @@
 
 namespace polyaccel::testing {
 
-inline const std::string kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+// The XE8640 scenario's GPU at 0000:5f:00.0 (NUMA node 1, beside mlx5_2).
+inline const std::string kGpu5f = "GPU-a08d5c27-6e1b-f349-82d7-5c0e1a3f9b74";
+
 inline const std::string kG4dn = "2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml";
 inline const std::string kJureca = "2socket-nps4-8numa-4xA100-4xmlx5-pcieswitch_jureca-dc-gpu.xml";
 inline const std::string kMi250x = "1socket-nps4-4numa-8xMI250X-gcd-4xslingshot_hpe-ex235a.xml";

@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const std::string kGpu5f = "GPU-a08d5c27-6e1b-f349-82d7-5c0e1a3f9b74";  // XE8640 NUMA 1, mlx5_2
+using polyaccel::testing::kGpu5f;
 
 void write_file(const std::filesystem::path& p, const std::string& text) {
   std::filesystem::create_directories(p.parent_path());

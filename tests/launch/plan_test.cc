@@ -17,11 +17,11 @@ namespace {
 
 using polyaccel::testing::topology_fixture;
 
-const char* kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+using polyaccel::testing::kXe8640;
 const char* kJureca = "2socket-nps4-8numa-4xA100-4xmlx5-pcieswitch_jureca-dc-gpu.xml";
 const char* kG4dn = "2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml";
 
-HostModel load(const char* fixture) {
+HostModel load(const std::string& fixture) {
   return polyaccel::testing::fixture_model(fixture);
 }
 

@@ -500,7 +500,7 @@ TEST(Fit, SameVerdictAsNovasFirstFitOnRandomStreams) {
        {"pci_passthrough:alias", "a100:1"},
        {"hw:pci_numa_affinity_policy", "socket"}},
   };
-  for (const char* host : {kJureca, kXe8640, kQuartz}) {
+  for (const std::string& host : {std::string(kJureca), kXe8640, std::string(kQuartz)}) {
     auto v = view_of(fixture(host));
     std::vector<Placement> ours;
     for (int i = 0; i < 60; ++i) {

@@ -13,7 +13,7 @@
 
 namespace polyaccel::place::testing {
 
-inline const char* kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+using polyaccel::testing::kXe8640;
 inline const char* kJureca = "2socket-nps4-8numa-4xA100-4xmlx5-pcieswitch_jureca-dc-gpu.xml";
 inline const char* kSgi = "24socket-24numa-384pu-cpuonly-1xmlx4_sgi.xml";
 inline const char* kG4dn = "2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml";

@@ -10,28 +10,20 @@
 #include <set>
 
 #include "discover/discover.h"
+#include "render/xml_attr.h"
 #include "support/fixture_model.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
 namespace {
 
+using polyaccel::testing::fixture_model;
 using polyaccel::testing::topology_fixture;
 
-const char* kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+using polyaccel::testing::kXe8640;
 const char* kJureca = "2socket-nps4-8numa-4xA100-4xmlx5-pcieswitch_jureca-dc-gpu.xml";
 
-HostModel load(const char* fixture) {
-  return polyaccel::testing::fixture_model(fixture);
-}
-
-std::string attr(xmlNode* n, const char* name) {
-  xmlChar* v = xmlGetProp(n, reinterpret_cast<const xmlChar*>(name));
-  if (!v) return {};
-  std::string s(reinterpret_cast<const char*>(v));
-  xmlFree(v);
-  return s;
-}
+using polyaccel::testing::attr;
 bool is(xmlNode* n, const char* name) {
   return n->type == XML_ELEMENT_NODE &&
          xmlStrcmp(n->name, reinterpret_cast<const xmlChar*>(name)) == 0;
@@ -161,7 +153,7 @@ void expect_matches_model(const HostModel& m, const Parsed& p) {
 }
 
 TEST(NcclTopo, Xe8640MatchesTheModel) {
-  HostModel m = load(kXe8640);
+  HostModel m = fixture_model(kXe8640);
   Parsed p = parse(render_nccl_topology(m));
   expect_matches_model(m, p);
   // What the fixture README states: three GPUs share a Gen5 switch with an HCA, the fourth
@@ -184,7 +176,7 @@ TEST(NcclTopo, Xe8640MatchesTheModel) {
 }
 
 TEST(NcclTopo, JurecaOneGpuAndOneHcaPerSwitch) {
-  HostModel m = load(kJureca);
+  HostModel m = fixture_model(kJureca);
   Parsed p = parse(render_nccl_topology(m, NcclTopoOptions{true, {}}));
   expect_matches_model(m, p);
   std::set<std::vector<std::string>> gpu_switches;

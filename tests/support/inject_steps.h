@@ -6,8 +6,15 @@
 #include <dlfcn.h>
 
 #include <string>
+#include <vector>
 
 namespace polyaccel::testing {
+
+// The 8 GPUs of the MI300X scenario of both AMD libraries
+// (tests/inject/{amd_smi,rocm_smi}/scenarios/mi300x-8x.json), in bus order.
+inline const std::vector<std::string> kMi300xBusIds = {
+    "0000:05:00.0", "0000:26:00.0", "0000:46:00.0", "0000:65:00.0",
+    "0000:85:00.0", "0000:a6:00.0", "0000:c6:00.0", "0000:e5:00.0"};
 
 class InjectSteps {
  public:

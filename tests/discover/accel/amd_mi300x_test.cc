@@ -23,9 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAreArray;
 
-const std::vector<std::string> kBusIds = {"0000:05:00.0", "0000:26:00.0", "0000:46:00.0",
-                                          "0000:65:00.0", "0000:85:00.0", "0000:a6:00.0",
-                                          "0000:c6:00.0", "0000:e5:00.0"};
+using polyaccel::testing::kMi300xBusIds;
 
 struct AmdLibrary {
   std::string backend;  // "amd-smi" or "rocm-smi"
@@ -72,7 +70,7 @@ TEST_P(AmdMi300xTest, EveryGpuHasXgmiToTheOtherSeven) {
       peers.push_back(p.peer.to_string());
     }
     std::vector<std::string> others;
-    std::copy_if(kBusIds.begin(), kBusIds.end(), std::back_inserter(others),
+    std::copy_if(kMi300xBusIds.begin(), kMi300xBusIds.end(), std::back_inserter(others),
                  [&](const std::string& id) { return id != d.pci_bus_id; });
     EXPECT_THAT(peers, UnorderedElementsAreArray(others));
   }
@@ -174,7 +172,7 @@ TEST_P(AmdMi300xTest, GpuFallsOffTheBusAndComesBack) {
   EXPECT_FALSE(lost.gpu_temperature_c);
   EXPECT_FALSE(lost.power_watts);
   EXPECT_FALSE(lost.bad_pages_retired);
-  for (const auto& id : kBusIds) {
+  for (const auto& id : kMi300xBusIds) {
     if (id != "0000:65:00.0") {
       EXPECT_TRUE(backend_->sample(id).reachable) << id;
     }

@@ -30,9 +30,7 @@ const std::string kPartialLibrary = AMD_SMI_INJECT_PARTIAL_LIB;
 const std::filesystem::path kMi300x =
     std::filesystem::path(AMD_SMI_SCENARIO_DIR) / "mi300x-8x.json";
 
-const std::vector<std::string> kBusIds = {"0000:05:00.0", "0000:26:00.0", "0000:46:00.0",
-                                          "0000:65:00.0", "0000:85:00.0", "0000:a6:00.0",
-                                          "0000:c6:00.0", "0000:e5:00.0"};
+using polyaccel::testing::kMi300xBusIds;
 constexpr std::uint64_t kVram = 192ULL << 30;
 constexpr std::uint64_t kIdleVramUsed = 297795584;
 constexpr float kEnergyResolutionUj = 15.259f;  // the scenario's, as the library's float
@@ -86,7 +84,7 @@ TEST_F(AmdSmiMi300xTest, Inventory) {
   for (size_t i = 0; i < 8; ++i) {
     const auto& d = (*devices)[i];
     SCOPED_TRACE(d.pci_bus_id);
-    EXPECT_EQ(d.pci_bus_id, kBusIds[i]);
+    EXPECT_EQ(d.pci_bus_id, kMi300xBusIds[i]);
     EXPECT_EQ(d.partitions, 1u);
     const AcceleratorInventory& inv = d.inventory;
     EXPECT_EQ(inv.backend, "amd-smi");
@@ -211,8 +209,8 @@ TEST_F(AmdSmiMi300xTest, ViolationResidenciesFollowTheSteps) {
 TEST_F(AmdSmiMi300xTest, SamplesFollowTheSteps) {
   steps_->go(1);
   for (size_t i = 0; i < 8; ++i) {
-    SCOPED_TRACE(kBusIds[i]);
-    AcceleratorSample s = backend_->sample(kBusIds[i]);
+    SCOPED_TRACE(kMi300xBusIds[i]);
+    AcceleratorSample s = backend_->sample(kMi300xBusIds[i]);
     EXPECT_TRUE(s.reachable);
     EXPECT_EQ(s.gpu_utilization_percent, std::optional<double>(98));
     EXPECT_EQ(s.memory_utilization_percent, std::optional<double>(61));
@@ -269,7 +267,7 @@ TEST_F(AmdSmiMi300xTest, MemoryTemperatureFromTheHottestHbmStack) {
 }
 
 TEST_F(AmdSmiMi300xTest, UnsupportedFieldsStayEmpty) {
-  for (const auto& id : kBusIds) {
+  for (const auto& id : kMi300xBusIds) {
     AcceleratorSample s = backend_->sample(id);
     EXPECT_TRUE(s.reachable);
     EXPECT_TRUE(s.gpu_temperature_c);  // from the hotspot: no edge sensor

@@ -29,9 +29,7 @@ const std::string kPartialLibrary = ROCM_SMI_INJECT_PARTIAL_LIB;
 const std::filesystem::path kMi300x =
     std::filesystem::path(ROCM_SMI_SCENARIO_DIR) / "mi300x-8x.json";
 
-const std::vector<std::string> kBusIds = {"0000:05:00.0", "0000:26:00.0", "0000:46:00.0",
-                                          "0000:65:00.0", "0000:85:00.0", "0000:a6:00.0",
-                                          "0000:c6:00.0", "0000:e5:00.0"};
+using polyaccel::testing::kMi300xBusIds;
 constexpr std::uint64_t kVram = 192ULL << 30;
 constexpr std::uint64_t kIdleVramUsed = 297795584;
 constexpr float kEnergyResolutionUj = 15.259f;  // the scenario's, as the library's float
@@ -85,7 +83,7 @@ TEST_F(RocmMi300xTest, Inventory) {
   for (size_t i = 0; i < 8; ++i) {
     const auto& d = (*devices)[i];
     SCOPED_TRACE(d.pci_bus_id);
-    EXPECT_EQ(d.pci_bus_id, kBusIds[i]);
+    EXPECT_EQ(d.pci_bus_id, kMi300xBusIds[i]);
     const AcceleratorInventory& inv = d.inventory;
     EXPECT_EQ(inv.backend, "rocm-smi");
     EXPECT_EQ(inv.index, i);
@@ -132,8 +130,8 @@ TEST_F(RocmMi300xTest, IdleSample) {
 TEST_F(RocmMi300xTest, SamplesFollowTheSteps) {
   steps_->go(1);
   for (size_t i = 0; i < 8; ++i) {
-    SCOPED_TRACE(kBusIds[i]);
-    AcceleratorSample s = backend_->sample(kBusIds[i]);
+    SCOPED_TRACE(kMi300xBusIds[i]);
+    AcceleratorSample s = backend_->sample(kMi300xBusIds[i]);
     EXPECT_TRUE(s.reachable);
     EXPECT_EQ(s.gpu_utilization_percent, std::optional<double>(98));
     EXPECT_EQ(s.memory_utilization_percent, std::optional<double>(61));
@@ -171,7 +169,7 @@ TEST_F(RocmMi300xTest, UnsupportedFieldsStayEmpty) {
   EXPECT_FALSE(c6.memory_temperature_c);
   EXPECT_TRUE(c6.gpu_temperature_c);
   EXPECT_TRUE(backend_->sample("0000:e5:00.0").memory_temperature_c);
-  for (const auto& id : kBusIds) {
+  for (const auto& id : kMi300xBusIds) {
     AcceleratorSample s = backend_->sample(id);
     // What rocm_smi has no call for is never filled: AMD keeps no lifetime ECC counts, and
     // retires pages (bad_pages_*) rather than NVIDIA-style pages or rows.
