@@ -51,21 +51,21 @@ const Result<const Curl*>& curl_library() {
     }
     auto* c = new Curl;  // reachable from `loaded` until exit: never freed, never a leak
     c->library = std::move(*lib);
-    SharedLibrary* keep = &c->library;
+    SharedLibrary& library = c->library;
     // A library that lacks a function is closed again (delete c) and the driver says so.
-    keep->resolve(c->global_init, "curl_global_init");
-    keep->resolve(c->easy_init, "curl_easy_init");
-    keep->resolve(c->easy_cleanup, "curl_easy_cleanup");
-    keep->resolve(c->easy_reset, "curl_easy_reset");
-    keep->resolve(c->easy_setopt, "curl_easy_setopt");
-    keep->resolve(c->easy_perform, "curl_easy_perform");
-    keep->resolve(c->easy_getinfo, "curl_easy_getinfo");
-    keep->resolve(c->easy_strerror, "curl_easy_strerror");
-    keep->resolve(c->slist_append, "curl_slist_append");
-    keep->resolve(c->slist_free_all, "curl_slist_free_all");
-    if (!keep->missing().empty()) {
+    library.resolve(c->global_init, "curl_global_init");
+    library.resolve(c->easy_init, "curl_easy_init");
+    library.resolve(c->easy_cleanup, "curl_easy_cleanup");
+    library.resolve(c->easy_reset, "curl_easy_reset");
+    library.resolve(c->easy_setopt, "curl_easy_setopt");
+    library.resolve(c->easy_perform, "curl_easy_perform");
+    library.resolve(c->easy_getinfo, "curl_easy_getinfo");
+    library.resolve(c->easy_strerror, "curl_easy_strerror");
+    library.resolve(c->slist_append, "curl_slist_append");
+    library.resolve(c->slist_free_all, "curl_slist_free_all");
+    if (!library.missing().empty()) {
       std::string names;
-      for (const auto& n : keep->missing())
+      for (const auto& n : library.missing())
         names += (names.empty() ? "" : ", ") + n;
       delete c;
       return Error{ErrorCode::not_found, kCurlSoname, "lacks " + names,
