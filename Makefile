@@ -7,8 +7,8 @@ export CCACHE_NOHASHDIR := true
 
 PREFIX ?= /usr/local
 
-.PHONY: deps configure build install run test build-asan test-asan test-tsan test-sanitize fuzz bench \
-  format clean
+.PHONY: deps configure build install image deb run test build-asan test-asan test-tsan test-sanitize \
+  fuzz bench format clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -23,6 +23,17 @@ build: configure
 # $(PREFIX) (DESTDIR for packaging).
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+# The OCI image of the DaemonSet, from Debian 12's packages, as an archive for `podman load` and
+# `ctr -n k8s.io images import` (scripts/build-image.sh; docs/install.md). Root, network to the
+# Debian archive.
+IMAGE_ARCHIVE ?= $(BUILD_DIR)/polyaccel-image.oci.tar
+image: build
+	bash scripts/build-image.sh $(BUILD_DIR) $(IMAGE_ARCHIVE)
+
+# polyaccel_<version>_amd64.deb for hypervisors and other hosts (scripts/build-deb.sh).
+deb: build
+	bash scripts/build-deb.sh $(BUILD_DIR) $(BUILD_DIR)
 
 run: build
 	./$(BUILD_DIR)/src/polyaccel report

@@ -22,6 +22,9 @@ packages=(
   libvirt-daemon libvirt-daemon-driver-qemu
   # the container runtime that runs our CDI specs in that guest (tests/guest/cdi_podman.py)
   podman crun conmon
+  # `make image` and `make deb` (scripts/build-image.sh, build-deb.sh), and their tests: the
+  # image's root from Debian's packages, the OCI layout, the rendered manifests' reading
+  mmdebstrap umoci dpkg-dev python3-yaml
 )
 # `install-deps.sh bench` (make bench) adds the peer of bench/agent_vs_node_exporter.py. Not for
 # the tests: on a host with systemd the package starts a node_exporter service on :9100.

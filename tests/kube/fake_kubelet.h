@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -134,6 +135,12 @@ class FakeKubelet final : public v1beta1::Registration::Service {
       return found.has_value();
     });
     return found;
+  }
+
+  // Waits up to `timeout` for the endpoint's ListAndWatch stream to end (the plugin stopped).
+  bool wait_stream_end(const std::shared_ptr<Endpoint>& ep, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return ep->stream_ended; });
   }
 
   size_t update_count(const std::shared_ptr<Endpoint>& ep) {
