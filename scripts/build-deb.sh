@@ -14,6 +14,11 @@ src=$(cd "$here/.." && pwd)
 binary="$build/src/polyaccel"
 [ -x "$binary" ] || { echo "build-deb: $binary is missing (make build)" >&2; exit 2; }
 version=$("$binary" --version | awk '{print $2}')
+# The binary names the commit it was configured at; an image or package of a stale build would
+# carry a revision its binary does not have.
+built=$("$binary" --version | sed -n 's/.*commit \([0-9a-f]*\).*/\1/p')
+head=$(git -C "$src" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
+[ "$built" = "$head" ] || { echo "build-deb: $binary is of commit $built, the tree is at $head: make build first" >&2; exit 2; }
 arch=$(dpkg --print-architecture)
 epoch=${SOURCE_DATE_EPOCH:-$(git -C "$src" log -1 --format=%ct 2> /dev/null || date +%s)}
 export SOURCE_DATE_EPOCH=$epoch
@@ -39,7 +44,7 @@ Version: $version
 Architecture: $arch
 Maintainer: polyaccel developers <polyaccel@localhost>
 Installed-Size: $size
-Depends: $depends
+Depends: $depends, init-system-helpers (>= 1.54~)
 Recommends: hwloc
 Suggests: libnvidia-ml1, librocm-smi64-1
 Section: admin

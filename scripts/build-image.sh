@@ -21,6 +21,11 @@ done
 [ "$(id -u)" -eq 0 ] || { echo "build-image: run as root (mmdebstrap and umoci keep file owners)" >&2; exit 2; }
 
 version=$("$binary" --version | awk '{print $2}')
+# The binary names the commit it was configured at; an image or package of a stale build would
+# carry a revision its binary does not have.
+built=$("$binary" --version | sed -n 's/.*commit \([0-9a-f]*\).*/\1/p')
+head=$(git -C "$src" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
+[ "$built" = "$head" ] || { echo "build-image: $binary is of commit $built, the tree is at $head: make build first" >&2; exit 2; }
 revision=$(git -C "$src" rev-parse HEAD 2> /dev/null || echo unknown)
 name=${IMAGE_NAME:-docker.io/polyaccel/polyaccel}
 source_url=${IMAGE_SOURCE:-$(git -C "$src" remote get-url origin 2> /dev/null || echo "file://$src")}

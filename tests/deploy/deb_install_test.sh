@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Package.deb: `make deb`'s package installed as an operator installs it, in a fresh Debian 12 root
+# (mmdebstrap, variant apt: Essential packages and apt, nothing of this machine's; and systemd and
+# man-db, as a hypervisor has them), with
+# `apt-get install ./polyaccel_*.deb`, which brings the runtime libraries from the archive.
+# Checked there: polyaccel --version names the build's commit and runs a command on a captured
+# topology; the units pass `systemd-analyze verify`; the agent is enabled, the MIG unit is not;
+# the conffiles are in place; `apt-get purge` leaves none of the package's files.
+# Usage: deb_install_test.sh BUILD_DIR TOPOLOGY_XML
+set -euo pipefail
+build=$1 topology=$2
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+for tool in mmdebstrap dpkg-deb systemd-analyze; do
+  command -v "$tool" > /dev/null || { echo "deb_install_test: $tool is missing (scripts/install-deps.sh)" >&2; exit 2; }
+done
+work=$(mktemp -d /tmp/polyaccel-deb-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+failures=0
+check() {  # check WHAT COMMAND...: one line, ok or FAIL
+  local what=$1
+  shift
+  if "$@" > "$work/check.out" 2>&1; then
+    echo "ok   $what"
+  else
+    echo "FAIL $what"
+    sed 's/^/     /' "$work/check.out" | tail -20
+    failures=$((failures + 1))
+  fi
+}
+
+start=$SECONDS
+deb=$("$src/scripts/build-deb.sh" "$build" "$work")
+echo "info $(basename "$deb"): $(stat -c %s "$deb") bytes, built in $((SECONDS - start)) s"
+sources=()
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+  [ -s "$f" ] && sources+=("$f")
+done
+root="$work/root"
+start=$SECONDS
+mmdebstrap --quiet --variant=apt --format=directory --include=systemd,man-db \
+  --customize-hook="copy-in $deb /tmp" \
+  --customize-hook='chroot "$1" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q /tmp/'"$(basename "$deb")"' > "$1/tmp/apt-install.log" 2>&1 || { cat "$1/tmp/apt-install.log"; exit 1; }' \
+  bookworm "$root" "${sources[@]}"
+echo "info fresh Debian 12 root with the package installed in $((SECONDS - start)) s"
+mkdir -p "$root/tmp/capture"
+cp "$topology" "$root/tmp/capture/topology.xml"
+revision=$("$build/src/polyaccel" --version | sed -n 's/.*commit \([0-9a-f]*\).*/\1/p')
+check "polyaccel --version names the build's commit $revision" \
+  sh -c "chroot '$root' polyaccel --version | grep -F 'commit $revision'"
+check "polyaccel topo runs on a capture in the installed root" \
+  chroot "$root" polyaccel topo --topology /tmp/capture/topology.xml -q
+check "man page and bash completion installed" \
+  test -f "$root/usr/share/man/man1/polyaccel-agent.1.gz" -a -f "$root/usr/share/bash-completion/completions/polyaccel"
+check "conffiles in place: /etc/polyaccel/config.yaml, /etc/default/polyaccel-agent" \
+  test -f "$root/etc/polyaccel/config.yaml" -a -f "$root/etc/default/polyaccel-agent"
+check "the commented default config is accepted as it is" \
+  chroot "$root" polyaccel topo --topology /tmp/capture/topology.xml -q --config /etc/polyaccel/config.yaml
+for unit in polyaccel-agent.service polyaccel-mig.service; do
+  check "systemd-analyze verify $unit" \
+    sh -c "chroot '$root' systemd-analyze verify /lib/systemd/system/$unit 2>&1 | tee /dev/stderr | (! grep -q .)"
+done
+check "polyaccel-agent.service enabled on install" \
+  test -L "$root/etc/systemd/system/multi-user.target.wants/polyaccel-agent.service"
+check "polyaccel-mig.service not enabled (it needs a MIG config)" \
+  test ! -e "$root/etc/systemd/system/multi-user.target.wants/polyaccel-mig.service"
+check "apt-get purge removes it" chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q polyaccel
+check "no file of the package left" \
+  sh -c "! ls '$root/usr/bin/polyaccel' '$root/etc/polyaccel/config.yaml' '$root/lib/systemd/system/polyaccel-agent.service' '$root/etc/systemd/system/multi-user.target.wants/polyaccel-agent.service' 2>/dev/null | grep ."
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
