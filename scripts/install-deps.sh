@@ -25,6 +25,9 @@ packages=(
   # `make image` and `make deb` (scripts/build-image.sh, build-deb.sh), and their tests: the
   # image's root from Debian's packages, the OCI layout, the rendered manifests' reading
   mmdebstrap umoci dpkg-dev python3-yaml
+  # `ctr images import` of that image into a containerd the test starts (Image.containerd); on a
+  # host with systemd the package also starts its own containerd service (a unix socket only)
+  containerd
 )
 # `install-deps.sh bench` (make bench) adds the peer of bench/agent_vs_node_exporter.py. Not for
 # the tests: on a host with systemd the package starts a node_exporter service on :9100.
