@@ -44,7 +44,10 @@ for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.l
   [ -s "$f" ] && sources+=("$f")
 done
 [ ${#sources[@]} -gt 0 ] || { echo "build-image: no apt source in /etc/apt" >&2; exit 2; }
-packages=$("$here/runtime-packages.sh" "$binary" | paste -sd, -)
+# And in the image only: Debian's ROCm SMI, which the agent loads on AMD nodes (a newer ROCm of the
+# host can be mounted instead; docs/install.md). NVML comes with NVIDIA's container runtime or a
+# mount of the driver; HLML is not in Debian.
+packages=$({ "$here/runtime-packages.sh" "$binary"; echo librocm-smi64-1; } | paste -sd, -)
 mmdebstrap --quiet --variant=extract --format=directory --include="$packages" \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*' \
@@ -54,15 +57,19 @@ mmdebstrap --quiet --variant=extract --format=directory --include="$packages" \
 DESTDIR="$root" cmake --install "$build" --prefix /usr --strip > /dev/null
 rm -rf "$root/usr/lib/systemd"
 
-# 3. Only what the binary can load: the shared libraries it needs and those it dlopens (libcurl
-#    and its own needs), found by the root's dynamic loader; every other library and every
+# 3. Only what the binary can load: the shared libraries it needs and those it dlopens (libcurl,
+#    ROCm SMI, and their own needs), found by the root's dynamic loader; every other library and every
 #    program of the extracted packages goes. ldconfig -r writes the root's loader cache first,
 #    since nothing was installed there.
 ldconfig -r "$root"
 loader=/lib64/ld-linux-x86-64.so.2
-curl=$(ldconfig -r "$root" -p | awk '/libcurl\.so\.4 .*x86-64/ {print $NF; exit}')
-[ -n "$curl" ] || { echo "build-image: libcurl.so.4 is not in the root" >&2; exit 2; }
-for object in /usr/bin/polyaccel "$curl"; do
+dlopened=()
+for soname in libcurl.so.4 librocm_smi64.so.1; do
+  path=$(ldconfig -r "$root" -p | awk -v s="$soname" '$1 == s && /x86-64/ {print $NF; exit}')
+  [ -n "$path" ] || { echo "build-image: $soname is not in the root" >&2; exit 2; }
+  dlopened+=("$path")
+done
+for object in /usr/bin/polyaccel "${dlopened[@]}"; do
   echo "$object"
   chroot "$root" "$loader" --list "$object" | awk '/=>/ {print $3} !/=>/ && $1 ~ /^\// {print $1}'
 done | python3 -c '
@@ -98,11 +105,13 @@ done
 find "$root/usr/bin" "$root/dev" -mindepth 1 ! -name polyaccel -exec rm -rf {} +
 rm -f "$root/etc/fstab" "$root/etc/hostname" "$root/etc/resolv.conf"
 ldconfig -r "$root"  # the cache again, over what is left
-# The binary must still start in its root, and libcurl load there.
+# The binary must still start in its root, and what it dlopens load there.
 chroot "$root" /usr/bin/polyaccel --version > /dev/null ||
   { echo "build-image: polyaccel does not start in the image's root" >&2; exit 2; }
-chroot "$root" "$loader" --list "$curl" | grep -q "not found" &&
-  { echo "build-image: $curl cannot be loaded in the image's root" >&2; exit 2; }
+for object in "${dlopened[@]}"; do
+  chroot "$root" "$loader" --list "$object" | grep -q "not found" &&
+    { echo "build-image: $object cannot be loaded in the image's root" >&2; exit 2; }
+done
 find "$root" -newermt "@$epoch" -exec touch --no-dereference -d "@$epoch" {} + 2> /dev/null || true
 
 # 4. The image: one layer, the entrypoint, the annotations (version, revision, source).
