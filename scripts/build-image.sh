@@ -5,8 +5,8 @@
 # load is removed (no shell, no package manager, no other program), and umoci writes the image,
 # which is archived as an OCI layout that `podman load` and `ctr -n k8s.io images import` take.
 # Usage: build-image.sh BUILD_DIR OUTPUT.tar
-# Environment: IMAGE_NAME (default docker.io/polyaccel/polyaccel, the DaemonSet's image),
-#   IMAGE_SOURCE (org.opencontainers.image.source; default the git remote "origin", else the
+# Environment: IMAGE_NAME (default localhost/polyaccel: built here, pulled from no registry; the
+#   name deploy/kubernetes/base sets), IMAGE_SOURCE (org.opencontainers.image.source; default the git remote "origin", else the
 #   local path), SOURCE_DATE_EPOCH (the image's dates; default the commit's time).
 set -euo pipefail
 build=${1:?usage: build-image.sh BUILD_DIR OUTPUT.tar}
@@ -27,7 +27,7 @@ built=$("$binary" --version | sed -n 's/.*commit \([0-9a-f]*\).*/\1/p')
 head=$(git -C "$src" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
 [ "$built" = "$head" ] || { echo "build-image: $binary is of commit $built, the tree is at $head: make build first" >&2; exit 2; }
 revision=$(git -C "$src" rev-parse HEAD 2> /dev/null || echo unknown)
-name=${IMAGE_NAME:-docker.io/polyaccel/polyaccel}
+name=${IMAGE_NAME:-localhost/polyaccel}
 source_url=${IMAGE_SOURCE:-$(git -C "$src" remote get-url origin 2> /dev/null || echo "file://$src")}
 epoch=${SOURCE_DATE_EPOCH:-$(git -C "$src" log -1 --format=%ct 2> /dev/null || date +%s)}
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)

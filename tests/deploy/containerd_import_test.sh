@@ -36,8 +36,8 @@ ctr_ images import "$archive"
 ref=$(ctr_ images ls -q | grep -v '^sha256:' || true)
 echo "imported: $ref"
 failures=0
-[ "$ref" = "docker.io/polyaccel/polyaccel:$version" ] ||
-  { echo "FAIL the image is not listed under docker.io/polyaccel/polyaccel:<version>"; failures=$((failures + 1)); }
+[ "$ref" = "localhost/polyaccel:$version" ] ||
+  { echo "FAIL the image is not listed under localhost/polyaccel:<version>"; failures=$((failures + 1)); }
 ctr_ images ls | grep -q 'application/vnd.oci.image.manifest.v1+json' ||
   { echo "FAIL not an OCI manifest"; failures=$((failures + 1)); }
 [ -n "$(ctr_ snapshots ls | tail -n +2)" ] || { echo "FAIL no snapshot: the layer did not unpack"; failures=$((failures + 1)); }
