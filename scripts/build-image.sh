@@ -6,8 +6,9 @@
 # which is archived as an OCI layout that `podman load` and `ctr -n k8s.io images import` take.
 # Usage: build-image.sh BUILD_DIR OUTPUT.tar
 # Environment: IMAGE_NAME (default localhost/polyaccel: built here, pulled from no registry; the
-#   name deploy/kubernetes/base sets), IMAGE_SOURCE (org.opencontainers.image.source; default the git remote "origin", else the
-#   local path), SOURCE_DATE_EPOCH (the image's dates; default the commit's time).
+#   name deploy/kubernetes/base sets), IMAGE_SOURCE (org.opencontainers.image.source; default the
+#   git remote "origin", else the local path), SOURCE_DATE_EPOCH (the image's dates; default the
+#   commit's time).
 set -euo pipefail
 build=${1:?usage: build-image.sh BUILD_DIR OUTPUT.tar}
 output=${2:?usage: build-image.sh BUILD_DIR OUTPUT.tar}

@@ -200,5 +200,50 @@ TEST(Docs, EveryRunnableExampleRunsAsDocumented) {
   std::cout << "[doc] " << commands << " documented commands in " << blocks.size() << " blocks\n";
 }
 
+// docs/install.md is the operator's walk from this checkout to a monitored node: what it runs is
+// run above (doc-test blocks) or by the image and package tests (Image.*, Guest.image,
+// Package.deb); what it names must exist: every deploy/ and scripts/ path, every overlay, every
+// `make` target. And the README sends the reader there.
+TEST(Docs, InstallGuideNamesWhatExists) {
+  const fs::path src = POLYACCEL_SOURCE_DIR;
+  std::ifstream in(src / "docs/install.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  std::ifstream mk(src / "Makefile");
+  std::stringstream makefile;
+  makefile << mk.rdbuf();
+  size_t paths = 0, targets = 0;
+  // A path from the top of the tree (not tests/deploy/...).
+  const std::regex path_re(
+      R"((^|[^A-Za-z0-9_./-])((deploy|scripts)/[A-Za-z0-9_./*-]*[A-Za-z0-9_*]))");
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), path_re);
+       it != std::sregex_iterator(); ++it) {
+    std::string p = (*it)[2].str();
+    if (p.find('*') != std::string::npos) p = fs::path(p).parent_path().string();  // a glob
+    EXPECT_TRUE(fs::exists(src / p)) << "docs/install.md names " << (*it)[2].str();
+    ++paths;
+  }
+  const std::regex overlay_re(R"(overlays/([a-z-]+))");
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), overlay_re);
+       it != std::sregex_iterator(); ++it) {
+    EXPECT_TRUE(fs::is_directory(src / "deploy/kubernetes/overlays" / (*it)[1].str()))
+        << "docs/install.md names overlay " << it->str();
+  }
+  const std::regex make_re(R"(\bmake ([a-z-]+))");
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), make_re);
+       it != std::sregex_iterator(); ++it) {
+    EXPECT_NE(makefile.str().find("\n" + (*it)[1].str() + ":"), std::string::npos)
+        << "docs/install.md runs `" << it->str() << "`, not a target of the Makefile";
+    ++targets;
+  }
+  EXPECT_GT(paths, 5u);
+  EXPECT_GE(targets, 2u);
+  std::ifstream readme(src / "README.md");
+  std::stringstream r;
+  r << readme.rdbuf();
+  EXPECT_NE(r.str().find("docs/install.md"), std::string::npos) << "README.md does not point to it";
+}
+
 }  // namespace
 }  // namespace polyaccel
