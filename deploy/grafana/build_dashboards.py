@@ -5,9 +5,12 @@ Every panel query uses only polyaccel agent metrics; tests/exporter/prometheus_t
 one against a real Prometheus scraping the agent and expects data. Variables are matched with
 =~ so that "All" works: $instance, $gpu. Queries of `up` select the agent's scrape job, JOB: the
 name the Prometheus Operator gives it (deploy/kubernetes/overlays/monitoring/servicemonitor.yaml).
+Then the monitoring overlay's copies are brought up to date (its sync.py).
 """
 import json
 import pathlib
+import subprocess
+import sys
 
 HERE = pathlib.Path(__file__).parent
 DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -104,3 +107,6 @@ gpu = dashboard("polyaccel-gpu", "polyaccel / Accelerator", ["instance", "gpu"],
 
 for name, d in (("polyaccel-fleet.json", fleet), ("polyaccel-node.json", node), ("polyaccel-gpu.json", gpu)):
     (HERE / name).write_text(json.dumps(d, indent=2) + "\n")
+
+subprocess.run([sys.executable, str(HERE.parent / "kubernetes/overlays/monitoring/sync.py")],
+               check=True)
