@@ -35,6 +35,28 @@ if [ "${1:-}" = bench ]; then
   packages+=(prometheus-node-exporter)
 fi
 
+if [ "$(id -u)" -ne 0 ]; then
+  sudo=sudo
+else
+  sudo=
+fi
+
+# Debian 12's kubectl 1.20 (kustomize v2.0.3), unpacked beside whatever kubectl the host has (a
+# current one, kustomize v5; Debian's package would conflict with it): tests/deploy renders every
+# overlay of deploy/kubernetes with both.
+kubectl_v2=/usr/local/lib/polyaccel-test/kubectl-1.20
+if [ ! -x "$kubectl_v2/kubectl" ]; then
+  deb_dir=$(mktemp -d)
+  chmod 0755 "$deb_dir"  # apt's download user writes there
+  ( cd "$deb_dir" && { apt-get download -qq kubernetes-client 2> /dev/null ||
+      { $sudo apt-get update -qq && apt-get download -qq kubernetes-client; }; } ) >&2
+  dpkg-deb -x "$deb_dir"/kubernetes-client_*.deb "$deb_dir/root"
+  $sudo install -D -m 0755 "$deb_dir/root/usr/bin/kubectl" "$kubectl_v2/kubectl"
+  rm -rf "$deb_dir"
+fi
+# A host without any kubectl gets that one on PATH (the docs' examples and Guest.image use it).
+command -v kubectl > /dev/null || $sudo ln -sf "$kubectl_v2/kubectl" /usr/local/bin/kubectl
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -46,11 +68,6 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-  sudo=sudo
-else
-  sudo=
-fi
 echo "install-deps: installing ${missing[*]}" >&2
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

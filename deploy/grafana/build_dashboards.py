@@ -3,13 +3,18 @@
 
 Every panel query uses only polyaccel agent metrics; tests/exporter/prometheus_test.cc runs each
 one against a real Prometheus scraping the agent and expects data. Variables are matched with
-=~ so that "All" works: $instance, $gpu.
+=~ so that "All" works: $instance, $gpu. Queries of `up` select the agent's scrape job, JOB: the
+name the Prometheus Operator gives it (deploy/kubernetes/overlays/monitoring/servicemonitor.yaml).
+Then the monitoring overlay's copies are brought up to date (its sync.py).
 """
 import json
 import pathlib
+import subprocess
+import sys
 
 HERE = pathlib.Path(__file__).parent
 DS = {"type": "prometheus", "uid": "${datasource}"}
+JOB = "polyaccel-agent"
 
 
 def variables(*names):
@@ -64,7 +69,7 @@ fleet = dashboard("polyaccel-fleet", "polyaccel / Fleet", ["instance"], [
     panel(0, "Accelerator energy rate by node", ['sum by (instance) (rate(polyaccel_accelerator_energy_joules_total{%s}[$__rate_interval]))' % I], unit="watt", legend="{{instance}}"),
     panel(0, "Error events (1h)", ['sum by (instance, gpu, kind) (increase(polyaccel_accelerator_events_total{%s}[1h]))' % I], kind="table"),
     panel(0, "Hottest accelerators", ['topk(10, polyaccel_accelerator_temperature_celsius{%s,sensor="gpu"})' % I], unit="celsius", kind="table"),
-    panel(0, "Agents up", ['up{job="polyaccel",%s}' % I], kind="stat", legend="{{instance}}"),
+    panel(0, "Agents up", ['up{job="%s",%s}' % (JOB, I)], kind="stat", legend="{{instance}}"),
     panel(0, "Failing collectors", ['sum by (collector) (1 - polyaccel_collector_success{%s})' % I], legend="{{collector}}"),
 ])
 
@@ -102,3 +107,6 @@ gpu = dashboard("polyaccel-gpu", "polyaccel / Accelerator", ["instance", "gpu"],
 
 for name, d in (("polyaccel-fleet.json", fleet), ("polyaccel-node.json", node), ("polyaccel-gpu.json", gpu)):
     (HERE / name).write_text(json.dumps(d, indent=2) + "\n")
+
+subprocess.run([sys.executable, str(HERE.parent / "kubernetes/overlays/monitoring/sync.py")],
+               check=True)

@@ -171,7 +171,8 @@ ClaimLookup api_claim_lookup(KubeClient& client) {
       HttpResponse resp = *r;
       Error e{ErrorCode::io, "GET " + path, "HTTP " + std::to_string(resp.status), {}};
       if (resp.status == 403)
-        e.remedy = "grant the agent's service account resourceclaims get (deploy/kubernetes/dra)";
+        e.remedy =
+            "grant the agent's service account resourceclaims get (deploy/kubernetes/overlays/dra)";
       return e;
     }
     return parse_claim(json::parse(r->body, nullptr, false));

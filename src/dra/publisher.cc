@@ -39,7 +39,7 @@ Error api_error(const std::string& what, const HttpResponse& r) {
   if (r.status == 403) {
     remedy =
         "grant the agent's service account resourceslices get/list/watch/create/update/delete "
-        "and resourceclaims get (deploy/kubernetes/dra/rbac.yaml)";
+        "and resourceclaims get (deploy/kubernetes/overlays/dra/rbac.yaml)";
   } else if (r.status == 401) {
     remedy = "the service account token is not accepted";
   } else if (r.status == 404) {

@@ -1,133 +1,499 @@
-// deploy/kubernetes/ holds together: every file is listed by the kustomization and parses, the
-// DaemonSet's ServiceAccount, ConfigMap, ports and mounts name objects that exist, the sharing
-// config it mounts is one the agent accepts, and the flags it passes are paths it mounts.
+// deploy/kubernetes installs as operators install it: every overlay renders with `kubectl
+// kustomize` (Debian 12's kubectl 1.20, whose kustomize is v2.0.3, and the kubectl on PATH, which
+// embeds v5 when it is current; or $POLYACCEL_KUBECTL alone), every rendered object is valid against the
+// Kubernetes OpenAPI schemas and the Prometheus Operator's CRDs, the overlays compose (DRA with
+// time-slicing keeps --sharing-config; monitoring beside any variant), the DaemonSet of each
+// variant passes flags the agent takes and mounts what they name, and the alert rules and
+// dashboards select the scrape job the Prometheus Operator gives the agent.
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "kube/nic_resources.h"
 #include "share/time_slicing.h"
+#include "support/k8s_schema.h"
 #include "support/test_support.h"
+#include "support/yaml_json.h"
 
 namespace polyaccel {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kDir = fs::path(POLYACCEL_SOURCE_DIR) / "deploy/kubernetes";
+using nlohmann::json;
+using polyaccel::testing::read_text;
+using polyaccel::testing::run_command;
+using polyaccel::testing::TempDir;
+using polyaccel::testing::yaml_documents;
 
-// Every document of every manifest, by kind.
-std::multimap<std::string, YAML::Node> load_all() {
-  std::multimap<std::string, YAML::Node> out;
-  for (const auto& e : fs::directory_iterator(kDir)) {
-    if (e.path().extension() != ".yaml" || e.path().filename() == "kustomization.yaml") continue;
-    for (const auto& doc : YAML::LoadAllFromFile(e.path().string())) {
-      EXPECT_TRUE(doc["kind"]) << e.path();
-      out.emplace(doc["kind"].as<std::string>(), doc);
-    }
-  }
+const fs::path kDeploy = fs::path(POLYACCEL_SOURCE_DIR) / "deploy";
+const fs::path kKube = kDeploy / "kubernetes";
+const fs::path kMonitoring = kKube / "overlays/monitoring";
+const std::vector<std::string> kDashboards = {"polyaccel-fleet.json", "polyaccel-node.json",
+                                              "polyaccel-gpu.json"};
+
+// Where scripts/install-deps.sh unpacks Debian 12's kubectl 1.20 (kustomize v2.0.3), beside the
+// kubectl on PATH (current ones embed kustomize v5): every overlay must render with both, alike.
+constexpr const char* kKubectlV2 = "/usr/local/lib/polyaccel-test/kubectl-1.20/kubectl";
+
+// The kubectls to render with: $POLYACCEL_KUBECTL alone when set; else the one on PATH and the
+// Debian 1.20 one.
+std::vector<std::string> kubectls() {
+  if (const char* k = std::getenv("POLYACCEL_KUBECTL"); k && *k) return {k};
+  std::vector<std::string> out;
+  if (run_command("command -v kubectl >/dev/null").exit_code == 0) out.push_back("kubectl");
+  out.push_back(kKubectlV2);
   return out;
 }
 
-YAML::Node one(const std::multimap<std::string, YAML::Node>& all, const std::string& kind) {
-  EXPECT_EQ(all.count(kind), 1u) << kind;
-  auto it = all.find(kind);
-  return it == all.end() ? YAML::Node() : it->second;
-}
-
-TEST(Manifests, KustomizationListsEveryFile) {
-  auto k = YAML::LoadFile((kDir / "kustomization.yaml").string());
-  std::set<std::string> listed;
-  for (const auto& r : k["resources"])
-    listed.insert(r.as<std::string>());
-  std::set<std::string> present;
-  for (const auto& e : fs::directory_iterator(kDir)) {
-    if (e.path().extension() == ".yaml" && e.path().filename() != "kustomization.yaml")
-      present.insert(e.path().filename().string());
-  }
-  EXPECT_EQ(listed, present);
-}
-
-TEST(Manifests, DaemonSetNamesWhatExists) {
-  auto all = load_all();
-  auto ds = one(all, "DaemonSet");
-  auto sa = one(all, "ServiceAccount");
-  auto cm = one(all, "ConfigMap");
-  auto svc = one(all, "Service");
-  auto sm = one(all, "ServiceMonitor");
-  auto ns = one(all, "Namespace")["metadata"]["name"].as<std::string>();
-  for (const auto& [kind, doc] : all) {
-    if (kind != "Namespace") {
-      EXPECT_EQ(doc["metadata"]["namespace"].as<std::string>(), ns) << kind;
+// `kubectl kustomize DIR` with each kubectl: the rendered objects, which must be the same with
+// each. A missing kubectl or a failed render is a failure of the test, never a skip.
+std::vector<json> render(const fs::path& dir) {
+  std::vector<json> first;
+  bool have_first = false;
+  for (const auto& kubectl : kubectls()) {
+    TempDir tmp;
+    auto r = run_command("'" + kubectl + "' kustomize '" + dir.string() + "' 2>'" +
+                         (tmp.path() / "stderr").string() + "'");
+    std::string err = read_text(tmp.path() / "stderr");
+    if (r.exit_code == 127) {
+      ADD_FAILURE() << kubectl << " not found: scripts/install-deps.sh installs it";
+      return {};
+    }
+    EXPECT_EQ(r.exit_code, 0) << kubectl << " kustomize " << dir << ": " << err;
+    if (r.exit_code != 0) return {};
+    auto objects = yaml_documents(r.output);
+    if (!have_first) {
+      first = objects;
+      have_first = true;
+    } else {
+      EXPECT_EQ(objects, first) << kubectl << " renders " << dir << " otherwise than "
+                                << kubectls().front();
     }
   }
-  auto pod = ds["spec"]["template"]["spec"];
-  EXPECT_EQ(pod["serviceAccountName"].as<std::string>(), sa["metadata"]["name"].as<std::string>());
-  // The selector, the pod's labels and the Service's selector agree.
-  auto labels = ds["spec"]["template"]["metadata"]["labels"];
-  for (const auto& kv : ds["spec"]["selector"]["matchLabels"])
-    EXPECT_EQ(labels[kv.first.as<std::string>()].as<std::string>(), kv.second.as<std::string>());
-  for (const auto& kv : svc["spec"]["selector"])
-    EXPECT_EQ(labels[kv.first.as<std::string>()].as<std::string>(), kv.second.as<std::string>());
-  for (const auto& kv : sm["spec"]["selector"]["matchLabels"])
-    EXPECT_EQ(svc["metadata"]["labels"][kv.first.as<std::string>()].as<std::string>(),
-              kv.second.as<std::string>());
+  return first;
+}
 
-  ASSERT_EQ(pod["containers"].size(), 1u);
-  auto c = pod["containers"][0];
-  std::map<std::string, std::string> args;
-  for (const auto& a : c["args"]) {
-    std::string s = a.as<std::string>();
+// The overlays operators apply, by folder name.
+std::vector<std::string> overlays() {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(kKube / "overlays"))
+    if (fs::exists(e.path() / "kustomization.yaml")) names.insert(e.path().filename().string());
+  return {names.begin(), names.end()};
+}
+
+// The objects of one kind.
+std::vector<json> of_kind(const std::vector<json>& all, const std::string& kind) {
+  std::vector<json> out;
+  for (const auto& o : all)
+    if (o.value("kind", "") == kind) out.push_back(o);
+  return out;
+}
+
+// The one object of a kind (and name, when given).
+json one(const std::vector<json>& all, const std::string& kind, const std::string& name = "") {
+  std::vector<json> found;
+  for (const auto& o : of_kind(all, kind))
+    if (name.empty() || o["metadata"].value("name", "") == name) found.push_back(o);
+  EXPECT_EQ(found.size(), 1u) << kind << " " << name;
+  return found.empty() ? json::object() : found[0];
+}
+
+// Overlays whose render holds the agent (a DaemonSet): the variants. monitoring holds none.
+std::vector<std::string> variants() {
+  std::vector<std::string> out;
+  for (const auto& o : overlays())
+    if (o != "monitoring") out.push_back(o);
+  return out;
+}
+
+const polyaccel::testing::K8sSchema& schema() {
+  static const polyaccel::testing::K8sSchema s = [] {
+    polyaccel::testing::K8sSchema k({"core-v1-openapi.json", "apps-v1-openapi.json",
+                                     "rbac.authorization.k8s.io-v1-openapi.json",
+                                     "resource.k8s.io-v1-openapi.json"});
+    for (const char* crd : {"servicemonitors", "prometheusrules", "podmonitors"}) {
+      auto path = polyaccel::testing::shared_dir() /
+                  ("reference/kubernetes/prometheus-operator/monitoring.coreos.com_" +
+                   std::string(crd) + ".yaml");
+      for (const auto& doc : yaml_documents(read_text(path)))
+        k.add_crd(doc);
+    }
+    return k;
+  }();
+  return s;
+}
+
+// The fields both kustomize v2.0.3 (Debian 12's kubectl) and v5 read. Directories go under
+// `bases` (v2.0.3 refuses a directory in `resources`); no components, no unified `patches`.
+const std::set<std::string> kPortableFields = {
+    "apiVersion",      "kind",   "bases",     "resources",    "patchesStrategicMerge",
+    "patchesJson6902", "images", "namespace", "commonLabels", "configMapGenerator",
+    "generatorOptions"};
+
+TEST(Manifests, KustomizationsUsePortableFieldsAndListEveryFile) {
+  std::vector<fs::path> dirs = {kKube / "base"};
+  for (const auto& o : overlays())
+    dirs.push_back(kKube / "overlays" / o);
+  for (const auto& dir : dirs) {
+    SCOPED_TRACE(dir.string());
+    auto k = YAML::LoadFile((dir / "kustomization.yaml").string());
+    std::set<std::string> listed;
+    for (const auto& kv : k) {
+      std::string field = kv.first.as<std::string>();
+      EXPECT_TRUE(kPortableFields.count(field)) << field << " is not read by kustomize v2.0.3";
+    }
+    for (const auto& b : k["bases"]) {
+      fs::path base = fs::weakly_canonical(dir / b.as<std::string>());
+      EXPECT_TRUE(fs::is_directory(base)) << base;
+      // An overlay inside its base is a cycle to kustomize.
+      auto rel = fs::relative(dir, base).string();
+      EXPECT_TRUE(rel.rfind("..", 0) == 0) << dir << " sits inside its base " << base;
+    }
+    for (const auto& r : k["resources"]) {
+      EXPECT_TRUE(fs::is_regular_file(dir / r.as<std::string>())) << r.as<std::string>();
+      listed.insert(r.as<std::string>());
+    }
+    for (const auto& p : k["patchesStrategicMerge"])
+      listed.insert(p.as<std::string>());
+    for (const auto& p : k["patchesJson6902"])
+      listed.insert(p["path"].as<std::string>());
+    for (const auto& g : k["configMapGenerator"])
+      for (const auto& f : g["files"])
+        listed.insert(f.as<std::string>());
+    std::set<std::string> present;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      auto ext = e.path().extension();
+      if ((ext == ".yaml" || ext == ".json") && e.path().filename() != "kustomization.yaml")
+        present.insert(fs::relative(e.path(), dir).string());
+    }
+    EXPECT_EQ(listed, present);
+  }
+}
+
+TEST(Manifests, EveryOverlayRendersValidObjects) {
+  for (const auto& o : overlays()) {
+    SCOPED_TRACE(o);
+    auto all = render(kKube / "overlays" / o);
+    ASSERT_FALSE(all.empty());
+    std::set<std::string> ids;
+    for (const auto& obj : all) {
+      for (const auto& e : schema().validate_object(obj))
+        ADD_FAILURE() << e;
+      std::string id = obj.value("kind", "") + " " + obj["metadata"].value("namespace", "") + "/" +
+                       obj["metadata"].value("name", "");
+      EXPECT_TRUE(ids.insert(id).second) << id << " twice";
+      // Namespaced objects of ours are in the agent's namespace; the claim templates are
+      // examples for workloads, in theirs.
+      if (obj["metadata"].contains("namespace") && obj["kind"] != "ResourceClaimTemplate") {
+        EXPECT_EQ(obj["metadata"]["namespace"], "polyaccel-system") << id;
+      }
+    }
+    if (o != "monitoring") {
+      // The namespace the agent runs in is part of every variant.
+      EXPECT_EQ(one(all, "Namespace")["metadata"]["name"], "polyaccel-system");
+    }
+  }
+}
+
+// What a variant's agent is given: its flags (name -> value), mounts and volumes.
+struct Agent {
+  json pod, container;
+  std::map<std::string, std::string> flags;
+  std::vector<std::string> args;
+  std::map<std::string, json> volumes;        // by name
+  std::map<std::string, std::string> mounts;  // mount path -> volume name
+};
+
+Agent agent_of(const json& ds) {
+  Agent a;
+  a.pod = ds["spec"]["template"]["spec"];
+  EXPECT_EQ(a.pod["containers"].size(), 1u);
+  a.container = a.pod["containers"][0];
+  for (const auto& arg : a.container["args"]) {
+    std::string s = arg.get<std::string>();
+    a.args.push_back(s);
     auto eq = s.find('=');
-    if (eq != std::string::npos) args[s.substr(0, eq)] = s.substr(eq + 1);
+    if (s.rfind("--", 0) == 0)
+      a.flags[s.substr(0, eq)] = eq == std::string::npos ? "" : s.substr(eq + 1);
   }
-  std::map<std::string, YAML::Node> volumes;
-  for (const auto& v : pod["volumes"])
-    volumes[v["name"].as<std::string>()] = YAML::Node(v);
-  std::map<std::string, std::string> mounts;  // mount path -> volume
-  for (const auto& m : c["volumeMounts"]) {
-    ASSERT_TRUE(volumes.count(m["name"].as<std::string>())) << m["name"];
-    mounts[m["mountPath"].as<std::string>()] = m["name"].as<std::string>();
+  for (const auto& v : a.pod["volumes"])
+    EXPECT_TRUE(a.volumes.emplace(v["name"].get<std::string>(), v).second) << v["name"];
+  for (const auto& m : a.container["volumeMounts"]) {
+    EXPECT_TRUE(a.volumes.count(m["name"].get<std::string>())) << m["name"];
+    a.mounts[m["mountPath"].get<std::string>()] = m["name"].get<std::string>();
   }
-  // The directories passed as flags are mounted from the host.
-  for (const char* flag : {"--kubelet-dir", "--nfd-features-dir"}) {
-    ASSERT_TRUE(args.count(flag)) << flag;
-    ASSERT_TRUE(mounts.count(args[flag])) << args[flag];
-    auto v = volumes[mounts[args[flag]]];
-    EXPECT_EQ(v["hostPath"]["path"].as<std::string>(), args[flag]);
+  return a;
+}
+
+// The ConfigMap key a file flag (--sharing-config, --nic-config) reads: its folder is a
+// ConfigMap volume of a ConfigMap in the render that holds the file's name.
+std::string configmap_file(const std::vector<json>& all, const Agent& a, const std::string& flag) {
+  fs::path file = a.flags.at(flag);
+  auto m = a.mounts.find(file.parent_path().string());
+  if (m == a.mounts.end()) {
+    ADD_FAILURE() << flag << ": " << file.parent_path() << " is not mounted";
+    return "";
   }
-  // The sharing config is the ConfigMap's key, mounted where the flag points.
-  ASSERT_TRUE(args.count("--sharing-config"));
-  fs::path sharing = args["--sharing-config"];
-  ASSERT_TRUE(mounts.count(sharing.parent_path().string()));
-  auto v = volumes[mounts[sharing.parent_path().string()]];
-  EXPECT_EQ(v["configMap"]["name"].as<std::string>(), cm["metadata"]["name"].as<std::string>());
-  auto text = cm["data"][sharing.filename().string()];
-  ASSERT_TRUE(text) << sharing.filename();
-  auto cfg = parse_sharing_config(text.as<std::string>(), "configmap-sharing.yaml");
-  ASSERT_TRUE(cfg) << cfg.error().message();
-  EXPECT_EQ(cfg->strategy, SharingStrategy::time_slicing);
-  // The metrics port: container, Service and ServiceMonitor.
-  std::string port_name = c["ports"][0]["name"].as<std::string>();
-  EXPECT_EQ(svc["spec"]["ports"][0]["targetPort"].as<std::string>(), port_name);
-  EXPECT_EQ(sm["spec"]["endpoints"][0]["port"].as<std::string>(),
-            svc["spec"]["ports"][0]["name"].as<std::string>());
-  // Every flag is one `polyaccel agent` takes.
-  auto help = polyaccel::testing::run_command(polyaccel::testing::polyaccel_binary() +
-                                              " agent --help 2>&1");
-  for (const auto& [flag, value] : args) {
-    EXPECT_NE(help.output.find(flag), std::string::npos) << flag << " is not an agent option";
+  const json& v = a.volumes.at(m->second);
+  if (!v.contains("configMap")) {
+    ADD_FAILURE() << flag << ": " << m->second << " is not a ConfigMap volume";
+    return "";
   }
-  // The container listens where the agent does by default.
-  EXPECT_NE(help.output.find(":" + c["ports"][0]["containerPort"].as<std::string>()),
-            std::string::npos);
-  // The RBAC grant is on that ConfigMap only.
-  auto role = one(all, "Role");
-  EXPECT_EQ(role["rules"][0]["resourceNames"][0].as<std::string>(),
-            cm["metadata"]["name"].as<std::string>());
+  EXPECT_FALSE(v["configMap"].value("optional", false))
+      << flag << ": an optional ConfigMap would let the agent start without its file and refuse";
+  json cm = one(all, "ConfigMap", v["configMap"]["name"].get<std::string>());
+  std::string key = file.filename().string();
+  if (!cm["data"].contains(key)) {
+    ADD_FAILURE() << flag << ": ConfigMap " << v["configMap"]["name"] << " has no key " << key;
+    return "";
+  }
+  return cm["data"][key].get<std::string>();
+}
+
+// The image the base's kustomization sets.
+std::string kustomized_image() {
+  auto k = YAML::LoadFile((kKube / "base/kustomization.yaml").string());
+  return k["images"][0]["newName"].as<std::string>() + ":" +
+         k["images"][0]["newTag"].as<std::string>();
+}
+
+TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
+  auto help = run_command(polyaccel::testing::polyaccel_binary() + " agent --help 2>&1");
+  ASSERT_EQ(help.exit_code, 0) << help.output;
+  // The image's tag is this build's version: what `make image` builds of it.
+  const std::string image = kustomized_image();
+  auto version = run_command(polyaccel::testing::polyaccel_binary() + " --version");
+  EXPECT_THAT(version.output,
+              ::testing::StartsWith("polyaccel " + image.substr(image.rfind(':') + 1) + " "));
+  // The directories the agent is told of, and the host paths they are.
+  const std::set<std::string> dir_flags = {"--kubelet-dir", "--nfd-features-dir",
+                                           "--dra-plugins-dir", "--dra-registry-dir", "--cdi-dir"};
+  for (const auto& variant : variants()) {
+    SCOPED_TRACE(variant);
+    auto all = render(kKube / "overlays" / variant);
+    ASSERT_FALSE(all.empty());
+    json ds = one(all, "DaemonSet");
+    Agent a = agent_of(ds);
+    ASSERT_FALSE(a.args.empty());
+    EXPECT_EQ(a.args[0], "agent");
+    EXPECT_EQ(a.container["command"], json::array({"/usr/bin/polyaccel"}));
+    EXPECT_EQ(a.container["image"], image);
+    // Every flag is one `polyaccel agent` takes, and none is given twice.
+    EXPECT_EQ(a.flags.size() + 1, a.args.size()) << "a flag given twice, or a bare argument";
+    for (const auto& [flag, value] : a.flags)
+      EXPECT_NE(help.output.find(flag + " "), std::string::npos)
+          << flag << " is not an agent option";
+    for (const auto& [flag, value] : a.flags) {
+      if (!dir_flags.count(flag)) continue;
+      ASSERT_TRUE(a.mounts.count(value)) << flag << "=" << value << " is not mounted";
+      EXPECT_EQ(a.volumes[a.mounts[value]]["hostPath"]["path"], value) << flag;
+    }
+    // The device plugin's directory: every variant serves it (DRA runs beside the plugin).
+    EXPECT_TRUE(a.flags.count("--kubelet-dir"));
+    if (a.flags.count("--sharing-config")) {
+      auto text = configmap_file(all, a, "--sharing-config");
+      auto cfg = parse_sharing_config(text, variant + " sharing config");
+      ASSERT_TRUE(cfg) << cfg.error().message();
+      EXPECT_EQ(cfg->strategy, SharingStrategy::time_slicing);
+    }
+    if (a.flags.count("--nic-config")) {
+      auto cfg = parse_nic_config(configmap_file(all, a, "--nic-config"), variant + " NIC config");
+      ASSERT_TRUE(cfg) << cfg.error().message();
+      EXPECT_FALSE(cfg->pools.empty());
+    }
+    // The DRA driver's API access: a token and the grants of its ClusterRoleBinding.
+    if (a.flags.count("--dra")) {
+      EXPECT_EQ(a.pod["automountServiceAccountToken"], true);
+      auto binding = one(all, "ClusterRoleBinding");
+      EXPECT_EQ(binding["subjects"][0]["name"], a.pod["serviceAccountName"]);
+      EXPECT_FALSE(of_kind(all, "DeviceClass").empty());
+    } else {
+      EXPECT_EQ(a.pod["automountServiceAccountToken"], false);
+      EXPECT_TRUE(of_kind(all, "ClusterRoleBinding").empty());
+    }
+    // The objects the DaemonSet names exist, and the selectors agree.
+    auto sa = one(all, "ServiceAccount");
+    EXPECT_EQ(a.pod["serviceAccountName"], sa["metadata"]["name"]);
+    auto labels = ds["spec"]["template"]["metadata"]["labels"];
+    for (const auto& [k, v] : ds["spec"]["selector"]["matchLabels"].items())
+      EXPECT_EQ(labels[k], v) << k;
+    auto svc = one(all, "Service");
+    for (const auto& [k, v] : svc["spec"]["selector"].items())
+      EXPECT_EQ(labels[k], v) << k;
+    // The metrics port: the container's, the Service's target, where the agent listens.
+    std::string port_name = a.container["ports"][0]["name"].get<std::string>();
+    EXPECT_EQ(svc["spec"]["ports"][0]["targetPort"], port_name);
+    EXPECT_NE(help.output.find(":" + a.container["ports"][0]["containerPort"].dump()),
+              std::string::npos);
+    // The Role grants read on every ConfigMap the agent mounts.
+    std::set<std::string> granted;
+    json role = one(all, "Role");
+    for (const auto& n : role["rules"][0]["resourceNames"])
+      granted.insert(n.get<std::string>());
+    for (const auto& [name, v] : a.volumes)
+      if (v.contains("configMap")) {
+        EXPECT_TRUE(granted.count(v["configMap"]["name"].get<std::string>())) << name;
+      }
+  }
+}
+
+TEST(Manifests, DraWithTimeSlicingKeepsTheSharingConfig) {
+  auto all = render(kKube / "overlays/dra-time-slicing");
+  ASSERT_FALSE(all.empty());
+  Agent a = agent_of(one(all, "DaemonSet"));
+  EXPECT_TRUE(a.flags.count("--dra"));
+  ASSERT_TRUE(a.flags.count("--sharing-config"));
+  EXPECT_FALSE(configmap_file(all, a, "--sharing-config").empty());
+  // And what the base and the DRA overlay add stays: the device plugin, node labels, CDI.
+  for (const char* flag : {"--kubelet-dir", "--nfd-features-dir", "--cdi-dir"})
+    EXPECT_TRUE(a.flags.count(flag)) << flag;
+  // Its sharing pieces are ../time-slicing's, copied (kustomize loads no file from outside a
+  // kustomization's folder): the two must not drift.
+  for (const char* f : {"sharing-patch.yaml", "configmap-sharing.yaml"}) {
+    EXPECT_TRUE(read_text(kKube / "overlays/dra-time-slicing" / f) ==
+                read_text(kKube / "overlays/time-slicing" / f))
+        << "overlays/dra-time-slicing/" << f << " differs from overlays/time-slicing's";
+  }
+}
+
+// The scrape job the Prometheus Operator gives a ServiceMonitor's targets: the value of the
+// Service's label that spec.jobLabel names, else the Service's name.
+std::string operator_job(const json& service_monitor, const json& service) {
+  std::string label = service_monitor["spec"].value("jobLabel", "");
+  const json labels = service["metadata"].value("labels", json::object());
+  if (!label.empty() && labels.contains(label)) return labels[label].get<std::string>();
+  return service["metadata"]["name"].get<std::string>();
+}
+
+// Every job selector of a PromQL expression: {op, value}.
+std::vector<std::pair<std::string, std::string>> job_selectors(const std::string& expr) {
+  static const std::regex re(R"re(\bjob\s*(=~|!~|!=|=)\s*"([^"]*)")re");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto it = std::sregex_iterator(expr.begin(), expr.end(), re); it != std::sregex_iterator();
+       ++it)
+    out.emplace_back((*it)[1], (*it)[2]);
+  return out;
+}
+
+// The PromQL of alert rule groups, and of a dashboard's panels.
+void rule_exprs(const json& groups, std::vector<std::string>& out) {
+  for (const auto& g : groups)
+    for (const auto& r : g["rules"])
+      out.push_back(r["expr"].get<std::string>());
+}
+void dashboard_exprs(const json& d, std::vector<std::string>& out) {
+  for (const auto& p : d.value("panels", json::array()))
+    for (const auto& t : p.value("targets", json::array()))
+      out.push_back(t.value("expr", ""));
+  for (const auto& v : d["templating"]["list"])
+    if (v["query"].is_string()) out.push_back(v["query"].get<std::string>());
+}
+
+TEST(Manifests, MonitoringSelectsTheJobTheOperatorGives) {
+  // The job, from a rendered variant with monitoring beside it (both render the Service once).
+  TempDir tmp;
+  polyaccel::testing::write_text(
+      tmp.path() / "kustomization.yaml",
+      "bases:\n  - " + fs::relative(kKube / "overlays/device-plugin", tmp.path()).string() +
+          "\n  - " + fs::relative(kMonitoring, tmp.path()).string() + "\n");
+  auto all = render(tmp.path());
+  ASSERT_FALSE(all.empty());
+  auto sm = one(all, "ServiceMonitor");
+  auto svc = one(all, "Service");
+  std::string job = operator_job(sm, svc);
+  // The ServiceMonitor finds the Service and its port.
+  for (const auto& [k, v] : sm["spec"]["selector"]["matchLabels"].items())
+    EXPECT_EQ(svc["metadata"]["labels"][k], v) << k;
+  EXPECT_EQ(sm["spec"]["endpoints"][0]["port"], svc["spec"]["ports"][0]["name"]);
+  EXPECT_EQ(sm["spec"]["namespaceSelector"]["matchNames"][0], svc["metadata"]["namespace"]);
+
+  std::map<std::string, std::vector<std::string>> exprs;  // where -> PromQL
+  rule_exprs(one(all, "PrometheusRule")["spec"]["groups"], exprs["PrometheusRule"]);
+  rule_exprs(yaml_documents(read_text(kDeploy / "prometheus/polyaccel-alerts.yml"))[0]["groups"],
+             exprs["polyaccel-alerts.yml"]);
+  for (const auto& name : kDashboards)
+    dashboard_exprs(json::parse(read_text(kDeploy / "grafana" / name)), exprs[name]);
+  for (const auto& cm : of_kind(all, "ConfigMap"))
+    for (const auto& [key, text] : cm["data"].items())
+      if (key.ends_with(".json"))
+        dashboard_exprs(json::parse(text.get<std::string>()), exprs["ConfigMap " + key]);
+  // The promtool unit test's input series are what that job scrapes.
+  auto unit = yaml_documents(read_text(kDeploy / "prometheus/tests/polyaccel-alerts.test.yml"))[0];
+  for (const auto& t : unit["tests"])
+    for (const auto& s : t["input_series"])
+      exprs["polyaccel-alerts.test.yml"].push_back(s["series"].get<std::string>());
+
+  size_t selectors = 0;
+  for (const auto& [where, list] : exprs) {
+    EXPECT_FALSE(list.empty()) << where;
+    for (const auto& e : list) {
+      for (const auto& [op, value] : job_selectors(e)) {
+        ++selectors;
+        EXPECT_EQ(op, "=") << where << ": " << e;
+        EXPECT_EQ(value, job) << where << ": " << e;
+      }
+    }
+  }
+  // up{job=...} in the rules, their copy, their test, the fleet dashboard and its copy.
+  EXPECT_GE(selectors, 5u);
+}
+
+TEST(Manifests, MonitoringHoldsTheAlertRulesAndDashboards) {
+  auto all = render(kMonitoring);
+  ASSERT_FALSE(all.empty());
+  EXPECT_TRUE(of_kind(all, "DaemonSet").empty()) << "monitoring is added beside a variant";
+  // The PrometheusRule holds exactly the groups of deploy/prometheus/polyaccel-alerts.yml.
+  auto alerts = yaml_documents(read_text(kDeploy / "prometheus/polyaccel-alerts.yml"));
+  ASSERT_EQ(alerts.size(), 1u);
+  auto rule = one(all, "PrometheusRule");
+  const json& groups = rule["spec"]["groups"];
+  const json& want = alerts[0]["groups"];
+  EXPECT_EQ(rule["spec"].size(), 1u);
+  ASSERT_EQ(groups.size(), want.size()) << "run deploy/kubernetes/overlays/monitoring/sync.py";
+  for (size_t g = 0; g < want.size(); ++g) {
+    EXPECT_EQ(groups[g]["name"], want[g]["name"]);
+    ASSERT_EQ(groups[g]["rules"].size(), want[g]["rules"].size()) << want[g]["name"];
+    for (size_t r = 0; r < want[g]["rules"].size(); ++r)
+      EXPECT_EQ(groups[g]["rules"][r], want[g]["rules"][r])
+          << "run deploy/kubernetes/overlays/monitoring/sync.py";
+  }
+  EXPECT_TRUE(rule["spec"] == alerts[0]);
+  // One ConfigMap per dashboard, for Grafana's sidecar, equal to deploy/grafana's.
+  std::set<std::string> seen;
+  for (const auto& cm : of_kind(all, "ConfigMap")) {
+    EXPECT_EQ(cm["metadata"]["labels"]["grafana_dashboard"], "1") << cm["metadata"]["name"];
+    ASSERT_EQ(cm["data"].size(), 1u);
+    auto [key, text] = *cm["data"].items().begin();
+    seen.insert(key);
+    EXPECT_TRUE(json::parse(text.get<std::string>()) ==
+                json::parse(read_text(kDeploy / "grafana" / key)))
+        << key
+        << " differs from deploy/grafana's: run deploy/kubernetes/overlays/monitoring/sync.py";
+  }
+  EXPECT_EQ(seen, std::set<std::string>(kDashboards.begin(), kDashboards.end()));
+}
+
+TEST(Manifests, MonitoringComposesWithEveryVariant) {
+  for (const auto& variant : variants()) {
+    SCOPED_TRACE(variant);
+    TempDir tmp;
+    polyaccel::testing::write_text(
+        tmp.path() / "kustomization.yaml",
+        "bases:\n  - " + fs::relative(kKube / "overlays" / variant, tmp.path()).string() +
+            "\n  - " + fs::relative(kMonitoring, tmp.path()).string() + "\n");
+    auto all = render(tmp.path());
+    ASSERT_FALSE(all.empty());
+    EXPECT_EQ(of_kind(all, "DaemonSet").size(), 1u);
+    EXPECT_EQ(of_kind(all, "ServiceMonitor").size(), 1u);
+    EXPECT_EQ(of_kind(all, "PrometheusRule").size(), 1u);
+  }
 }
 
 }  // namespace

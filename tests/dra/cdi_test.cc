@@ -13,8 +13,8 @@
 #include <regex>
 
 #include "dra/cdi.h"
-#include "dra/k8s_schema.h"
 #include "kube/models.h"
+#include "support/k8s_schema.h"
 
 namespace polyaccel::dra {
 namespace {

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dra/k8s_schema.h"
+#include "support/k8s_schema.h"
 #include "support/test_support.h"
 
 namespace polyaccel::testing {

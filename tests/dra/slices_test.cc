@@ -5,10 +5,10 @@
 
 #include <set>
 
-#include "dra/k8s_schema.h"
 #include "dra/slices.h"
 #include "kube/models.h"
 #include "share/mig_profiles.h"
+#include "support/k8s_schema.h"
 
 namespace polyaccel::dra {
 namespace {

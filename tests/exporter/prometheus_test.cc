@@ -98,12 +98,12 @@ struct Stack {
     for (auto* agent : {nvidia_amd.get(), gaudi.get()})
       agent_ports.push_back(polyaccel::testing::agent_port(*agent));
 
-    prometheus = std::make_unique<PrometheusProcess>(tmp.path(), "polyaccel", agent_ports);
+    prometheus = std::make_unique<PrometheusProcess>(tmp.path(), "polyaccel-agent", agent_ports);
     prometheus_port = prometheus->port();
     // Prometheus takes about 6 s to its first scrape; then two scrapes of each agent.
     auto deadline = std::chrono::steady_clock::now() + 60s;
     while (std::chrono::steady_clock::now() < deadline) {
-      json r = query("count(count_over_time(up{job=\"polyaccel\"}[5m]) >= 2)");
+      json r = query("count(count_over_time(up{job=\"polyaccel-agent\"}[5m]) >= 2)");
       if (!r.empty() && r[0]["value"][1] == "2") return;
       std::this_thread::sleep_for(250ms);
     }
@@ -150,7 +150,7 @@ Stack* PrometheusServer::env_ = nullptr;
 // One test with three parts: starting Prometheus and the agents takes most of the time.
 void scrapes_both_agents() {
   auto scalar = PrometheusServer::scalar;
-  EXPECT_EQ(scalar("sum(up{job=\"polyaccel\"})"), 2);
+  EXPECT_EQ(scalar("sum(up{job=\"polyaccel-agent\"})"), 2);
   EXPECT_EQ(scalar("count(polyaccel_build_info)"), 2);
 }
 

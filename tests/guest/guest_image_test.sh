@@ -8,7 +8,7 @@ set -euo pipefail
 archive=$1 fake_kubelet=$2 nvml=$3 scenario=$4 topology=$5
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
-overlay=${POLYACCEL_DEFAULT_OVERLAY:-$src/deploy/kubernetes}
+overlay=${POLYACCEL_DEFAULT_OVERLAY:-$src/deploy/kubernetes/overlays/device-plugin}
 for tool in podman crun conmon kubectl; do
   command -v "$tool" > /dev/null || { echo "guest_image_test: $tool is missing (scripts/install-deps.sh)" >&2; exit 2; }
 done

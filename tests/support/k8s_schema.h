@@ -1,12 +1,14 @@
-// A small walker of Kubernetes' OpenAPI v3 schema (../shared/reference/kubernetes/
-// resource.k8s.io-v1-openapi.json): checks an object against a component schema — required
-// fields, JSON types, no unknown fields, enums — and the limits resource.k8s.io/v1 documents in
-// its descriptions (devices per slice, attributes and capacities per device, counters, taints,
-// DNS names, value lengths). Header-only, for the DRA tests.
+// A small walker of Kubernetes' OpenAPI v3 schemas (../shared/reference/kubernetes/*-openapi.json)
+// and of CustomResourceDefinitions' openAPIV3Schema: checks an object against a schema — required
+// fields, JSON types, no unknown fields (unless x-kubernetes-preserve-unknown-fields), enums,
+// int-or-string, oneOf/anyOf of types — and the limits resource.k8s.io/v1 documents in its
+// descriptions (devices per slice, attributes and capacities per device, counters, taints, DNS
+// names, value lengths). Header-only, for the DRA tests and the manifest tests (tests/deploy).
 #pragma once
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -20,10 +22,32 @@ namespace polyaccel::testing {
 
 class K8sSchema {
  public:
-  K8sSchema() {
-    std::ifstream in(shared_dir() / "reference/kubernetes/resource.k8s.io-v1-openapi.json");
-    doc_ = nlohmann::json::parse(in);
-    schemas_ = &doc_.at("components").at("schemas");
+  // resource.k8s.io/v1 alone: what the DRA tests write.
+  K8sSchema() : K8sSchema(std::vector<std::string>{"resource.k8s.io-v1-openapi.json"}) {}
+
+  // The named OpenAPI v3 documents of ../shared/reference/kubernetes, their component schemas
+  // merged (the apimachinery ones each document repeats are the same).
+  explicit K8sSchema(const std::vector<std::string>& documents) {
+    for (const auto& name : documents) {
+      std::ifstream in(shared_dir() / "reference/kubernetes" / name);
+      auto doc = nlohmann::json::parse(in);
+      for (auto& [k, v] : doc.at("components").at("schemas").items()) {
+        for (const auto& gvk : v.value("x-kubernetes-group-version-kind", nlohmann::json::array()))
+          kinds_[gvk_key(gvk.value("group", ""), gvk.value("version", ""), gvk.value("kind", ""))] =
+              k;
+        schemas_[k] = std::move(v);
+      }
+    }
+  }
+
+  // A CustomResourceDefinition (as JSON): every served version's openAPIV3Schema.
+  void add_crd(const nlohmann::json& crd) {
+    const auto& spec = crd.at("spec");
+    std::string group = spec.at("group").get<std::string>();
+    std::string kind = spec.at("names").at("kind").get<std::string>();
+    for (const auto& v : spec.at("versions"))
+      crds_[gvk_key(group, v.at("name").get<std::string>(), kind)] =
+          v.at("schema").at("openAPIV3Schema");
   }
 
   // Problems found, one line each; empty when the object is valid.
@@ -31,20 +55,53 @@ class K8sSchema {
       const nlohmann::json& value,
       const std::string& component = "io.k8s.api.resource.v1.ResourceSlice") const {
     std::vector<std::string> errors;
-    walk(value, schemas_->at(component), component, errors);
+    walk(value, schemas_.at(component), component, errors);
     if (component == "io.k8s.api.resource.v1.ResourceSlice") check_slice_limits(value, errors);
     return errors;
   }
 
-  bool has_component(const std::string& name) const { return schemas_->contains(name); }
+  // An object by its apiVersion and kind: the component that declares that group, version and
+  // kind, or a CRD's schema (its metadata checked as ObjectMeta, as the API server does). An
+  // object of a kind none of the loaded schemas knows is itself a problem.
+  std::vector<std::string> validate_object(const nlohmann::json& object) const {
+    std::string api = object.value("apiVersion", "");
+    std::string kind = object.value("kind", "");
+    auto slash = api.find('/');
+    std::string group = slash == std::string::npos ? "" : api.substr(0, slash);
+    std::string version = slash == std::string::npos ? api : api.substr(slash + 1);
+    std::string key = gvk_key(group, version, kind);
+    std::string where =
+        kind + "/" + object.value("metadata", nlohmann::json::object()).value("name", "");
+    std::vector<std::string> errors;
+    if (auto it = kinds_.find(key); it != kinds_.end()) {
+      walk(object, schemas_.at(it->second), where, errors);
+    } else if (auto crd = crds_.find(key); crd != crds_.end()) {
+      nlohmann::json rest = object;
+      rest.erase("metadata");
+      walk(rest, crd->second, where, errors);
+      if (object.contains("metadata"))
+        walk(object["metadata"], schemas_.at("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"),
+             where + ".metadata", errors);
+    } else {
+      errors.push_back(where + ": no schema for " + api + " " + kind);
+    }
+    return errors;
+  }
+
+  bool has_component(const std::string& name) const { return schemas_.contains(name); }
 
  private:
+  static std::string gvk_key(const std::string& group, const std::string& version,
+                             const std::string& kind) {
+    return group + "/" + version + "/" + kind;
+  }
+
   const nlohmann::json& resolve(const nlohmann::json& s) const {
     const nlohmann::json* cur = &s;
     while (true) {
       if (cur->contains("$ref")) {
         std::string ref = (*cur)["$ref"].get<std::string>();
-        cur = &schemas_->at(ref.substr(ref.rfind('/') + 1));
+        cur = &schemas_.at(ref.substr(ref.rfind('/') + 1));
       } else if (cur->contains("allOf") && (*cur)["allOf"].size() == 1 && !cur->contains("type") &&
                  !cur->contains("properties")) {
         cur = &(*cur)["allOf"][0];
@@ -59,8 +116,23 @@ class K8sSchema {
     const nlohmann::json& s = resolve(raw);
     if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end())
       errors.push_back(path + ": " + v.dump() + " is not one of " + s["enum"].dump());
+    // IntOrString (the core API's format, a CRD's extension), Quantity: one of some types.
+    if (s.value("x-kubernetes-int-or-string", false) || s.value("format", "") == "int-or-string") {
+      if (!v.is_number_integer() && !v.is_string())
+        errors.push_back(path + ": neither an integer nor a string");
+      return;
+    }
+    for (const char* any : {"oneOf", "anyOf"}) {
+      if (!s.contains(any) || s.contains("type") || s.contains("properties")) continue;
+      bool one = std::any_of(s[any].begin(), s[any].end(), [&](const nlohmann::json& alt) {
+        std::vector<std::string> e;
+        walk(v, alt, path, e);
+        return e.empty();
+      });
+      if (!one) errors.push_back(path + ": " + v.dump() + " matches none of " + any);
+    }
     std::string type = s.value("type", "");
-    // Quantity and IntOrString are strings (or numbers) with a format; RawExtension anything.
+    // RawExtension and x-kubernetes-preserve-unknown-fields without a type: anything.
     if (type.empty() && s.contains("properties")) type = "object";
     if (type.empty()) return;
     if (type == "object") {
@@ -73,12 +145,13 @@ class K8sSchema {
           errors.push_back(path + ": required field " + r.get<std::string>() + " is missing");
       }
       const auto props = s.value("properties", nlohmann::json::object());
+      const bool preserve = s.value("x-kubernetes-preserve-unknown-fields", false);
       for (const auto& [k, child] : v.items()) {
         if (props.contains(k)) {
           walk(child, props[k], path + "." + k, errors);
         } else if (s.contains("additionalProperties") && s["additionalProperties"].is_object()) {
           walk(child, s["additionalProperties"], path + "[" + k + "]", errors);
-        } else {
+        } else if (!preserve && s.value("additionalProperties", nlohmann::json(false)) != true) {
           errors.push_back(path + ": unknown field " + k);
         }
       }
@@ -241,8 +314,9 @@ class K8sSchema {
       errors.push_back("more than 64 devices with counters or taints");
   }
 
-  nlohmann::json doc_;
-  const nlohmann::json* schemas_ = nullptr;
+  nlohmann::json schemas_ = nlohmann::json::object();  // component name -> schema
+  std::map<std::string, std::string> kinds_;           // "group/version/Kind" -> component
+  std::map<std::string, nlohmann::json> crds_;         // "group/version/Kind" -> openAPIV3Schema
 };
 
 }  // namespace polyaccel::testing
