@@ -36,7 +36,7 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
     }
   }
   std::vector<std::string> skipped;
-  auto host = dra::read_cdi_host(*model, root, options.driver_root);
+  auto host = dra::read_cdi_host(*model, root, options.driver_root, options.host_driver_root);
   auto specs = dra::node_specs(*model, *pool, host, co, &skipped);
   for (const auto& n : host.nvidia_driver.notes)
     skipped.push_back(n);

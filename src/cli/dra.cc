@@ -79,6 +79,11 @@ DraCommands add_dra_commands(CLI::App& app, DraCliOptions& options,
       ->type_name("DIR")
       ->capture_default_str();
   c.cdi_generate
+      ->add_option("--host-driver-root", options.host_driver_root,
+                   "where the host has --driver-root when this runs in a container that mounts "
+                   "it elsewhere (default: the same)")
+      ->type_name("DIR");
+  c.cdi_generate
       ->add_option("--cdi-hook-path", options.cdi_hook_path,
                    "host path of the binary the runtime runs as the spec's hooks (default: this "
                    "binary; in a container, a host path with --install-hook)")

@@ -18,6 +18,7 @@ struct DraCliOptions {
   std::string output;                    // -o DIR (cdi generate)
   std::string cdi_version;               // --cdi-version
   std::string driver_root = "/";         // --driver-root DIR: the NVIDIA driver's files
+  std::string host_driver_root;          // --host-driver-root DIR: the same on the host
   std::string cdi_hook_path;             // --cdi-hook-path: default the running binary
   bool install_hook = false;             // --install-hook: copy this binary to --cdi-hook-path
   bool no_hooks = false;                 // --no-hooks

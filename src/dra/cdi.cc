@@ -203,12 +203,13 @@ std::string CdiSpec::file_name() const {
 }
 
 CdiHost read_cdi_host(const HostModel& model, const std::string& root,
-                      const std::string& driver_root) {
+                      const std::string& driver_root, const std::string& host_driver_root) {
   CdiHost h;
   h.accelerators = read_device_nodes(model, root);
   bool nvidia = std::any_of(model.accelerators.begin(), model.accelerators.end(),
                             [](const Accelerator& a) { return a.vendor == Vendor::nvidia; });
-  if (nvidia && !driver_root.empty()) h.nvidia_driver = read_nvidia_driver(driver_root);
+  if (nvidia && !driver_root.empty())
+    h.nvidia_driver = read_nvidia_driver(driver_root, host_driver_root);
   if (root.empty()) return h;
   std::error_code ec;
   // /sys/class/infiniband_verbs/uverbsN/ibdev holds the RDMA device's name.

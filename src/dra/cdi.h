@@ -87,7 +87,8 @@ struct CdiHost {
 };
 // `driver_root` empty: the NVIDIA driver's files are not looked for (device nodes only).
 CdiHost read_cdi_host(const HostModel& model, const std::string& root,
-                      const std::string& driver_root = {});
+                      const std::string& driver_root = {},
+                      const std::string& host_driver_root = {});
 
 struct CdiOptions {
   std::string version = kCdiVersion;

@@ -201,7 +201,8 @@ std::optional<std::string> elf_soname(int fd, std::uint64_t size) {
   return std::nullopt;
 }
 
-NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root) {
+NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root,
+                                     const std::string& host_driver_root) {
   NvidiaDriverFiles out;
   out.root = driver_root.empty() ? "/" : driver_root;
   DriverRoot root(out.root);
@@ -239,9 +240,13 @@ NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root) {
   }
   const std::string suffix = ".so." + out.version;
   std::set<std::string> mounted;
+  std::string host_root = host_driver_root;
+  while (!host_root.empty() && host_root.back() == '/')
+    host_root.pop_back();
   auto mount = [&](const Found& f, const std::vector<std::string>& options) {
-    if (mounted.insert(f.container_path).second)
-      out.mounts.push_back({f.host_path, f.container_path, options});
+    if (!mounted.insert(f.container_path).second) return;
+    std::string host = host_driver_root.empty() ? f.host_path : host_root + f.container_path;
+    out.mounts.push_back({host, f.container_path, options});
   };
 
   // Libraries: "*.so.<version>" in each directory holding lib*.so.<version>, and its vdpau/.

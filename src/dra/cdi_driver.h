@@ -61,8 +61,11 @@ struct NvidiaDriverFiles {
 inline constexpr std::size_t kMaxDirEntries = 100000;
 
 // Reads nothing outside `driver_root`. A root without driver libraries gives an empty result
-// with a note; not an error (a node without the NVIDIA driver).
-NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root);
+// with a note; not an error (a node without the NVIDIA driver). `host_driver_root`: where the
+// runtime finds the same root on the host when this one runs in a container that mounts it
+// elsewhere (host's / at /host: --driver-root /host --host-driver-root /); empty: the same.
+NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root,
+                                     const std::string& host_driver_root = {});
 
 // The DT_SONAME of an ELF64 little-endian shared library (read with pread, every offset checked
 // against the file's size); nullopt for anything else.

@@ -342,6 +342,12 @@ TEST_F(Cdi, NvidiaDriverFilesAreFoundUnderTheDriverRoot) {
   for (const auto& m : d.mounts)
     EXPECT_EQ(m.host_path.rfind(fs::canonical(t.root).string() + "/", 0), 0u) << m.host_path;
 
+  // The same root seen from a container that mounts it elsewhere: host paths under the host's.
+  NvidiaDriverFiles moved = read_nvidia_driver(t.root.string(), "/run/nvidia/driver/");
+  ASSERT_EQ(moved.mounts.size(), d.mounts.size());
+  for (const auto& m : moved.mounts)
+    EXPECT_EQ(m.host_path, "/run/nvidia/driver" + m.container_path);
+
   // No driver under a root: nothing, and a note that says where it looked.
   NvidiaDriverFiles none = read_nvidia_driver(t.outside.string());
   EXPECT_TRUE(none.empty());
