@@ -81,6 +81,11 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
   ro.driver_root = o.driver_root;
   ro.host_driver_root = o.host_driver_root;
   ro.plugin.cdi.hook_path = o.cdi_hook_path.empty() ? dra::self_path() : o.cdi_hook_path;
+  if (o.cdi_hook_path.empty() && std::getenv("KUBERNETES_SERVICE_HOST")) {
+    std::cerr << "polyaccel agent: dra: the CDI specs' hooks name " << ro.plugin.cdi.hook_path
+              << ", this binary's path in its container, which the runtime on the host cannot "
+                 "run: give --cdi-hook-path on a hostPath volume (docs/dra.md)\n";
+  }
   if (!o.cdi_hook_path.empty()) {
     Status installed = dra::install_hook_binary(o.cdi_hook_path);
     if (!installed) return installed.error();

@@ -173,8 +173,14 @@ Status update_ldcache(const std::string& container_root, const std::vector<std::
   if (pid < 0) return Error{ErrorCode::io, "fork", strerror(errno), {}};
   if (pid == 0) {
     if (::chroot(container_root.c_str()) != 0 || ::chdir("/") != 0) ::_exit(120);
+    // chroot keeps every path in the container's files, but a directory the spec mounts from
+    // the host (/tmp/nvidia-mps is writable) is among them: an /etc or ld.so.conf.d that is a
+    // link could lead the writes there. Only real directories are written in.
+    struct stat ls {};
     ::mkdir("/etc", 0755);
+    if (::lstat("/etc", &ls) != 0 || !S_ISDIR(ls.st_mode)) ::_exit(123);
     ::mkdir("/etc/ld.so.conf.d", 0755);
+    if (::lstat("/etc/ld.so.conf.d", &ls) != 0 || !S_ISDIR(ls.st_mode)) ::_exit(123);
     int c = ::open("/etc/ld.so.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (c >= 0) {
       if (::write(c, include.data(), include.size()) < 0) ::_exit(121);
@@ -196,6 +202,8 @@ Status update_ldcache(const std::string& container_root, const std::vector<std::
   std::string why = !WIFEXITED(status)           ? "was killed"
                     : WEXITSTATUS(status) == 120 ? "cannot chroot into the container's root"
                     : WEXITSTATUS(status) == 121 ? "cannot write /etc/ld.so.conf.d in it"
+                    : WEXITSTATUS(status) == 123
+                        ? "its /etc or /etc/ld.so.conf.d is not a directory (a link?): not written"
                     : WEXITSTATUS(status) == 122
                         ? "cannot be run in the container's root (not a static executable?)"
                         : "exited with " + std::to_string(WEXITSTATUS(status));

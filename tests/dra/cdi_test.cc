@@ -505,6 +505,17 @@ TEST_F(Cdi, HookRunsTheHostLdconfigInTheContainerRoot) {
             std::string::npos)
       << p.output;
   EXPECT_FALSE(update_ldcache(rootfs.string(), {"relative"}, kHostLdconfig));
+  // An /etc/ld.so.conf.d that links to a directory the spec mounts from the host: not written in.
+  fs::path mps = dir_.path() / "host-mps";
+  fs::create_directories(mps);
+  fs::remove_all(rootfs / "etc/ld.so.conf.d");
+  fs::create_symlink(mps, rootfs / "etc/ld.so.conf.d");
+  fs::create_directories(rootfs / mps.relative_path());  // the mount, as the runtime made it
+  Status linked = update_ldcache(rootfs.string(), {"/usr/lib/x86_64-linux-gnu"}, kHostLdconfig);
+  ASSERT_FALSE(linked);
+  EXPECT_NE(linked.error().problem.find("not a directory"), std::string::npos);
+  EXPECT_TRUE(fs::is_empty(rootfs / mps.relative_path()));
+  EXPECT_TRUE(fs::is_empty(mps));
   EXPECT_FALSE(update_ldcache(rootfs.string(), {"/usr/lib"}, "/nonexistent/ldconfig"));
 }
 
