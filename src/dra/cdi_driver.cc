@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <set>
 
+#include "core/file_io.h"
+
 namespace polyaccel::dra {
 
 namespace {
@@ -163,6 +165,43 @@ bool read_exact(int fd, void* buf, std::size_t n, std::uint64_t off, std::uint64
 
 }  // namespace
 
+std::vector<std::string> ld_cache_paths(const std::string& cache, const std::string& prefix) {
+  // glibc's format (elf/cache.c, "glibc-ld.so.cache1.1"): a header (magic, version, nlibs,
+  // len_strings, flags, extension offset, 3 unused words: 48 bytes), then nlibs entries of 24
+  // bytes (flags, key, value, osversion as 32-bit, hwcap as 64-bit); key and value are offsets
+  // of NUL-terminated strings from the start of the file. An older "ld.so-1.7.0" cache may come
+  // first; it is skipped to the new one that follows it.
+  static const std::string kMagic = "glibc-ld.so.cache1.1";
+  std::vector<std::string> out;
+  std::size_t start = cache.find(kMagic);
+  if (start == std::string::npos || start > 16u << 20) return out;
+  auto u32 = [&](std::size_t off) -> std::optional<std::uint32_t> {
+    if (off > cache.size() || cache.size() - off < 4) return std::nullopt;
+    std::uint32_t v;
+    std::memcpy(&v, cache.data() + off, 4);
+    return v;
+  };
+  auto nlibs = u32(start + 20);
+  if (!nlibs || *nlibs > 1000000) return out;
+  const std::size_t entries = start + 48;
+  auto str = [&](std::uint32_t off) -> std::optional<std::string> {
+    // Offsets count from the start of the new-format cache.
+    std::size_t at = start + off;
+    if (at >= cache.size()) return std::nullopt;
+    std::size_t end = cache.find('\0', at);
+    if (end == std::string::npos || end - at > 4096) return std::nullopt;
+    return cache.substr(at, end - at);
+  };
+  for (std::uint32_t i = 0; i < *nlibs; ++i) {
+    std::size_t e = entries + static_cast<std::size_t>(i) * 24;
+    auto key = u32(e + 4), value = u32(e + 8);
+    if (!key || !value) break;
+    auto k = str(*key), v = str(*value);
+    if (k && v && k->rfind(prefix, 0) == 0 && !v->empty() && v->front() == '/') out.push_back(*v);
+  }
+  return out;
+}
+
 std::optional<std::string> elf_soname(int fd, std::uint64_t size) {
   Elf64_Ehdr eh;
   if (!read_exact(fd, &eh, sizeof eh, 0, size)) return std::nullopt;
@@ -217,6 +256,20 @@ NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root,
     auto f = root.find(d);
     if (f && S_ISDIR(f->st.st_mode) && seen_dirs.insert(f->host_path).second)
       lib_dirs.push_back(*f);
+  }
+  // Then the directories the driver root's own ld cache names for libcuda and libnvidia-ml
+  // (the toolkit's ldcache locator, its fallback after the search paths).
+  if (auto c = root.find("/etc/ld.so.cache");
+      c && S_ISREG(c->st.st_mode) && c->st.st_size <= (64 << 20)) {
+    if (auto text = read_input_file(c->host_path, 64u << 20, "ld.so.cache")) {
+      for (const char* lib : {"libcuda.so", "libnvidia-ml.so"}) {
+        for (const auto& p : ld_cache_paths(*text, lib)) {
+          auto f = root.find(fs::path(p).parent_path().string());
+          if (f && S_ISDIR(f->st.st_mode) && seen_dirs.insert(f->host_path).second)
+            lib_dirs.push_back(*f);
+        }
+      }
+    }
   }
   for (const std::string prefix : {"libcuda.so.", "libnvidia-ml.so."}) {
     for (const auto& d : lib_dirs) {

@@ -6,7 +6,8 @@
 //
 //   version    the suffix of libcuda.so.<version>, else of libnvidia-ml.so.<version>, in the
 //              first library directory that has one (the toolkit's inferVersion, its fallback
-//              when NVML does not answer)
+//              when NVML does not answer); the directories are the toolkit's search paths, then
+//              those the driver root's /etc/ld.so.cache names for libcuda and libnvidia-ml
 //   libraries  every "*.so.<version>" in the directories that hold lib*.so.<version>, and in
 //              their vdpau/ (getVersionLibs): libcuda, libnvidia-ml, -ptxjitcompiler, -nvvm,
 //              -cfg, -opencl, -gpucomp, -allocator, libcudadebugger, ... and the graphics ones
@@ -66,6 +67,10 @@ inline constexpr std::size_t kMaxDirEntries = 100000;
 // elsewhere (host's / at /host: --driver-root /host --host-driver-root /); empty: the same.
 NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root,
                                      const std::string& host_driver_root = {});
+
+// The library paths an ld.so.cache (glibc's "glibc-ld.so.cache1.1" format) holds for the names
+// that begin with `prefix`; every offset checked, nothing for another format.
+std::vector<std::string> ld_cache_paths(const std::string& cache, const std::string& prefix);
 
 // The DT_SONAME of an ELF64 little-endian shared library (read with pread, every offset checked
 // against the file's size); nullopt for anything else.

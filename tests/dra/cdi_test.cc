@@ -360,6 +360,36 @@ TEST_F(Cdi, NvidiaDriverFilesAreFoundUnderTheDriverRoot) {
   ::close(fd);
 }
 
+// A driver installed outside the search paths is found through the driver root's own ld cache,
+// written here by the host's ldconfig (-r: as the driver root's ldconfig would).
+TEST_F(Cdi, NvidiaDriverOutsideTheSearchPathsIsFoundThroughItsLdCache) {
+  if (::geteuid() != 0) GTEST_SKIP() << "ldconfig -r chroots: needs root";
+  if (!fs::exists(kHostLdconfig)) GTEST_SKIP() << kHostLdconfig << " is missing";
+  fs::path root = dir_.path() / "driver", lib = root / "opt/nvidia/lib64";
+  fs::create_directories(lib);
+  fs::create_directories(root / "etc");
+  fs::copy_file(CUDA_INJECT_LIB, lib / "libcuda.so.550.54.15");
+  write_text(root / "etc/ld.so.conf", "/opt/nvidia/lib64\n");
+  auto r = polyaccel::testing::run_command(std::string(kHostLdconfig) + " -r '" + root.string() +
+                                           "' 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto text = polyaccel::testing::read_text(root / "etc/ld.so.cache");
+  EXPECT_EQ(ld_cache_paths(text, "libcuda.so"),
+            (std::vector<std::string>{"/opt/nvidia/lib64/libcuda.so.1"}));
+  NvidiaDriverFiles d = read_nvidia_driver(root.string());
+  EXPECT_EQ(d.version, "550.54.15");
+  ASSERT_EQ(d.mounts.size(), 1u);
+  EXPECT_EQ(d.mounts[0].container_path, "/opt/nvidia/lib64/libcuda.so.550.54.15");
+  EXPECT_EQ(d.library_dirs, (std::vector<std::string>{"/opt/nvidia/lib64"}));
+  // Cut anywhere, or with offsets past its end, the cache gives what it can and nothing more.
+  for (size_t n = 0; n < text.size(); n += 7)
+    EXPECT_LE(ld_cache_paths(text.substr(0, n), "lib").size(), 2u);
+  std::string bad = text;
+  for (size_t i = 48 + text.find("glibc-ld.so.cache1.1"); i + 4 <= bad.size() && i < 200; i += 4)
+    bad[i] = '\xff';
+  EXPECT_TRUE(ld_cache_paths(bad, "lib").empty());
+}
+
 TEST_F(Cdi, NvidiaSpecMountsTheDriverAndRunsTheHooks) {
   DriverRootTree t(dir_.path());
   HostModel m = polyaccel::testing::load_fixture(polyaccel::testing::kXe8640);
