@@ -1,7 +1,6 @@
 // `polyaccel cdi generate`: the CDI specs of this node's devices (docs/dra.md), printed or
 // written into a CDI directory (/var/run/cdi) for containerd 2.x, CRI-O and podman.
 #include <iostream>
-#include <iterator>
 
 #include "cli/dra_commands.h"
 #include "dra/cdi.h"
