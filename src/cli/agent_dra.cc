@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/dra_commands.h"
+#include "dra/cdi_hook.h"
 
 namespace polyaccel::cli {
 
@@ -31,6 +32,22 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& o) {
       ->add_option("--dra-root", o.dra_root,
                    "where /proc and /sys are read for CDI device nodes (default: / or --fsroot)")
       ->type_name("DIR");
+  agent
+      ->add_option("--driver-root", o.driver_root,
+                   "the NVIDIA driver's libraries and binaries for CDI (/run/nvidia/driver for "
+                   "the GPU Operator's driver container)")
+      ->type_name("DIR")
+      ->capture_default_str();
+  agent
+      ->add_option("--host-driver-root", o.host_driver_root,
+                   "where the host has --driver-root, when this container mounts it elsewhere")
+      ->type_name("DIR");
+  agent
+      ->add_option("--cdi-hook-path", o.cdi_hook_path,
+                   "a host path this binary is copied to (atomically) and the runtime runs as "
+                   "the CDI specs' hooks (default: this binary's path, right outside a "
+                   "container only)")
+      ->type_name("PATH");
 }
 
 Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& monitor,
@@ -61,6 +78,18 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
     }
   }
   ro.root = o.dra_root.empty() ? filesystem_root(discover) : o.dra_root;
+  ro.driver_root = o.driver_root;
+  ro.host_driver_root = o.host_driver_root;
+  ro.plugin.cdi.hook_path = o.cdi_hook_path.empty() ? dra::self_path() : o.cdi_hook_path;
+  if (o.cdi_hook_path.empty() && std::getenv("KUBERNETES_SERVICE_HOST")) {
+    std::cerr << "polyaccel agent: dra: the CDI specs' hooks name " << ro.plugin.cdi.hook_path
+              << ", this binary's path in its container, which the runtime on the host cannot "
+                 "run: give --cdi-hook-path on a hostPath volume (docs/dra.md)\n";
+  }
+  if (!o.cdi_hook_path.empty()) {
+    Status installed = dra::install_hook_binary(o.cdi_hook_path);
+    if (!installed) return installed.error();
+  }
   std::unique_ptr<dra::KubeClient> client;
   if (o.kubeconfig != "none") {
     auto config =

@@ -4,6 +4,7 @@
 
 #include "cli/dra_commands.h"
 #include "dra/cdi.h"
+#include "dra/cdi_hook.h"
 
 namespace polyaccel::cli {
 
@@ -21,8 +22,23 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
   std::string root = options.root.empty() ? filesystem_root(global.discover) : options.root;
   dra::CdiOptions co;
   if (!options.cdi_version.empty()) co.version = options.cdi_version;
+  if (!options.no_hooks) {
+    co.hook_path = options.cdi_hook_path.empty() ? dra::self_path() : options.cdi_hook_path;
+    co.ldconfig_path = options.ldconfig_path;
+    if (options.install_hook) {
+      if (options.cdi_hook_path.empty()) {
+        return fail(Error{ErrorCode::bad_input, "--install-hook", "needs --cdi-hook-path",
+                          "name the host path the runtime will run"});
+      }
+      Status st = dra::install_hook_binary(options.cdi_hook_path);
+      if (!st) return fail(st.error());
+    }
+  }
   std::vector<std::string> skipped;
-  auto specs = dra::node_specs(*model, *pool, dra::read_cdi_host(*model, root), co, &skipped);
+  auto host = dra::read_cdi_host(*model, root, options.driver_root, options.host_driver_root);
+  auto specs = dra::node_specs(*model, *pool, host, co, &skipped);
+  for (const auto& n : host.nvidia_driver.notes)
+    skipped.push_back(n);
   if (!options.output.empty()) {
     for (const auto& s : specs) {
       Status st = dra::write_cdi_spec(options.output, s);
@@ -47,6 +63,22 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
   }
   for (const auto& k : skipped)
     out << "skipped: " << k << "\n";
+  return kExitOk;
+}
+
+int run_cdi_hook(bool create_symlinks, const DraCliOptions& options, std::istream& state) {
+  std::string text;
+  char buf[4096];
+  while (state.read(buf, sizeof buf) || state.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(state.gcount()));
+    if (text.size() > dra::kMaxOciStateBytes)
+      return fail(Error{ErrorCode::bad_input, "OCI state on stdin", "larger than 1 MiB", {}});
+  }
+  auto root = dra::container_root_from_state(text);
+  if (!root) return fail(root.error());
+  Status st = create_symlinks ? dra::create_symlinks(*root, options.links)
+                              : dra::update_ldcache(*root, options.folders, options.ldconfig_path);
+  if (!st) return fail(st.error());
   return kExitOk;
 }
 

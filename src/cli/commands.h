@@ -115,7 +115,10 @@ struct AgentOptions {
   std::string kubeconfig;  // empty: in-cluster config; "none": publish nothing
   std::string node_name;   // empty: $NODE_NAME, else the host's name
   std::string dra_mig_devices = "existing";
-  std::string dra_root;  // where device minors are read for CDI; empty: / or --fsroot
+  std::string dra_root;           // where device minors are read for CDI; empty: / or --fsroot
+  std::string driver_root = "/";  // --driver-root: the NVIDIA driver's user space for CDI
+  std::string host_driver_root;   // --host-driver-root: the same root's path on the host
+  std::string cdi_hook_path;      // --cdi-hook-path: copied there, run by the runtime as hooks
 };
 
 int run_place(const GlobalOptions& options, const PlaceOptions& place, std::ostream& out);

@@ -72,6 +72,40 @@ DraCommands add_dra_commands(CLI::App& app, DraCliOptions& options,
       ->check(CLI::IsMember({"0.5.0", "0.6.0", "0.7.0", "0.8.0"}));
   c.cdi_generate->add_option("--mig-devices", options.mig_devices, "MIG devices: existing or all")
       ->check(CLI::IsMember({"existing", "all"}));
+  c.cdi_generate
+      ->add_option("--driver-root", options.driver_root,
+                   "where the NVIDIA driver's libraries and binaries are (/run/nvidia/driver for "
+                   "the GPU Operator's driver container)")
+      ->type_name("DIR")
+      ->capture_default_str();
+  c.cdi_generate
+      ->add_option("--host-driver-root", options.host_driver_root,
+                   "where the host has --driver-root when this runs in a container that mounts "
+                   "it elsewhere (default: the same)")
+      ->type_name("DIR");
+  c.cdi_generate
+      ->add_option("--cdi-hook-path", options.cdi_hook_path,
+                   "host path of the binary the runtime runs as the spec's hooks (default: this "
+                   "binary; in a container, a host path with --install-hook)")
+      ->type_name("PATH");
+  c.cdi_generate->add_flag("--install-hook", options.install_hook,
+                           "copy this binary to --cdi-hook-path first (atomically)");
+  c.cdi_generate->add_flag("--no-hooks", options.no_hooks,
+                           "no create-symlinks/update-ldcache hooks (mounts only)");
+  c.cdi_generate
+      ->add_option("--ldconfig-path", options.ldconfig_path,
+                   "the host's ldconfig, which the update-ldcache hook runs in the container")
+      ->capture_default_str();
+
+  // Run by the container runtime as the specs' createContainer hooks: not for people.
+  auto* hook = cdi->add_subcommand("hook", "CDI hooks (run by the container runtime)");
+  hook->group("");
+  hook->require_subcommand(1);
+  c.hook_symlinks = hook->add_subcommand("create-symlinks", "symbolic links in the container");
+  c.hook_symlinks->add_option("--link", options.links, "TARGET::LINK")->required();
+  c.hook_ldcache = hook->add_subcommand("update-ldcache", "ldconfig in the container");
+  c.hook_ldcache->add_option("--folder", options.folders, "library directory")->required();
+  c.hook_ldcache->add_option("--ldconfig-path", options.ldconfig_path, "the host's ldconfig");
   return c;
 }
 

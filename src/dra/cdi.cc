@@ -83,6 +83,9 @@ Result<DeviceNeeds> needs_of(const HostModel& model, const Device& d, const CdiH
       add_node(n.own, o, "nvidia" + std::to_string(minor));
       for (const char* ctl : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"})
         add_node(n.common, o, ctl);
+      // The driver's user space, common to every NVIDIA device (as nvidia-ctk puts it).
+      n.common.mounts = host.nvidia_driver.mounts;
+      n.common.hooks = nvidia_hooks(host.nvidia_driver, o.hook_path, o.ldconfig_path);
       std::string uuid = a.inventory ? a.inventory->uuid : "";
       if (d.kind == DeviceKind::mig) {
         if (!d.mig_instance || !a.inventory ||
@@ -121,6 +124,9 @@ Result<DeviceNeeds> needs_of(const HostModel& model, const Device& d, const CdiH
       std::string m = std::to_string(*dn.accel_minor);
       add_node(n.own, o, "accel/accel" + m);
       add_node(n.own, o, "accel/accel_controlD" + m);
+      // The on-chip NIC's verbs node (habana-container-runtime's addUverbsDevices).
+      if (auto it = host.gaudi_uverbs.find(*dn.accel_minor); it != host.gaudi_uverbs.end())
+        add_node(n.own, o, "infiniband/uverbs" + std::to_string(it->second));
       n.habana_visible = m;
       return n;
     }
@@ -136,6 +142,12 @@ void merge(CdiEdits& into, const CdiEdits& from) {
       into.device_nodes.push_back(n);
   for (const auto& e : from.env)
     push_unique(into.env, e);
+  for (const auto& m : from.mounts)
+    if (std::find(into.mounts.begin(), into.mounts.end(), m) == into.mounts.end())
+      into.mounts.push_back(m);
+  for (const auto& h : from.hooks)
+    if (std::find(into.hooks.begin(), into.hooks.end(), h) == into.hooks.end())
+      into.hooks.push_back(h);
 }
 
 json edits_json(const CdiEdits& e) {
@@ -150,6 +162,19 @@ json edits_json(const CdiEdits& e) {
       nodes.push_back(std::move(j));
     }
     out["deviceNodes"] = std::move(nodes);
+  }
+  if (!e.mounts.empty()) {
+    json mounts = json::array();
+    for (const auto& m : e.mounts)
+      mounts.push_back(
+          {{"hostPath", m.host_path}, {"containerPath", m.container_path}, {"options", m.options}});
+    out["mounts"] = std::move(mounts);
+  }
+  if (!e.hooks.empty()) {
+    json hooks = json::array();
+    for (const auto& h : e.hooks)
+      hooks.push_back({{"hookName", h.hook_name}, {"path", h.path}, {"args", h.args}});
+    out["hooks"] = std::move(hooks);
   }
   return out;
 }
@@ -177,9 +202,14 @@ std::string CdiSpec::file_name() const {
   return f + file_suffix + ".json";
 }
 
-CdiHost read_cdi_host(const HostModel& model, const std::string& root) {
+CdiHost read_cdi_host(const HostModel& model, const std::string& root,
+                      const std::string& driver_root, const std::string& host_driver_root) {
   CdiHost h;
   h.accelerators = read_device_nodes(model, root);
+  bool nvidia = std::any_of(model.accelerators.begin(), model.accelerators.end(),
+                            [](const Accelerator& a) { return a.vendor == Vendor::nvidia; });
+  if (nvidia && !driver_root.empty())
+    h.nvidia_driver = read_nvidia_driver(driver_root, host_driver_root);
   if (root.empty()) return h;
   std::error_code ec;
   // /sys/class/infiniband_verbs/uverbsN/ibdev holds the RDMA device's name.
@@ -188,6 +218,18 @@ CdiHost read_cdi_host(const HostModel& model, const std::string& root) {
     if (!n) continue;
     auto ibdev = read_first_line(e.path() / "ibdev");
     if (ibdev && !ibdev->empty() && ibdev->size() < 64) h.uverbs[*ibdev] = *n;
+  }
+  // Gaudi's on-chip NIC: /sys/class/infiniband/hlib_<N>/device/infiniband_verbs/uverbs<K>.
+  for (const auto& e : fs::directory_iterator(fs::path(root) / "sys/class/infiniband", ec)) {
+    auto n = trailing_number(e.path().filename().string(), "hlib_");
+    if (!n) continue;
+    std::error_code ec2;
+    for (const auto& v : fs::directory_iterator(e.path() / "device/infiniband_verbs", ec2)) {
+      if (auto k = trailing_number(v.path().filename().string(), "uverbs")) {
+        h.gaudi_uverbs[*n] = *k;
+        break;
+      }
+    }
   }
   // "gpu0/gi1/access 12" per line.
   auto caps = read_text_file(fs::path(root) / "proc/driver/nvidia-caps/mig-minors");

@@ -5,9 +5,14 @@
 //
 //   NVIDIA  /dev/nvidia<N>, /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools; a MIG device
 //           also its /dev/nvidia-caps/nvidia-cap<N> (gi and ci access, from
-//           /proc/driver/nvidia-caps/mig-minors); NVIDIA_VISIBLE_DEVICES=<GPU or MIG UUIDs>
-//   AMD     /dev/kfd and /dev/dri/card<N>, /dev/dri/renderD<N>
-//   Gaudi   /dev/accel/accel<N>, /dev/accel/accel_controlD<N>; HABANA_VISIBLE_DEVICES=<N>
+//           /proc/driver/nvidia-caps/mig-minors); NVIDIA_VISIBLE_DEVICES=<GPU or MIG UUIDs>;
+//           with a driver root (cdi_driver.h): the driver's user-space files as read-only bind
+//           mounts and the create-symlinks and update-ldcache hooks (`polyaccel cdi hook`)
+//   AMD     /dev/kfd and /dev/dri/card<N>, /dev/dri/renderD<N> (as amd-ctk: ROCm's user space
+//           is the image's)
+//   Gaudi   /dev/accel/accel<N>, /dev/accel/accel_controlD<N>, the uverbs node of its on-chip
+//           NIC (hlib_<N>) when there is one, as habana-container-runtime adds them;
+//           HABANA_VISIBLE_DEVICES=<N>
 //   RDMA    /dev/infiniband/uverbs<N> of its RDMA device, /dev/infiniband/rdma_cm;
 //           NCCL_IB_HCA=<its RDMA devices> in a claim's spec
 #pragma once
@@ -21,6 +26,7 @@
 
 #include "core/error.h"
 #include "core/host_model.h"
+#include "dra/cdi_driver.h"
 #include "dra/slices.h"
 #include "kube/device_nodes.h"
 
@@ -45,7 +51,11 @@ struct CdiDeviceNode {
 struct CdiEdits {
   std::vector<std::string> env;  // "KEY=VALUE"
   std::vector<CdiDeviceNode> device_nodes;
-  bool empty() const { return env.empty() && device_nodes.empty(); }
+  std::vector<CdiMount> mounts;
+  std::vector<CdiHook> hooks;
+  bool empty() const {
+    return env.empty() && device_nodes.empty() && mounts.empty() && hooks.empty();
+  }
 };
 
 struct CdiDevice {
@@ -71,13 +81,22 @@ struct CdiSpec {
 struct CdiHost {
   std::vector<DeviceNodes> accelerators;   // per HostModel accelerator (kube/device_nodes.h)
   std::map<std::string, unsigned> uverbs;  // RDMA device ("mlx5_0") → N of /dev/infiniband/uverbsN
-  std::map<std::string, unsigned> mig_caps;  // "gpu0/gi1/access" → minor of nvidia-cap<minor>
+  std::map<std::string, unsigned> mig_caps;   // "gpu0/gi1/access" → minor of nvidia-cap<minor>
+  std::map<unsigned, unsigned> gaudi_uverbs;  // accel minor N → K of the uverbsK of hlib_<N>
+  NvidiaDriverFiles nvidia_driver;            // empty unless a driver root was read
 };
-CdiHost read_cdi_host(const HostModel& model, const std::string& root);
+// `driver_root` empty: the NVIDIA driver's files are not looked for (device nodes only).
+CdiHost read_cdi_host(const HostModel& model, const std::string& root,
+                      const std::string& driver_root = {},
+                      const std::string& host_driver_root = {});
 
 struct CdiOptions {
   std::string version = kCdiVersion;
   std::string dev_root = "/dev";  // where the host's device nodes are (hostPath)
+  // The host path of the binary the runtime runs as the NVIDIA hooks (`polyaccel cdi hook ...`);
+  // empty: no hooks (mounts only; ldconfig in the container then does not know the libraries).
+  std::string hook_path;
+  std::string ldconfig_path = kHostLdconfig;  // the host's, passed to update-ldcache
 };
 
 // The CDI class of a device: "gpu" (GPUs, MIG devices, partitions), "hpu", "nic" (NICs, VFs).

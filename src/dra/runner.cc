@@ -75,7 +75,9 @@ Status DraRunner::start(std::chrono::milliseconds ready_timeout) {
     std::lock_guard<std::mutex> lock(mu_);
     pool_ = *pool;
   }
-  Status st = plugin_->start(model, *pool, read_cdi_host(model, options_.root));
+  Status st = plugin_->start(
+      model, *pool,
+      read_cdi_host(model, options_.root, options_.driver_root, options_.host_driver_root));
   if (!st) return st;
   follower_ = std::thread([this, g = snap->generation] { follow(g); });
   return Ok{};
@@ -114,7 +116,9 @@ void DraRunner::follow(std::uint64_t generation) {
             pool_ = *pool;
           }
           if (changed) {
-            plugin_->set_devices(model, *pool, read_cdi_host(model, options_.root));
+            plugin_->set_devices(model, *pool,
+                                 read_cdi_host(model, options_.root, options_.driver_root,
+                                               options_.host_driver_root));
             next_sync = std::chrono::steady_clock::now();
           }
         }

@@ -23,7 +23,9 @@ namespace polyaccel::dra {
 struct DraRunnerOptions {
   SliceOptions slices;  // node, driver, MIG devices, withdraw or taint unhealthy devices
   DraPluginOptions plugin;
-  std::string root = "/";  // where device minors are read for CDI
+  std::string root = "/";        // where device minors are read for CDI
+  std::string driver_root;       // the NVIDIA driver's files for CDI (cdi_driver.h); empty: none
+  std::string host_driver_root;  // the same on the host, when mounted elsewhere here
   std::chrono::milliseconds resync{std::chrono::minutes(5)};
   std::chrono::milliseconds max_backoff{std::chrono::seconds(60)};
   std::function<void(const std::string&)> log;

@@ -8,11 +8,16 @@
 // start a container at all (crun refuses the hybrid cgroup v1 hierarchy, runc's setrlimit is
 // refused). The test guest runs it as root: Guest.cdi (tests/guest/cdi_podman.py).
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <regex>
 
 #include "dra/cdi.h"
+#include "dra/cdi_hook.h"
 #include "kube/models.h"
 #include "support/k8s_schema.h"
 
@@ -38,6 +43,10 @@ std::vector<std::string> cdi_problems(const json& spec) {
                                        "hooks", "intelRdt",    "additionalGids"};
   const std::set<std::string> node_fields = {"path",     "hostPath",    "type", "major", "minor",
                                              "fileMode", "permissions", "uid",  "gid"};
+  const std::set<std::string> mount_fields = {"hostPath", "containerPath", "type", "options"};
+  const std::set<std::string> hook_fields = {"hookName", "path", "args", "env", "timeout"};
+  const std::set<std::string> hook_names = {"prestart",       "createRuntime", "createContainer",
+                                            "startContainer", "poststart",     "poststop"};
   auto check_edits = [&](const json& e, const std::string& where) {
     if (!e.is_object()) return out.push_back(where + ": containerEdits is not an object");
     for (const auto& [k, v] : e.items()) {
@@ -56,6 +65,24 @@ std::vector<std::string> cdi_problems(const json& spec) {
       std::string perm = n.value("permissions", "rwm");
       if (perm.empty() || perm.find_first_not_of("rwm") != std::string::npos)
         out.push_back(where + ": permissions " + perm);
+    }
+    for (const auto& m : e.value("mounts", json::array())) {
+      for (const auto& [k, v] : m.items())
+        if (!mount_fields.count(k)) out.push_back(where + ": unknown mount field " + k);
+      for (const char* k : {"hostPath", "containerPath"})
+        if (!m.contains(k) || !m[k].is_string() || m[k].get<std::string>().empty() ||
+            m[k].get<std::string>()[0] != '/')
+          out.push_back(where + ": mount " + k + " not an absolute path");
+      for (const auto& o : m.value("options", json::array()))
+        if (!o.is_string()) out.push_back(where + ": mount option not a string");
+    }
+    for (const auto& h : e.value("hooks", json::array())) {
+      for (const auto& [k, v] : h.items())
+        if (!hook_fields.count(k)) out.push_back(where + ": unknown hook field " + k);
+      if (!hook_names.count(h.value("hookName", "")))
+        out.push_back(where + ": hookName " + h.value("hookName", ""));
+      std::string path = h.value("path", "");
+      if (path.empty() || path[0] != '/') out.push_back(where + ": hook path " + path);
     }
   };
   for (const auto& [k, v] : spec.items())
@@ -238,6 +265,329 @@ TEST_F(Cdi, CommandsPrintSlicesAndWriteSpecs) {
     EXPECT_NE(b.output.find("--cdi-version"), std::string::npos) << b.output;
     EXPECT_FALSE(fs::exists(out)) << v;
   }
+}
+
+// A driver root as NVIDIA's installer lays it out, with real ELF libraries where a SONAME matters
+// (the test builds of libcuda.so.1 and libnvidia-ml.so.1) and hostile entries next to them.
+struct DriverRootTree {
+  static constexpr const char* kVersion = "550.54.15";
+  fs::path root, lib, outside;
+  explicit DriverRootTree(const fs::path& base) : root(base / "driver"), outside(base / "outside") {
+    lib = root / "usr/lib/x86_64-linux-gnu";
+    const std::string v = kVersion;
+    fs::create_directories(lib / "vdpau");
+    fs::create_directories(outside);
+    fs::copy_file(CUDA_INJECT_LIB, lib / ("libcuda.so." + v));
+    fs::copy_file(NVML_INJECT_LIB, lib / ("libnvidia-ml.so." + v));
+    write_text(lib / ("libnvidia-ptxjitcompiler.so." + v), "not an ELF file");
+    write_text(lib / "vdpau" / ("libvdpau_nvidia.so." + v), "x");
+    write_text(lib / "libfoo.so.1.2", "another version: not the driver's");
+    // A link out of the root: resolved inside it (to nothing), never to the host's file.
+    write_text(outside / ("libnvidia-cfg.so." + v), "outside");
+    fs::create_symlink(outside / ("libnvidia-cfg.so." + v), lib / ("libnvidia-cfg.so." + v));
+    ::mkfifo((lib / ("libnvidia-gpucomp.so." + v)).c_str(), 0644);
+    write_text(root / "usr/bin/nvidia-smi", "#!/bin/sh\n");
+    fs::permissions(root / "usr/bin/nvidia-smi", fs::perms::owner_all);
+    write_text(root / "usr/bin/nvidia-debugdump", "not executable");
+    write_text(root / "lib/firmware/nvidia" / v / "gsp_ga10x.bin", "fw");
+    write_text(root / "run/nvidia-fabricmanager/socket", "a regular file, not a socket");
+    fs::create_directories(root / "run/nvidia-persistenced");
+    bind_socket(root / "run/nvidia-persistenced/socket");
+    fs::create_directories(root / "tmp/nvidia-mps");
+  }
+  static void bind_socket(const fs::path& p) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    ASSERT_LT(p.string().size(), sizeof a.sun_path);
+    std::strncpy(a.sun_path, p.c_str(), sizeof a.sun_path - 1);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << p;
+    ::close(fd);
+  }
+};
+
+TEST_F(Cdi, NvidiaDriverFilesAreFoundUnderTheDriverRoot) {
+  DriverRootTree t(dir_.path());
+  NvidiaDriverFiles d = read_nvidia_driver(t.root.string());
+  EXPECT_EQ(d.version, "550.54.15");
+  std::map<std::string, CdiMount> by_path;
+  for (const auto& m : d.mounts)
+    by_path[m.container_path] = m;
+  const std::string L = "/usr/lib/x86_64-linux-gnu/";
+  std::vector<std::string> paths;
+  for (const auto& [p, m] : by_path)
+    paths.push_back(p);
+  EXPECT_EQ(paths,
+            (std::vector<std::string>{
+                "/lib/firmware/nvidia/550.54.15/gsp_ga10x.bin", "/run/nvidia-persistenced/socket",
+                "/tmp/nvidia-mps", "/usr/bin/nvidia-smi", L + "libcuda.so.550.54.15",
+                L + "libnvidia-ml.so.550.54.15", L + "libnvidia-ptxjitcompiler.so.550.54.15",
+                L + "vdpau/libvdpau_nvidia.so.550.54.15"}));
+  const CdiMount& cuda = by_path[L + "libcuda.so.550.54.15"];
+  EXPECT_EQ(cuda.host_path, fs::canonical(t.lib / "libcuda.so.550.54.15").string());
+  EXPECT_EQ(cuda.options, (std::vector<std::string>{"ro", "nosuid", "nodev", "rbind", "rprivate"}));
+  EXPECT_EQ(by_path["/run/nvidia-persistenced/socket"].options,
+            (std::vector<std::string>{"nosuid", "nodev", "rbind", "rprivate", "noexec"}));
+  // SONAME links from the ELF files themselves, and libcuda.so; none for the non-ELF file.
+  EXPECT_EQ(d.symlinks,
+            (std::vector<std::string>{"libcuda.so.550.54.15::" + L + "libcuda.so.1",
+                                      "libcuda.so.1::" + L + "libcuda.so",
+                                      "libnvidia-ml.so.550.54.15::" + L + "libnvidia-ml.so.1"}));
+  EXPECT_EQ(d.library_dirs, (std::vector<std::string>{"/usr/lib/x86_64-linux-gnu",
+                                                      "/usr/lib/x86_64-linux-gnu/vdpau"}));
+  // The FIFO is named; the link out of the root resolved to nothing in it.
+  EXPECT_TRUE(std::any_of(d.notes.begin(), d.notes.end(), [](const std::string& n) {
+    return n.find("libnvidia-gpucomp") != std::string::npos;
+  }));
+  for (const auto& m : d.mounts)
+    EXPECT_EQ(m.host_path.rfind(fs::canonical(t.root).string() + "/", 0), 0u) << m.host_path;
+
+  // The same root seen from a container that mounts it elsewhere: host paths under the host's.
+  NvidiaDriverFiles moved = read_nvidia_driver(t.root.string(), "/run/nvidia/driver/");
+  ASSERT_EQ(moved.mounts.size(), d.mounts.size());
+  for (const auto& m : moved.mounts)
+    EXPECT_EQ(m.host_path, "/run/nvidia/driver" + m.container_path);
+
+  // No driver under a root: nothing, and a note that says where it looked.
+  NvidiaDriverFiles none = read_nvidia_driver(t.outside.string());
+  EXPECT_TRUE(none.empty());
+  EXPECT_TRUE(none.version.empty());
+  ASSERT_EQ(none.notes.size(), 1u);
+
+  // SONAMEs of what is not a 64-bit ELF file: none.
+  int fd = ::open((t.lib / "libnvidia-ptxjitcompiler.so.550.54.15").c_str(), O_RDONLY);
+  EXPECT_FALSE(elf_soname(fd, 15));
+  ::close(fd);
+}
+
+// A driver installed outside the search paths is found through the driver root's own ld cache,
+// written here by the host's ldconfig (-r: as the driver root's ldconfig would).
+TEST_F(Cdi, NvidiaDriverOutsideTheSearchPathsIsFoundThroughItsLdCache) {
+  if (::geteuid() != 0) GTEST_SKIP() << "ldconfig -r chroots: needs root";
+  if (!fs::exists(kHostLdconfig)) GTEST_SKIP() << kHostLdconfig << " is missing";
+  fs::path root = dir_.path() / "driver", lib = root / "opt/nvidia/lib64";
+  fs::create_directories(lib);
+  fs::create_directories(root / "etc");
+  fs::copy_file(CUDA_INJECT_LIB, lib / "libcuda.so.550.54.15");
+  write_text(root / "etc/ld.so.conf", "/opt/nvidia/lib64\n");
+  auto r = polyaccel::testing::run_command(std::string(kHostLdconfig) + " -r '" + root.string() +
+                                           "' 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto text = polyaccel::testing::read_text(root / "etc/ld.so.cache");
+  EXPECT_EQ(ld_cache_paths(text, "libcuda.so"),
+            (std::vector<std::string>{"/opt/nvidia/lib64/libcuda.so.1"}));
+  NvidiaDriverFiles d = read_nvidia_driver(root.string());
+  EXPECT_EQ(d.version, "550.54.15");
+  ASSERT_EQ(d.mounts.size(), 1u);
+  EXPECT_EQ(d.mounts[0].container_path, "/opt/nvidia/lib64/libcuda.so.550.54.15");
+  EXPECT_EQ(d.library_dirs, (std::vector<std::string>{"/opt/nvidia/lib64"}));
+  // Cut anywhere, or with offsets past its end, the cache gives what it can and nothing more.
+  for (size_t n = 0; n < text.size(); n += 7)
+    EXPECT_LE(ld_cache_paths(text.substr(0, n), "lib").size(), 2u);
+  std::string bad = text;
+  for (size_t i = 48 + text.find("glibc-ld.so.cache1.1"); i + 4 <= bad.size() && i < 200; i += 4)
+    bad[i] = '\xff';
+  EXPECT_TRUE(ld_cache_paths(bad, "lib").empty());
+}
+
+TEST_F(Cdi, NvidiaSpecMountsTheDriverAndRunsTheHooks) {
+  DriverRootTree t(dir_.path());
+  HostModel m = polyaccel::testing::load_fixture(polyaccel::testing::kXe8640);
+  for (size_t i = 0; i < m.accelerators.size(); ++i)
+    write_text(root() / "proc/driver/nvidia/gpus" / m.accelerators[i].pci.address.to_string() /
+                   "information",
+               "Device Minor: " + std::to_string(i) + "\n");
+  SliceOptions so;
+  so.node = "n";
+  Pool pool = *build_pool(m, so);
+  CdiOptions o;
+  o.hook_path = "/usr/local/bin/polyaccel";
+  CdiHost host = read_cdi_host(m, root().string(), t.root.string());
+  auto specs = node_specs(m, pool, host, o, nullptr);
+  ASSERT_FALSE(specs.empty());
+  const CdiSpec& gpu = specs[0];
+  ASSERT_EQ(gpu.kind, "polyaccel.io/gpu");
+  EXPECT_TRUE(cdi_problems(to_json(gpu)).empty()) << cdi_problems(to_json(gpu)).front();
+  // Common to the spec's devices, as nvidia-ctk puts them; none in a device's own edits.
+  EXPECT_EQ(gpu.edits.mounts, host.nvidia_driver.mounts);
+  for (const auto& d : gpu.devices)
+    EXPECT_TRUE(d.edits.mounts.empty() && d.edits.hooks.empty()) << d.name;
+  ASSERT_EQ(gpu.edits.hooks.size(), 2u);
+  const CdiHook& links = gpu.edits.hooks[0];
+  EXPECT_EQ(links.hook_name, "createContainer");
+  EXPECT_EQ(links.path, "/usr/local/bin/polyaccel");
+  EXPECT_EQ(std::vector<std::string>(links.args.begin(), links.args.begin() + 6),
+            (std::vector<std::string>{"polyaccel", "cdi", "hook", "create-symlinks", "--link",
+                                      host.nvidia_driver.symlinks[0]}));
+  EXPECT_EQ(
+      gpu.edits.hooks[1].args,
+      (std::vector<std::string>{"polyaccel", "cdi", "hook", "update-ldcache", "--ldconfig-path",
+                                "/sbin/ldconfig", "--folder", "/usr/lib/x86_64-linux-gnu",
+                                "--folder", "/usr/lib/x86_64-linux-gnu/vdpau"}));
+  json j = to_json(gpu);
+  EXPECT_EQ(j["containerEdits"]["mounts"][0]["options"][0], "ro");
+  EXPECT_EQ(j["containerEdits"]["hooks"][0]["hookName"], "createContainer");
+  // A claim's spec carries the same; without a hook path, mounts only.
+  const Device* d0 = &pool.slices[0].devices[0];
+  auto claim = claim_spec(m, {d0}, host, "u-1", o);
+  ASSERT_TRUE(claim);
+  EXPECT_EQ(claim->edits.mounts, gpu.edits.mounts);
+  EXPECT_EQ(claim->edits.hooks, gpu.edits.hooks);
+  auto bare = claim_spec(m, {d0}, host, "u-1", {});
+  ASSERT_TRUE(bare);
+  EXPECT_FALSE(bare->edits.mounts.empty());
+  EXPECT_TRUE(bare->edits.hooks.empty());
+}
+
+TEST_F(Cdi, GaudiDevicesGetTheirOnChipNicVerbsNode) {
+  HostModel m = polyaccel::testing::injected_only(false);
+  ASSERT_FALSE(m.accelerators.empty());
+  for (size_t i = 0; i < m.accelerators.size(); ++i)
+    fs::create_directories(root() / "sys/bus/pci/devices" /
+                           m.accelerators[i].pci.address.to_string() / "accel" /
+                           ("accel" + std::to_string(i)));
+  fs::create_directories(root() / "sys/class/infiniband/hlib_1/device/infiniband_verbs/uverbs7");
+  SliceOptions so;
+  so.node = "n";
+  Pool pool = *build_pool(m, so);
+  auto specs = node_specs(m, pool, read_cdi_host(m, root().string()), {}, nullptr);
+  ASSERT_EQ(specs.size(), 1u);
+  ASSERT_GE(specs[0].devices.size(), 2u);
+  EXPECT_EQ(specs[0].devices[0].edits.device_nodes.size(), 2u);
+  ASSERT_EQ(specs[0].devices[1].edits.device_nodes.size(), 3u);
+  EXPECT_EQ(specs[0].devices[1].edits.device_nodes[2].path, "/dev/infiniband/uverbs7");
+}
+
+// The container's root as runc and crun give it to a createContainer hook: the OCI state's bundle,
+// its config.json's root.path (relative to the bundle).
+fs::path make_bundle(const fs::path& base, const std::string& root_path) {
+  fs::create_directories(base / "bundle/rootfs");
+  write_text(base / "bundle/config.json",
+             json{{"ociVersion", "1.0.2"}, {"root", {{"path", root_path}}}}.dump());
+  return base / "bundle";
+}
+
+TEST_F(Cdi, HookFindsTheContainerRootFromTheOciState) {
+  fs::path bundle = make_bundle(dir_.path(), "rootfs");
+  json state = {{"ociVersion", "1.0.2"},
+                {"id", "c"},
+                {"status", "creating"},
+                {"pid", 1},
+                {"bundle", bundle.string()}};
+  auto r = container_root_from_state(state.dump());
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(*r, fs::canonical(bundle / "rootfs").string());
+  EXPECT_FALSE(container_root_from_state("not json"));
+  EXPECT_FALSE(container_root_from_state(R"({"bundle": "relative"})"));
+  EXPECT_FALSE(container_root_from_state(std::string(kMaxOciStateBytes + 1, ' ')));
+  make_bundle(dir_.path(), "/");
+  EXPECT_FALSE(container_root_from_state(state.dump()));  // the host's root: refused
+  make_bundle(dir_.path(), "missing");
+  EXPECT_FALSE(container_root_from_state(state.dump()));
+}
+
+TEST_F(Cdi, HookLinksStayInsideTheContainerRoot) {
+  fs::path rootfs = dir_.path() / "rootfs", outside = dir_.path() / "outside";
+  fs::create_directories(rootfs / "usr");
+  fs::create_directories(outside);
+  // An image whose lib64 points at a host directory: resolved inside the root, never followed out.
+  fs::create_symlink(outside, rootfs / "usr/lib64");
+  fs::create_symlink("libcuda.so.9", rootfs / "usr/taken.so");
+  Status st = create_symlinks(
+      rootfs.string(),
+      {"libcuda.so.550.54.15::/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+       "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so", "x::/usr/lib64/libcuda.so.1",
+       "libcuda.so.9::/usr/taken.so", "other::/usr/taken.so"});
+  EXPECT_EQ(fs::read_symlink(rootfs / "usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+            "libcuda.so.550.54.15");
+  EXPECT_EQ(fs::read_symlink(rootfs / "usr/lib/x86_64-linux-gnu/libcuda.so"), "libcuda.so.1");
+  EXPECT_TRUE(fs::is_empty(outside));
+  EXPECT_EQ(fs::read_symlink(rootfs / "usr/taken.so"), "libcuda.so.9");
+  ASSERT_FALSE(st);  // the lib64 one and the taken one are named
+  EXPECT_NE(st.error().problem.find("/usr/lib64/libcuda.so.1"), std::string::npos);
+  EXPECT_NE(st.error().problem.find("/usr/taken.so (something else"), std::string::npos);
+  for (const std::string bad : {"noseparator", "::/x", "t::relative", "t::/usr/../../etc/x"})
+    EXPECT_FALSE(create_symlinks(rootfs.string(), {bad})) << bad;
+  EXPECT_FALSE(fs::exists(dir_.path() / "etc"));
+}
+
+TEST_F(Cdi, HookRunsTheHostLdconfigInTheContainerRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "chroot needs root";
+  if (!fs::exists(kHostLdconfig)) GTEST_SKIP() << kHostLdconfig << " is missing";
+  fs::path rootfs = dir_.path() / "rootfs";
+  fs::path lib = rootfs / "usr/lib/x86_64-linux-gnu";
+  fs::create_directories(lib);
+  fs::copy_file(CUDA_INJECT_LIB, lib / "libcuda.so.550.54.15");
+  // An image whose /etc/ld.so.cache is a link to a host path: written inside the root.
+  fs::create_directories(rootfs / "etc");
+  fs::create_symlink(dir_.path() / "host-cache", rootfs / "etc/ld.so.cache");
+  Status st = update_ldcache(rootfs.string(), {"/usr/lib/x86_64-linux-gnu"}, kHostLdconfig);
+  ASSERT_TRUE(st) << st.error().message();
+  EXPECT_FALSE(fs::exists(dir_.path() / "host-cache"));
+  EXPECT_EQ(polyaccel::testing::read_text(rootfs / "etc/ld.so.conf.d/00-polyaccel-cdi.conf"),
+            "/usr/lib/x86_64-linux-gnu\n");
+  EXPECT_EQ(polyaccel::testing::read_text(rootfs / "etc/ld.so.conf"),
+            "include /etc/ld.so.conf.d/*.conf\n");
+  // ldconfig -p of the container's cache (read with the host's ldconfig, -C that file).
+  auto p = polyaccel::testing::run_command(std::string(kHostLdconfig) + " -p -C '" +
+                                           (rootfs / "etc/ld.so.cache").string() + "'");
+  EXPECT_NE(p.output.find("libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+            std::string::npos)
+      << p.output;
+  EXPECT_FALSE(update_ldcache(rootfs.string(), {"relative"}, kHostLdconfig));
+  // An /etc/ld.so.conf.d that links to a directory the spec mounts from the host: not written in.
+  fs::path mps = dir_.path() / "host-mps";
+  fs::create_directories(mps);
+  fs::remove_all(rootfs / "etc/ld.so.conf.d");
+  fs::create_symlink(mps, rootfs / "etc/ld.so.conf.d");
+  fs::create_directories(rootfs / mps.relative_path());  // the mount, as the runtime made it
+  Status linked = update_ldcache(rootfs.string(), {"/usr/lib/x86_64-linux-gnu"}, kHostLdconfig);
+  ASSERT_FALSE(linked);
+  EXPECT_NE(linked.error().problem.find("not a directory"), std::string::npos);
+  EXPECT_TRUE(fs::is_empty(rootfs / mps.relative_path()));
+  EXPECT_TRUE(fs::is_empty(mps));
+  EXPECT_FALSE(update_ldcache(rootfs.string(), {"/usr/lib"}, "/nonexistent/ldconfig"));
+}
+
+TEST_F(Cdi, GenerateWritesTheDriverRootAndTheHookCommandsRun) {
+  using polyaccel::testing::run_command;
+  DriverRootTree t(dir_.path());
+  const std::string topo =
+      polyaccel::testing::topology_fixture(polyaccel::testing::kXe8640).string();
+  write_text(root() / "proc/driver/nvidia/gpus/0000:4e:00.0/information", "Device Minor: 0\n");
+  fs::path hook = dir_.path() / "host-bin/polyaccel-hook";
+  auto g =
+      run_command(polyaccel::testing::polyaccel_binary() + " cdi generate --topology '" + topo +
+                  "' --root '" + root().string() + "' --driver-root '" + t.root.string() +
+                  "' --cdi-hook-path '" + hook.string() + "' --install-hook --json");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  auto spec = json::parse(g.output)["specs"][0];
+  EXPECT_TRUE(cdi_problems(spec).empty());
+  EXPECT_EQ(spec["containerEdits"]["hooks"][0]["path"], hook.string());
+  EXPECT_EQ(spec["containerEdits"]["mounts"].size(), 8u);
+  // The binary was copied there, executable; the copy runs the hooks as the runtime would.
+  ASSERT_TRUE(fs::exists(hook));
+  EXPECT_NE(fs::status(hook).permissions() & fs::perms::owner_exec, fs::perms::none);
+  fs::path bundle = make_bundle(dir_.path(), "rootfs");
+  write_text(dir_.path() / "state.json", json{{"bundle", bundle.string()}}.dump());
+  std::string cmd = hook.string();
+  for (const auto& a : spec["containerEdits"]["hooks"][0]["args"])
+    if (a != "polyaccel") cmd += " '" + a.get<std::string>() + "'";
+  auto h = run_command(cmd + " < '" + (dir_.path() / "state.json").string() + "' 2>&1");
+  EXPECT_EQ(h.exit_code, 0) << h.output;
+  EXPECT_EQ(fs::read_symlink(bundle / "rootfs/usr/lib/x86_64-linux-gnu/libcuda.so"),
+            "libcuda.so.1");
+  auto bad = run_command(hook.string() + " cdi hook create-symlinks --link a::/b < /dev/null 2>&1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("OCI state"), std::string::npos) << bad.output;
+  // --no-hooks: the mounts without hooks.
+  auto n = run_command(polyaccel::testing::polyaccel_binary() + " cdi generate --topology '" +
+                       topo + "' --root '" + root().string() + "' --driver-root '" +
+                       t.root.string() + "' --no-hooks --json");
+  ASSERT_EQ(n.exit_code, 0) << n.output;
+  auto ns = json::parse(n.output)["specs"][0];
+  EXPECT_FALSE(ns["containerEdits"].contains("hooks"));
+  EXPECT_EQ(ns["containerEdits"]["mounts"].size(), 8u);
 }
 
 }  // namespace

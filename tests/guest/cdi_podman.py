@@ -14,11 +14,19 @@ device nodes are there as character devices with the host node's major:minor, no
 node is, and the spec's environment is set; for a whole GPU by its DRA name and by its UUID (the
 device plugin's cdi-cri name), and for a MIG device with its capability nodes. A name the spec
 does not have is refused by podman. What podman does with a spec of the default cdiVersion.
-Usage: cdi_podman.py POLYACCEL INJECT_NVML NVML_SCENARIO TOPOLOGY_XML"""
-import json, os, shutil, stat, subprocess, sys, tarfile, time
+
+The NVIDIA driver's user space (`cdi generate --driver-root`): a driver root made here holds real
+shared libraries at the driver's paths, the test builds of libcuda.so.1 (tests/inject/cuda) and
+libnvidia-ml.so.1 (tests/inject/nvml) as lib*.so.550.54.15, an nvidia-smi, the persistenced socket
+and GSP firmware. In the container started from that spec, the files are mounted, the
+create-symlinks hook made libcuda.so.1 and libcuda.so, and the update-ldcache hook's ldconfig
+(the host's, run chrooted in the container's root) wrote a cache in which `ldconfig -p` (Debian's
+static /sbin/ldconfig, put in the image) lists libcuda.so.1 and libnvidia-ml.so.1.
+Usage: cdi_podman.py POLYACCEL INJECT_NVML NVML_SCENARIO TOPOLOGY_XML INJECT_CUDA"""
+import json, os, shutil, socket, stat, subprocess, sys, tarfile, time
 from guest_lib import check, finish
 
-polyaccel, nvml, scenario, topology = sys.argv[1:5]
+polyaccel, nvml, scenario, topology, cuda = sys.argv[1:6]
 t_start = time.monotonic()
 
 
@@ -106,7 +114,8 @@ with tarfile.open(rootfs, "w") as tar:
         ti.type, ti.mode = tarfile.DIRTYPE, 0o755
         tar.addfile(ti)
     tar.add(os.path.realpath(shutil.which("busybox")), "bin/busybox")
-    for applet in ("sh", "stat", "env", "sed", "["):
+    tar.add("/sbin/ldconfig", "sbin/ldconfig")  # Debian's is static: `ldconfig -p` in the container
+    for applet in ("sh", "stat", "env", "sed", "[", "readlink", "cat"):
         ti = tarfile.TarInfo("bin/" + applet)
         ti.type, ti.linkname = tarfile.SYMTYPE, "busybox"
         tar.addfile(ti)
@@ -204,6 +213,61 @@ generate("--cdi-version", "0.8.0")
 r = run_with("polyaccel.io/gpu=gpu-0")
 print("info cdiVersion 0.8.0: podman %s" % (
     "runs it" if r.returncode == 0 else "refuses it: " + r.stderr.strip()[-300:]), flush=True)
+# --- the NVIDIA driver's user space from a driver root ----------------------------------------
+VERSION = "550.54.15"
+driver = work + "/driver"
+libdir = driver + "/usr/lib/x86_64-linux-gnu"
+os.makedirs(libdir)
+shutil.copyfile(cuda, "%s/libcuda.so.%s" % (libdir, VERSION))
+shutil.copyfile(nvml, "%s/libnvidia-ml.so.%s" % (libdir, VERSION))
+os.makedirs(driver + "/usr/bin")
+with open(driver + "/usr/bin/nvidia-smi", "w") as f:
+    f.write("#!/bin/sh\necho nvidia-smi from the driver root\n")
+os.chmod(driver + "/usr/bin/nvidia-smi", 0o755)
+os.makedirs("%s/lib/firmware/nvidia/%s" % (driver, VERSION))
+with open("%s/lib/firmware/nvidia/%s/gsp_ga10x.bin" % (driver, VERSION), "w") as f:
+    f.write("gsp firmware\n")
+os.makedirs(driver + "/run/nvidia-persistenced")
+persistenced = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+persistenced.bind(driver + "/run/nvidia-persistenced/socket")
+specs = generate("--driver-root", driver)
+gpu = next((s for s in specs if s["kind"] == "polyaccel.io/gpu"), {})
+edits = gpu.get("containerEdits", {})
+mounted = sorted(m["containerPath"] for m in edits.get("mounts", []))
+L = "/usr/lib/x86_64-linux-gnu/"
+check(mounted == sorted(["/lib/firmware/nvidia/%s/gsp_ga10x.bin" % VERSION,
+                         "/run/nvidia-persistenced/socket", "/usr/bin/nvidia-smi",
+                         L + "libcuda.so." + VERSION, L + "libnvidia-ml.so." + VERSION]),
+      "the spec mounts the driver root's files: %s" % mounted)
+hooks = [h["args"][3] for h in edits.get("hooks", []) if len(h.get("args", [])) > 3]
+check(hooks == ["create-symlinks", "update-ldcache"] and all(
+    h["hookName"] == "createContainer" and h["path"] == os.path.realpath(polyaccel)
+    for h in edits.get("hooks", [])), "the spec's createContainer hooks run polyaccel: %s" % hooks)
+DRIVER_PROBE = ("ldconfig -p | sed 's/^/ldcache /'; for l in libcuda.so.1 libcuda.so "
+                "libnvidia-ml.so.1; do echo \"link $l $(readlink %s$l)\"; done; "
+                "[ -S /run/nvidia-persistenced/socket ] && echo socket; nvidia-smi; "
+                "cat /lib/firmware/nvidia/%s/gsp_ga10x.bin; "
+                "for p in /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm; do [ -c $p ] && echo node $p; done"
+                % (L, VERSION))
+first = next((d["name"] for d in gpu.get("devices", []) if d["name"].startswith("gpu-")
+              and "-mig-" not in d["name"]), "gpu-0")
+r = podman("run", "--rm", "--network", "none", "--pull", "never", "--device",
+           "polyaccel.io/gpu=" + first, IMAGE, "sh", "-c", DRIVER_PROBE)
+check(r.returncode == 0, "driver root: podman run --device polyaccel.io/gpu=%s exits 0 (%s)"
+      % (first, r.stderr.strip()[-600:]))
+out = r.stdout.splitlines()
+for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
+    check(any(l.startswith("ldcache") and (lib + " (libc6,x86-64) => " + L + lib) in l for l in out),
+          "driver root: ldconfig -p in the container lists %s: %s" % (
+              lib, [l for l in out if l.startswith("ldcache")]))
+for link, target in (("libcuda.so.1", "libcuda.so." + VERSION), ("libcuda.so", "libcuda.so.1"),
+                     ("libnvidia-ml.so.1", "libnvidia-ml.so." + VERSION)):
+    check("link %s %s" % (link, target) in out, "driver root: %s%s -> %s" % (L, link, target))
+for want in ("socket", "nvidia-smi from the driver root", "gsp firmware", "node /dev/nvidia0",
+             "node /dev/nvidiactl", "node /dev/nvidia-uvm"):
+    check(want in out, "driver root: the container has %r" % want)
+persistenced.close()
+
 print("info podman calls: %d, %.1f s in all, %s s each" % (
     len(podman_seconds), sum(podman_seconds), ["%.1f" % s for s in podman_seconds]))
 print("info guest test wall time: %.1f s" % (time.monotonic() - t_start))
