@@ -16,6 +16,7 @@
 #include "core/json.h"
 #include "core/strings.h"
 #include "launch/exec.h"
+#include "launch/local_rank.h"
 #include "launch/plan.h"
 #include "launch/reservation.h"
 #include "launch/supervise.h"
@@ -25,22 +26,34 @@ namespace polyaccel::cli {
 
 namespace {
 
-// --local-rank, else LOCAL_RANK as torchrun and the MPI launchers' wrappers set it.
+// --local-rank, else the launcher's (launch/local_rank.h: torchrun, Open MPI, MPICH, Slurm).
+// --gpus N asks for N GPUs whatever rank this is.
 Status rank_from_environment(LaunchRequest& request, const RunCliOptions& cli) {
   if (cli.local_rank) {
     request.local_rank = cli.local_rank;
-  } else if (const char* env = std::getenv("LOCAL_RANK"); env && !cli.gpu_count) {
-    auto r = parse_count(env);
-    if (!r) return bad_input(std::string("LOCAL_RANK=") + env, "not a non-negative whole number");
-    request.local_rank = r;
+    request.local_rank_source = "--local-rank";
+    return Ok{};
   }
-  if (const char* env = std::getenv("LOCAL_WORLD_SIZE"); env && request.local_rank) {
-    auto w = parse_count(env);
-    if (!w || *w == 0)
-      return bad_input(std::string("LOCAL_WORLD_SIZE=") + env, "not a positive whole number");
-    request.local_world_size = w;
+  if (cli.gpu_count) return Ok{};
+  auto found = local_rank_from_environment([](const std::string& name) {
+    const char* v = std::getenv(name.c_str());
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  });
+  if (!found) return found.error();
+  if (*found) {
+    request.local_rank = (*found)->rank;
+    request.local_world_size = (*found)->world;
+    request.local_rank_source = (*found)->source;
   }
   return Ok{};
+}
+
+// The GPUs this process was given, as the variables it inherited say (LaunchRequest).
+void inherited_visibility(LaunchRequest& request) {
+  for (const char* v : {"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                        "HIP_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES"}) {
+    if (const char* value = std::getenv(v)) request.inherited_visibility.emplace_back(v, value);
+  }
 }
 
 Status hugepages_option(LaunchRequest& request, const std::string& text) {
@@ -65,15 +78,22 @@ void print_plan(const LaunchPlan& plan, bool json, std::ostream& out) {
     std::vector<std::string> gpus;
     for (const auto& g : plan.gpus)
       gpus.push_back(g.to_string());
-    out << json_text(nlohmann::json{{"schema_version", 1},
-                                    {"gpus", gpus},
-                                    {"gpu_ids", plan.gpu_ids},
-                                    {"cpus", plan.cpus.to_vector()},
-                                    {"mems", plan.mems},
-                                    {"env", env},
-                                    {"argv", plan.argv},
-                                    {"warnings", plan.warnings}})
-        << "\n";
+    nlohmann::json doc{{"schema_version", 1},
+                       {"gpus", gpus},
+                       {"gpu_ids", plan.gpu_ids},
+                       {"cpus", plan.cpus.to_vector()},
+                       {"mems", plan.mems},
+                       {"env", env},
+                       {"argv", plan.argv},
+                       {"warnings", plan.warnings}};
+    if (plan.local_rank) {
+      doc["local_rank"] = {{"rank", *plan.local_rank},
+                           {"world", plan.local_world_size ? nlohmann::json(*plan.local_world_size)
+                                                           : nlohmann::json()},
+                           {"from", plan.local_rank_source}};
+    }
+    if (plan.device_index) doc["device_index"] = *plan.device_index;
+    out << json_text(doc) << "\n";
     return;
   }
   std::vector<std::string> gpus;
@@ -82,6 +102,13 @@ void print_plan(const LaunchPlan& plan, bool json, std::ostream& out) {
   std::vector<std::string> mems;
   for (unsigned m : plan.mems)
     mems.push_back(std::to_string(m));
+  if (plan.local_rank) {
+    out << "rank  " << *plan.local_rank << " of "
+        << (plan.local_world_size ? std::to_string(*plan.local_world_size) : "?") << " ("
+        << plan.local_rank_source << ")";
+    if (plan.device_index) out << ", device index " << *plan.device_index;
+    out << "\n";
+  }
   out << "gpus  " << (gpus.empty() ? "-" : join(gpus, ", ")) << "\n";
   out << "cpus  " << plan.cpus.to_list() << "\n";
   out << "mems  " << (mems.empty() ? "-" : join(mems, ",")) << "\n";
@@ -106,7 +133,8 @@ int run_reserved(const HostModel& model, const RunCliOptions& cli, LaunchRequest
     const unsigned world = request.local_world_size.value_or(
         std::max<unsigned>(1, static_cast<unsigned>(model.accelerators.size())));
     if (!model.accelerators.empty() && world > model.accelerators.size()) {
-      return fail(bad_input("--reserve with LOCAL_WORLD_SIZE=" + std::to_string(world),
+      return fail(bad_input("--reserve with " + std::to_string(world) + " local ranks (" +
+                                request.local_rank_source + ")",
                             "more ranks than GPUs: ranks sharing a GPU cannot each reserve it"));
     }
   }
@@ -138,6 +166,7 @@ int run_reserved(const HostModel& model, const RunCliOptions& cli, LaunchRequest
   for (const auto& name : reservation->reclaimed)
     std::cerr << "polyaccel: reclaimed " << name << ": its supervisor is gone\n";
   request.gpu_count.reset();
+  request.order_for_rank = request.local_rank;
   request.local_rank.reset();
   request.gpu_ids = reservation->gpu_ids;
   request.fixed_cpus = reservation->cpus;
@@ -194,12 +223,14 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
   request.gpu_ids = cli.gpu_ids;
   if (cli.gpu_count) request.gpu_count = cli.gpu_count;
   if (auto s = rank_from_environment(request, cli); !s) return fail(s.error());
+  inherited_visibility(request);
   if (auto s = hugepages_option(request, cli.hugepages); !s) return fail(s.error());
   if (const char* t = std::getenv("GLIBC_TUNABLES")) request.existing_glibc_tunables = t;
   auto model = discover_host(options.discover);
   if (!model) return fail(model.error());
   if (live) {
     request.allowed_cpus = current_affinity();
+    request.allowed_mems = current_memory_nodes();
     request.usable_netdevs = netdevs_up_with_address();
   }
   // GPUs that placements (VMs, other reserved runs) hold are not ours to take.

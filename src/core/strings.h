@@ -29,6 +29,19 @@ inline std::string join(const std::vector<std::string>& parts, const std::string
 }
 
 // Text for an XML attribute or element (libvirt domains, NCCL topology files).
+// The parts of `text` between each `separator` ("a,,b": "a", "", "b"); none for an empty text.
+inline std::vector<std::string> split(std::string_view text, char separator) {
+  std::vector<std::string> parts;
+  if (text.empty()) return parts;
+  size_t from = 0;
+  while (true) {
+    size_t at = text.find(separator, from);
+    parts.emplace_back(text.substr(from, at == std::string_view::npos ? text.npos : at - from));
+    if (at == std::string_view::npos) return parts;
+    from = at + 1;
+  }
+}
+
 inline std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {

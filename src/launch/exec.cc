@@ -23,6 +23,20 @@ CpuSet current_affinity() {
   return out;
 }
 
+std::vector<unsigned> current_memory_nodes() {
+  std::vector<unsigned> out;
+  if (::numa_available() < 0) return out;
+  bitmask* allowed = ::numa_get_mems_allowed();
+  if (!allowed) return out;
+  const int max_node = ::numa_max_possible_node();
+  for (int n = 0; n <= max_node; ++n) {
+    if (::numa_bitmask_isbitset(allowed, static_cast<unsigned>(n)))
+      out.push_back(static_cast<unsigned>(n));
+  }
+  ::numa_bitmask_free(allowed);
+  return out;
+}
+
 namespace {
 
 Status set_affinity(const CpuSet& cpus) {

@@ -87,8 +87,11 @@ void add_env(LaunchPlan& plan, const std::string& key, const std::string& value)
 
 // CUDA_VISIBLE_DEVICES and its AMD and Gaudi counterparts. UUIDs when a vendor library gave
 // them (immune to enumeration order), else PCI-order indexes with CUDA told to use that order.
+// A local rank's variable lists every GPU of `visible` of its vendor, its own moved to the index
+// of its rank (see LaunchPlan::device_index); otherwise only the chosen GPUs.
 void visibility_env(const HostModel& model, const std::vector<const Accelerator*>& gpus,
-                    LaunchPlan& plan) {
+                    const std::vector<const Accelerator*>& visible,
+                    std::optional<unsigned> order_rank, LaunchPlan& plan) {
   struct Vendorvar {
     Vendor vendor;
     const char* variable;
@@ -98,10 +101,22 @@ void visibility_env(const HostModel& model, const std::vector<const Accelerator*
                       Vendorvar{Vendor::intel_gaudi, "HABANA_VISIBLE_MODULES"}}) {
     const auto all = model.accelerators_of(v.vendor);
     if (all.empty()) continue;
+    std::vector<const Accelerator*> listed;
+    if (order_rank && gpus.size() == 1 && gpus[0]->vendor == v.vendor) {
+      for (const Accelerator* a : visible) {
+        if (a->vendor == v.vendor && a != gpus[0]) listed.push_back(a);
+      }
+      const size_t at = std::min<size_t>(*order_rank, listed.size());
+      listed.insert(listed.begin() + static_cast<std::ptrdiff_t>(at), gpus[0]);
+      plan.device_index = static_cast<unsigned>(at);
+    } else {
+      for (const Accelerator* a : gpus) {
+        if (a->vendor == v.vendor) listed.push_back(a);
+      }
+    }
     std::vector<std::string> values;
     bool by_index = false;
-    for (const Accelerator* a : gpus) {
-      if (a->vendor != v.vendor) continue;
+    for (const Accelerator* a : listed) {
       if (v.vendor != Vendor::intel_gaudi && a->inventory && !a->inventory->uuid.empty()) {
         values.push_back(a->inventory->uuid);
       } else if (v.vendor == Vendor::intel_gaudi && a->inventory) {
@@ -115,6 +130,76 @@ void visibility_env(const HostModel& model, const std::vector<const Accelerator*
     add_env(plan, v.variable, join(values, ","));
     if (v.vendor == Vendor::nvidia && by_index) add_env(plan, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   }
+}
+
+// The vendor a visibility variable speaks for.
+std::optional<Vendor> vendor_of_variable(const std::string& variable) {
+  if (variable == "NVIDIA_VISIBLE_DEVICES" || variable == "CUDA_VISIBLE_DEVICES")
+    return Vendor::nvidia;
+  if (variable == "ROCR_VISIBLE_DEVICES" || variable == "HIP_VISIBLE_DEVICES") return Vendor::amd;
+  if (variable == "HABANA_VISIBLE_MODULES" || variable == "HABANA_VISIBLE_DEVICES")
+    return Vendor::intel_gaudi;
+  return std::nullopt;
+}
+
+// The GPUs this process was given (LaunchRequest::inherited_visibility), in PCI order. Each
+// variable narrows its vendor's list further, as the runtimes compound them (an index of
+// CUDA_VISIBLE_DEVICES counts within what NVIDIA_VISIBLE_DEVICES left, HIP's within ROCr's); a
+// UUID names one GPU wherever it stands. "all" leaves the list; "", "void" and "none" empty it.
+Result<std::vector<const Accelerator*>> inherited_gpus(const HostModel& model,
+                                                       const LaunchRequest& request,
+                                                       std::vector<std::string>& warnings) {
+  std::vector<const Accelerator*> visible;
+  for (const auto& a : model.accelerators)
+    visible.push_back(&a);
+  for (const auto& [variable, value] : request.inherited_visibility) {
+    auto vendor = vendor_of_variable(variable);
+    if (!vendor || model.accelerators_of(*vendor).empty()) continue;
+    if (value == "all") continue;
+    std::vector<const Accelerator*> mine, others;
+    for (const Accelerator* a : visible)
+      (a->vendor == *vendor ? mine : others).push_back(a);
+    std::vector<const Accelerator*> kept;
+    if (value != "" && value != "void" && value != "none" && value != "NoDevFiles") {
+      for (const auto& token : split(value, ',')) {
+        const Accelerator* found = nullptr;
+        if (token.starts_with("MIG-")) {
+          warnings.push_back(variable + " names MIG device " + token +
+                             ": its GPU is not narrowed by it");
+          kept = mine;
+          break;
+        }
+        if (auto index = parse_count(token)) {
+          if (*vendor == Vendor::intel_gaudi) {
+            for (const Accelerator* a : mine) {
+              if (a->inventory && a->inventory->index == *index) found = a;
+            }
+          } else if (*index < mine.size()) {
+            found = mine[*index];
+          }
+        } else {
+          for (const Accelerator* a : mine) {
+            if (a->inventory && a->inventory->uuid == token) found = a;
+          }
+        }
+        if (!found) {
+          return bad_input(variable + "=" + value,
+                           "names " + token + ", which is not one of the " +
+                               std::to_string(mine.size()) + " GPUs visible to this process");
+        }
+        if (std::find(kept.begin(), kept.end(), found) == kept.end()) kept.push_back(found);
+      }
+    }
+    std::sort(kept.begin(), kept.end(), [](const Accelerator* a, const Accelerator* b) {
+      return a->pci.address < b->pci.address;
+    });
+    visible = others;
+    visible.insert(visible.end(), kept.begin(), kept.end());
+  }
+  std::sort(visible.begin(), visible.end(), [](const Accelerator* a, const Accelerator* b) {
+    return a->pci.address < b->pci.address;
+  });
+  return visible;
 }
 
 // The network variables from the NICs NCCL should use for the GPUs (discover/links: the same
@@ -283,6 +368,12 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
                      a->pci.address) != request.unavailable_gpus.end();
   };
 
+  auto visible = inherited_gpus(model, request, plan.warnings);
+  if (!visible) return visible.error();
+  auto is_visible = [&](const Accelerator* a) {
+    return std::find(visible->begin(), visible->end(), a) != visible->end();
+  };
+
   std::vector<const Accelerator*> pool;
   if (!request.gpu_ids.empty()) {
     auto resolved = resolve_ids(model, request.gpu_ids);
@@ -290,10 +381,15 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
     pool = *resolved;
     for (const Accelerator* a : pool) {
       if (is_unavailable(a)) return bad_input("--gpu " + a->id, "reserved by another run");
+      if (!is_visible(a)) {
+        return bad_input("--gpu " + a->id,
+                         "not among the GPUs this process was given (" +
+                             request.inherited_visibility.back().first + ")");
+      }
     }
   } else {
-    for (const auto& a : model.accelerators) {
-      if (!is_unavailable(&a)) pool.push_back(&a);
+    for (const Accelerator* a : *visible) {
+      if (!is_unavailable(a)) pool.push_back(a);
     }
   }
 
@@ -320,12 +416,26 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
         if (!local.empty()) domains.push_back(local);
       }
     }
-    if (domains.empty()) return bad_input("--local-rank", "no free accelerator for this rank");
+    const std::string source =
+        request.local_rank_source.empty() ? "--local-rank" : request.local_rank_source;
+    if (domains.empty()) {
+      return bad_input(source + "=" + std::to_string(rank), "no free accelerator for this rank");
+    }
     const unsigned world = request.local_world_size.value_or(static_cast<unsigned>(domains.size()));
     if (rank >= world) {
-      return bad_input("--local-rank " + std::to_string(rank),
+      return bad_input(source + "=" + std::to_string(rank),
                        "not below the local world size " + std::to_string(world));
     }
+    // Ranks that would share a GPU: each would bind to, and set_device, another rank's GPU.
+    if (!pool.empty() && world > pool.size()) {
+      return bad_input(std::to_string(world) + " local ranks (" + source + ")",
+                       "more than the " + std::to_string(pool.size()) +
+                           " GPUs this process may use",
+                       "start at most one rank per GPU, or give each rank its GPU with --gpu");
+    }
+    plan.local_rank = rank;
+    plan.local_world_size = world;
+    plan.local_rank_source = source;
     const size_t mine = rank % domains.size();
     if (!pool.empty()) gpus.push_back(pool[mine]);
     // The ranks whose domain is the same CPU set split it: 8 ranks on 8 GPUs over 2 NUMA nodes
@@ -368,7 +478,41 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
     }
   }
   plan.mems = memory_nodes(model, gpus, plan.cpus);
-  visibility_env(model, gpus, plan);
+  if (!request.allowed_mems.empty()) {
+    // Never wider than what the launcher or the container allows (cpuset.mems).
+    std::vector<unsigned> kept;
+    for (unsigned n : plan.mems) {
+      if (std::find(request.allowed_mems.begin(), request.allowed_mems.end(), n) !=
+          request.allowed_mems.end())
+        kept.push_back(n);
+    }
+    if (kept.empty() && !plan.mems.empty()) {
+      std::vector<std::string> want, may;
+      for (unsigned n : plan.mems)
+        want.push_back(std::to_string(n));
+      for (unsigned n : request.allowed_mems)
+        may.push_back(std::to_string(n));
+      plan.warnings.push_back("memory not bound: NUMA node " + join(want, ",") +
+                              " is not among this process's memory nodes (" + join(may, ",") +
+                              ")");
+    }
+    plan.mems = kept;
+  }
+  const std::optional<unsigned> order_rank =
+      request.local_rank ? request.local_rank : request.order_for_rank;
+  visibility_env(model, gpus, *visible, order_rank, plan);
+  // HIP's indexes count within ROCr's list: one it inherited would now pick from ours.
+  const bool inherited_hip = std::any_of(
+      request.inherited_visibility.begin(), request.inherited_visibility.end(),
+      [](const auto& v) { return v.first == "HIP_VISIBLE_DEVICES"; });
+  for (const auto& [key, value] : std::vector(plan.env)) {
+    if (key == "ROCR_VISIBLE_DEVICES" && inherited_hip) {
+      std::vector<std::string> all;
+      for (size_t i = 0; i < split(value, ',').size(); ++i)
+        all.push_back(std::to_string(i));
+      add_env(plan, "HIP_VISIBLE_DEVICES", join(all, ","));
+    }
+  }
   network_env(model, gpus, request, plan);
   add_env(plan, "OMP_NUM_THREADS", std::to_string(std::max(threads, 1u)));
   if (auto s = hugepage_env(model, request, plan); !s) return s.error();

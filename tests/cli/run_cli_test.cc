@@ -78,7 +78,7 @@ TEST(RunCli, ExitCodeIsTheChildsAndBadInputIsTwo) {
   EXPECT_NE(r.output.find("add --dry-run"), std::string::npos) << r.output;
   r = run_command("LOCAL_RANK=x " + polyaccel_binary() + " run --dry-run" + xe + " -- true 2>&1");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("LOCAL_RANK=x"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("LOCAL_RANK: 'x'"), std::string::npos) << r.output;
   r = run_command(polyaccel_binary() + " run --dry-run --hugepages 3MiB" + xe + " -- true 2>&1");
   EXPECT_EQ(r.exit_code, 2);
   r = run_command(polyaccel_binary() + " run --dry-run --gpus 9" + xe + " -- true 2>&1");

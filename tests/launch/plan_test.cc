@@ -8,6 +8,7 @@
 #include <map>
 
 #include "discover/discover.h"
+#include "core/strings.h"
 #include "discover/links.h"
 #include "support/fixture_model.h"
 #include "support/test_support.h"
@@ -115,24 +116,113 @@ TEST(LaunchPlan, Xe8640FourRanksOwnTheirGpuNodeAndSwitchNic) {
   EXPECT_EQ(lonely.gpus[0].to_string(), "0000:cb:00.0");
   EXPECT_EQ(env_of(lonely)["NCCL_IB_HCA"], "=mlx5_3");
   EXPECT_TRUE(lonely.warnings.empty());
-  EXPECT_EQ(env_of(rank_plan(m, 3, 4))["CUDA_VISIBLE_DEVICES"], "3");
+  EXPECT_EQ(env_of(rank_plan(m, 3, 4))["CUDA_VISIBLE_DEVICES"], "0,1,2,3");
   EXPECT_EQ(env_of(rank_plan(m, 3, 4))["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
   // A whole GPU node: 14 cores, both hyperthreads of each.
   EXPECT_EQ(rank_plan(m, 1, 4).cpus.to_list(), "14-27,126-139");
 }
 
-TEST(LaunchPlan, Xe8640EightRanksSplitEachGpuNode) {
+// More local ranks than GPUs: each would bind to, and set_device, another rank's GPU. Refused,
+// naming where the rank count came from.
+TEST(LaunchPlan, Xe8640EightRanksOnFourGpusAreRefused) {
   HostModel m = load(kXe8640);
-  expect_ranks_disjoint_and_local(m, 8);
-  // Ranks 1 and 5 share gpu1 and split its 14 cores, SMT siblings kept together.
-  EXPECT_EQ(rank_plan(m, 1, 8).cpus.to_list(), "14-20,126-132");
-  EXPECT_EQ(rank_plan(m, 5, 8).cpus.to_list(), "21-27,133-139");
+  LaunchRequest r;
+  r.argv = {"python", "train.py"};
+  r.local_rank = 1;
+  r.local_world_size = 8;
+  r.local_rank_source = "OMPI_COMM_WORLD_LOCAL_RANK";
+  auto p = plan_launch(m, r);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, ErrorCode::bad_input);
+  EXPECT_EQ(p.error().message(),
+            "8 local ranks (OMPI_COMM_WORLD_LOCAL_RANK): more than the 4 GPUs this process may use "
+            "(start at most one rank per GPU, or give each rank its GPU with --gpu)");
+}
+
+// The GPU a script selects by its local rank is the one chosen: every GPU stays visible (NCCL's
+// peer-to-peer between the ranks' GPUs), ordered so that index LOCAL_RANK is the rank's own.
+TEST(LaunchPlan, VisibilityPutsTheRanksGpuAtItsLocalRank) {
+  HostModel m = load(kXe8640);
+  for (unsigned rank = 0; rank < 4; ++rank) {
+    LaunchPlan p = rank_plan(m, rank, 4);
+    ASSERT_TRUE(p.device_index.has_value());
+    EXPECT_EQ(*p.device_index, rank);
+    auto visible = split(env_of(p)["CUDA_VISIBLE_DEVICES"], ',');
+    ASSERT_EQ(visible.size(), 4u);
+    // PCI-order indexes (no NVML here): the entry at the rank's index is the chosen GPU.
+    auto all = m.accelerators_of(Vendor::nvidia);
+    EXPECT_EQ(all[std::stoul(visible[rank])]->pci.address, p.gpus[0]) << rank;
+  }
+  // A GPU another run holds is not chosen, but stays visible: rank 0 then takes gpu1 and still
+  // finds it at index 0.
+  LaunchRequest r;
+  r.argv = {"x"};
+  r.local_rank = 0;
+  r.local_world_size = 2;
+  r.unavailable_gpus = {m.accelerators[0].pci.address};
+  auto p = plan_launch(m, r);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->gpu_ids, std::vector<std::string>{"gpu1"});
+  EXPECT_EQ(env_of(*p)["CUDA_VISIBLE_DEVICES"], "1,0,2,3");
+  EXPECT_EQ(p->device_index, 0u);
+}
+
+// What the process inherited narrows the GPUs it may use, as the runtimes compound the
+// variables: a container's NVIDIA_VISIBLE_DEVICES, then CUDA_VISIBLE_DEVICES within it.
+TEST(LaunchPlan, InheritedVisibilityNarrowsAndNeverWidens) {
+  HostModel m = load(kXe8640);
+  LaunchRequest r;
+  r.argv = {"x"};
+  r.local_rank = 1;
+  r.local_world_size = 2;
+  r.inherited_visibility = {{"NVIDIA_VISIBLE_DEVICES", "1,2,3"}, {"CUDA_VISIBLE_DEVICES", "1,2"}};
+  auto p = plan_launch(m, r);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->gpu_ids, std::vector<std::string>{"gpu3"});  // gpu2, gpu3 given; rank 1: gpu3
+  EXPECT_EQ(env_of(*p)["CUDA_VISIBLE_DEVICES"], "2,3");
+  EXPECT_EQ(p->device_index, 1u);
+  // --gpus N chooses among them only.
+  LaunchRequest n;
+  n.argv = {"x"};
+  n.gpu_count = 3;
+  n.inherited_visibility = {{"CUDA_VISIBLE_DEVICES", "0,3"}};
+  auto q = plan_launch(m, n);
+  ASSERT_FALSE(q.ok());
+  // A GPU the variable names and the host lacks; "void" gives none.
+  r.inherited_visibility = {{"CUDA_VISIBLE_DEVICES", "7"}};
+  auto bad = plan_launch(m, r);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(),
+            "CUDA_VISIBLE_DEVICES=7: names 7, which is not one of the 4 GPUs visible to this "
+            "process");
+  r.inherited_visibility = {{"NVIDIA_VISIBLE_DEVICES", "void"}};
+  EXPECT_FALSE(plan_launch(m, r).ok());
+}
+
+// Memory is bound only within the nodes the process may use (a container's cpuset.mems); where
+// the rank's GPU node is not among them, nothing is bound and a warning says so.
+TEST(LaunchPlan, MemoryNodesNeverWidened) {
+  HostModel m = load(kXe8640);
+  LaunchRequest r;
+  r.argv = {"x"};
+  r.local_rank = 1;
+  r.local_world_size = 4;
+  r.allowed_mems = {0, 2};
+  auto p = plan_launch(m, r);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->mems.empty());  // gpu1 is on NUMA node 1
+  ASSERT_EQ(p->warnings.size(), 1u);
+  EXPECT_EQ(p->warnings[0], "memory not bound: NUMA node 1 is not among this process's memory "
+                            "nodes (0,2)");
+  r.allowed_mems = {0, 1};
+  p = plan_launch(m, r);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->mems, std::vector<unsigned>{1});
 }
 
 TEST(LaunchPlan, JurecaOneHcaPerGpu) {
   HostModel m = load(kJureca);
   expect_ranks_disjoint_and_local(m, 4);
-  expect_ranks_disjoint_and_local(m, 8);
   for (unsigned r = 0; r < 4; ++r) {
     auto env = env_of(rank_plan(m, r, 4, std::vector<std::string>{"ib0", "ib1", "ib2", "ib3"}));
     EXPECT_EQ(env["NCCL_IB_HCA"], "=mlx5_" + std::to_string(r)) << r;
