@@ -60,7 +60,7 @@ build-asan: deps
 	@cmake --build build-asan -j$(JOBS)
 
 test-asan: build-asan
-	cd build-asan && $(SANITIZE_ENV) ctest --output-on-failure -j$(JOBS) -LE 'guest|package'
+	cd build-asan && $(SANITIZE_ENV) ctest --output-on-failure -j$(JOBS) -LE 'guest|package|launchers'
 
 # Each fuzz target for FUZZ_SECONDS (scripts/fuzz.sh; FUZZ_TARGETS to pick some,
 # FUZZ_SECONDS_OVERRIDES="name=seconds ..." for other durations, FUZZ_JOBS targets at once).

@@ -78,14 +78,10 @@ void print_plan(const LaunchPlan& plan, bool json, std::ostream& out) {
     std::vector<std::string> gpus;
     for (const auto& g : plan.gpus)
       gpus.push_back(g.to_string());
-    nlohmann::json doc{{"schema_version", 1},
-                       {"gpus", gpus},
-                       {"gpu_ids", plan.gpu_ids},
-                       {"cpus", plan.cpus.to_vector()},
-                       {"mems", plan.mems},
-                       {"env", env},
-                       {"argv", plan.argv},
-                       {"warnings", plan.warnings}};
+    nlohmann::json doc{{"schema_version", 1},     {"gpus", gpus},
+                       {"gpu_ids", plan.gpu_ids}, {"cpus", plan.cpus.to_vector()},
+                       {"mems", plan.mems},       {"env", env},
+                       {"argv", plan.argv},       {"warnings", plan.warnings}};
     if (plan.local_rank) {
       doc["local_rank"] = {{"rank", *plan.local_rank},
                            {"world", plan.local_world_size ? nlohmann::json(*plan.local_world_size)

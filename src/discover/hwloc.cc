@@ -789,8 +789,9 @@ Status load_topology(const DiscoverOptions& options, Topology& topo) {
   // library in our process (OpenCL's ICDs initialise the CUDA driver; GL queries X displays).
   // Read once per process, at the first load.
   env.set("HWLOC_LIBXML_IMPORT", "0");
-  env.set("HWLOC_PLUGINS_BLACKLIST",
-          "hwloc_xml_libxml,hwloc_opencl,hwloc_gl,hwloc_cuda,hwloc_nvml,hwloc_rsmi,hwloc_levelzero");
+  env.set(
+      "HWLOC_PLUGINS_BLACKLIST",
+      "hwloc_xml_libxml,hwloc_opencl,hwloc_gl,hwloc_cuda,hwloc_nvml,hwloc_rsmi,hwloc_levelzero");
   std::string xml_text;
   if (!options.topology_xml.empty()) {
     auto text = check_xml_file(options.topology_xml);

@@ -183,9 +183,9 @@ Result<std::vector<const Accelerator*>> inherited_gpus(const HostModel& model,
           }
         }
         if (!found) {
-          return bad_input(variable + "=" + value,
-                           "names " + token + ", which is not one of the " +
-                               std::to_string(mine.size()) + " GPUs visible to this process");
+          return bad_input(variable + "=" + value, "names " + token + ", which is not one of the " +
+                                                       std::to_string(mine.size()) +
+                                                       " GPUs visible to this process");
         }
         if (std::find(kept.begin(), kept.end(), found) == kept.end()) kept.push_back(found);
       }
@@ -382,9 +382,8 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
     for (const Accelerator* a : pool) {
       if (is_unavailable(a)) return bad_input("--gpu " + a->id, "reserved by another run");
       if (!is_visible(a)) {
-        return bad_input("--gpu " + a->id,
-                         "not among the GPUs this process was given (" +
-                             request.inherited_visibility.back().first + ")");
+        return bad_input("--gpu " + a->id, "not among the GPUs this process was given (" +
+                                               request.inherited_visibility.back().first + ")");
       }
     }
   } else {
@@ -428,10 +427,10 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
     }
     // Ranks that would share a GPU: each would bind to, and set_device, another rank's GPU.
     if (!pool.empty() && world > pool.size()) {
-      return bad_input(std::to_string(world) + " local ranks (" + source + ")",
-                       "more than the " + std::to_string(pool.size()) +
-                           " GPUs this process may use",
-                       "start at most one rank per GPU, or give each rank its GPU with --gpu");
+      return bad_input(
+          std::to_string(world) + " local ranks (" + source + ")",
+          "more than the " + std::to_string(pool.size()) + " GPUs this process may use",
+          "start at most one rank per GPU, or give each rank its GPU with --gpu");
     }
     plan.local_rank = rank;
     plan.local_world_size = world;
@@ -493,8 +492,7 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
       for (unsigned n : request.allowed_mems)
         may.push_back(std::to_string(n));
       plan.warnings.push_back("memory not bound: NUMA node " + join(want, ",") +
-                              " is not among this process's memory nodes (" + join(may, ",") +
-                              ")");
+                              " is not among this process's memory nodes (" + join(may, ",") + ")");
     }
     plan.mems = kept;
   }
@@ -502,9 +500,9 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
       request.local_rank ? request.local_rank : request.order_for_rank;
   visibility_env(model, gpus, *visible, order_rank, plan);
   // HIP's indexes count within ROCr's list: one it inherited would now pick from ours.
-  const bool inherited_hip = std::any_of(
-      request.inherited_visibility.begin(), request.inherited_visibility.end(),
-      [](const auto& v) { return v.first == "HIP_VISIBLE_DEVICES"; });
+  const bool inherited_hip =
+      std::any_of(request.inherited_visibility.begin(), request.inherited_visibility.end(),
+                  [](const auto& v) { return v.first == "HIP_VISIBLE_DEVICES"; });
   for (const auto& [key, value] : std::vector(plan.env)) {
     if (key == "ROCR_VISIBLE_DEVICES" && inherited_hip) {
       std::vector<std::string> all;

@@ -1,9 +1,9 @@
 // deploy/kubernetes installs as operators install it: every overlay renders with `kubectl
 // kustomize` (Debian 12's kubectl 1.20, whose kustomize is v2.0.3, and the kubectl on PATH, which
-// embeds v5 when it is current; or $POLYACCEL_KUBECTL alone), every rendered object is valid against the
-// Kubernetes OpenAPI schemas and the Prometheus Operator's CRDs, the overlays compose (DRA with
-// time-slicing keeps --sharing-config; monitoring beside any variant), the DaemonSet of each
-// variant passes flags the agent takes and mounts what they name, and the alert rules and
+// embeds v5 when it is current; or $POLYACCEL_KUBECTL alone), every rendered object is valid
+// against the Kubernetes OpenAPI schemas and the Prometheus Operator's CRDs, the overlays compose
+// (DRA with time-slicing keeps --sharing-config; monitoring beside any variant), the DaemonSet of
+// each variant passes flags the agent takes and mounts what they name, and the alert rules and
 // dashboards select the scrape job the Prometheus Operator gives the agent.
 #include <yaml-cpp/yaml.h>
 

@@ -44,11 +44,15 @@ TEST(LocalRank, EachLauncherAlone) {
 // Launchers nest: torchrun under srun, mpirun in an sbatch script (SLURM_LOCALID=0 inherited by
 // every rank). The innermost one speaks.
 TEST(LocalRank, TheInnermostLauncherWins) {
-  auto r = from({{"LOCAL_RANK", "5"}, {"LOCAL_WORLD_SIZE", "8"}, {"SLURM_LOCALID", "0"},
+  auto r = from({{"LOCAL_RANK", "5"},
+                 {"LOCAL_WORLD_SIZE", "8"},
+                 {"SLURM_LOCALID", "0"},
                  {"SLURM_NTASKS_PER_NODE", "1"}});
   EXPECT_EQ((*r)->rank, 5u);
-  r = from({{"OMPI_COMM_WORLD_LOCAL_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
-            {"SLURM_LOCALID", "0"}, {"SLURM_TASKS_PER_NODE", "1"}});
+  r = from({{"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+            {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+            {"SLURM_LOCALID", "0"},
+            {"SLURM_TASKS_PER_NODE", "1"}});
   EXPECT_EQ((*r)->rank, 3u);
   EXPECT_EQ((*r)->source, "OMPI_COMM_WORLD_LOCAL_RANK");
 }

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <map>
 
-#include "discover/discover.h"
 #include "core/strings.h"
+#include "discover/discover.h"
 #include "discover/links.h"
 #include "support/fixture_model.h"
 #include "support/test_support.h"
@@ -212,8 +212,9 @@ TEST(LaunchPlan, MemoryNodesNeverWidened) {
   ASSERT_TRUE(p.ok());
   EXPECT_TRUE(p->mems.empty());  // gpu1 is on NUMA node 1
   ASSERT_EQ(p->warnings.size(), 1u);
-  EXPECT_EQ(p->warnings[0], "memory not bound: NUMA node 1 is not among this process's memory "
-                            "nodes (0,2)");
+  EXPECT_EQ(p->warnings[0],
+            "memory not bound: NUMA node 1 is not among this process's memory "
+            "nodes (0,2)");
   r.allowed_mems = {0, 1};
   p = plan_launch(m, r);
   ASSERT_TRUE(p.ok());
