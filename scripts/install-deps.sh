@@ -29,8 +29,9 @@ packages=(
   # host with systemd the package also starts its own containerd service (a unix socket only)
   containerd
   # the launchers `polyaccel run` is tested under (tests/launch/launchers_test.py): torchrun
-  # (CPU torch, gloo), Open MPI's and MPICH's mpirun
-  python3-torch openmpi-bin mpich
+  # (CPU torch, gloo), Open MPI's and MPICH's mpirun, Slurm's srun with its own slurmctld and
+  # slurmd (on a host with systemd, their packages also start services of their own)
+  python3-torch openmpi-bin mpich slurmd slurmctld slurm-client
 )
 # `install-deps.sh bench` (make bench) adds the peer of bench/agent_vs_node_exporter.py. Not for
 # the tests: on a host with systemd the package starts a node_exporter service on :9100.

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Launch.launchers: `polyaccel run` under the real launchers Debian 12 ships: torchrun (torch
-1.13.1, through tests/launch/torchrun.py), Open MPI's mpirun and MPICH's (Hydra) mpirun.
+1.13.1, through tests/launch/torchrun.py), Open MPI's mpirun, MPICH's (Hydra) mpirun, and Slurm's
+srun (slurmctld and slurmd 22.05 started here on localhost, one node, auth/none, a gres.conf of 4
+GPU device nodes made with mknod: srun gives the tasks CUDA_VISIBLE_DEVICES as on a GPU node).
 
 1. What each rank gets on a captured XE8640 with the project's test NVML (hgx-8xh100): 4 ranks
    under each launcher each ask `polyaccel run --dry-run --json` with the environment the
@@ -12,8 +14,9 @@
    live`; each rank's affinity is what `polyaccel run --dry-run` plans for it, the ranks' CPUs are
    disjoint, and its heap's memory policy binds to the plan's nodes. Under torchrun each rank also
    does what a DDP script does: init_process_group over gloo and an all_reduce.
+   Under srun also with --cpu-bind=cores: polyaccel binds within the CPU srun gave each task.
 3. Bad input under a launcher: more local ranks than the GPUs given (CUDA_VISIBLE_DEVICES=0 for
-   2 ranks) is refused in every rank, exit 2, naming the variables.
+   2 ranks; srun --gres=gpu:1) is refused in every rank, exit 2, naming the variables.
 Usage: launchers_test.py POLYACCEL NVML_LIB SCENARIO TOPOLOGY"""
 import glob, json, os, shutil, subprocess, sys, tempfile, time
 
@@ -40,6 +43,66 @@ LAUNCHERS = {
 uuid_of = {d["pci_bus_id"].lower()[-12:]: d["uuid"] for d in json.load(open(scenario))["devices"]}
 
 
+def start_slurm():
+    """slurmctld and slurmd on localhost in a temp dir; SLURM_CONF for srun. None if absent."""
+    if not (shutil.which("slurmctld") and shutil.which("slurmd") and shutil.which("srun")):
+        return None
+    work = tempfile.mkdtemp(prefix="polyaccel-slurm-")
+    for d in ("state", "spool", "dev"):
+        os.makedirs(os.path.join(work, d))
+    for i in range(4):  # GPU device nodes for gres.conf (nvidia's major; nothing opens them)
+        os.mknod("%s/dev/nvidia%d" % (work, i), 0o600 | 0o020000, os.makedev(195, i))
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    port = 20000 + os.getpid() % 10000
+    with open(work + "/slurm.conf", "w") as f:
+        f.write("""ClusterName=polyaccel
+SlurmctldHost={host}(127.0.0.1)
+AuthType=auth/none
+CredType=cred/none
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort={p1}
+SlurmdPort={p2}
+StateSaveLocation={w}/state
+SlurmdSpoolDir={w}/spool
+SlurmctldPidFile={w}/slurmctld.pid
+SlurmdPidFile={w}/slurmd.pid
+SlurmctldLogFile={w}/slurmctld.log
+SlurmdLogFile={w}/slurmd.log
+ProctrackType=proctrack/pgid
+TaskPlugin=task/affinity
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MpiDefault=none
+GresTypes=gpu
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} Gres=gpu:4 State=UNKNOWN
+PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+""".format(host=host, p1=port, p2=port + 1, w=work, cpus=os.cpu_count()))
+    with open(work + "/gres.conf", "w") as f:
+        f.write("Name=gpu File=%s/dev/nvidia[0-3]\n" % work)
+    env = dict(os.environ, SLURM_CONF=work + "/slurm.conf")
+    daemons = [subprocess.Popen([d, "-D"] + (["-i"] if d == "slurmctld" else []), env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for d in ("slurmctld", "slurmd")]
+    for _ in range(60):
+        r = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env)
+        if r.stdout.strip() == "idle":
+            break
+        time.sleep(0.5)
+    return work, daemons
+
+
+slurm = start_slurm()
+if slurm:
+    # More tasks than CPUs need --overcommit (which also gives the step fewer CPUs).
+    LAUNCHERS["srun"] = (lambda n: ["srun", "-n", str(n), "--gres=gpu:4", "--cpu-bind=none"] +
+                         (["--overcommit"] if n > os.cpu_count() else []),
+                         "SLURM_LOCALID")
+else:
+    check(False, "srun: slurmctld, slurmd or srun is missing (scripts/install-deps.sh)")
+
+
 def launch(name, n, command, env):
     prefix, _ = LAUNCHERS[name]
     t = time.monotonic()
@@ -51,7 +114,8 @@ def reports(out, mode):
     return [json.load(open(f)) for f in sorted(glob.glob("%s/%s-*.json" % (out, mode)))]
 
 
-base_env = dict(os.environ, POLYACCEL_NVML_LIB=nvml, NVML_INJECT_SCENARIO=scenario,
+base_env = dict(os.environ, SLURM_CONF=slurm[0] + "/slurm.conf" if slurm else "",
+                POLYACCEL_NVML_LIB=nvml, NVML_INJECT_SCENARIO=scenario,
                 POLYACCEL_AMD_SMI_LIB="/nonexistent", POLYACCEL_ROCM_SMI_LIB="/nonexistent",
                 POLYACCEL_HLML_LIB="/nonexistent", OMPI_MCA_rmaps_base_oversubscribe="1",
                 POLYACCEL_LOCK_DIR=tempfile.gettempdir())
@@ -124,11 +188,35 @@ for name, (_, variable) in LAUNCHERS.items():
 
     # --- 3. more ranks than the GPUs given -----------------------------------------------------
     env = dict(base_env, CUDA_VISIBLE_DEVICES="0")
-    r, _ = launch(name, 2, [polyaccel, "run", "--topology", topology, "--accel-backends", "on",
-                            "--dry-run", "--", "true"], env)
+    command = [polyaccel, "run", "--topology", topology, "--accel-backends", "on", "--dry-run",
+               "--", "true"]
+    if name == "srun":  # Slurm sets CUDA_VISIBLE_DEVICES itself, from the GPUs it gives
+        command = ["srun", "-n", "2", "--gres=gpu:1"] + command
+        r = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    else:
+        r, _ = launch(name, 2, command, env)
     said = r.stdout + r.stderr
     check(r.returncode != 0 and "2 local ranks (%s): more than the 1 GPUs" % variable in said,
           "%s: 2 ranks for CUDA_VISIBLE_DEVICES=0 refused, naming %s" % (name, variable))
+
+# srun --cpu-bind=cores: each task already holds one CPU; polyaccel binds within it, never wider.
+if slurm:
+    out = tempfile.mkdtemp(prefix="polyaccel-launch-")
+    live_env = dict(base_env, POLYACCEL_NVML_LIB="/nonexistent")
+    r = subprocess.run(["srun", "-n", "2", "--cpu-bind=cores", polyaccel, "run", "--",
+                        sys.executable, probe, "live", out], capture_output=True, text=True,
+                       env=live_env, timeout=120)
+    ranks = reports(out, "live")
+    check(r.returncode == 0 and len(ranks) == 2, "srun --cpu-bind=cores: 2 tasks ran (%s)" %
+          r.stderr[-300:])
+    cpus = sorted(tuple(rep["cpus"]) for rep in ranks)
+    check(all(len(c) == 1 for c in cpus) and len(set(cpus)) == len(cpus),
+          "srun --cpu-bind=cores: each task keeps the one CPU srun gave it: %s" % cpus)
+    shutil.rmtree(out)
+    for d in slurm[1]:
+        d.terminate()
+        d.wait(timeout=30)
+    shutil.rmtree(slurm[0], ignore_errors=True)
 
 print("%d failure(s)" % len(failures))
 sys.exit(1 if failures else 0)

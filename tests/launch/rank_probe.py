@@ -13,7 +13,8 @@ import json, os, subprocess, sys
 mode = sys.argv[1]
 launcher_vars = {k: v for k, v in os.environ.items()
                  if k.startswith(("LOCAL_", "OMPI_COMM_WORLD_LOCAL", "MPI_LOCAL", "SLURM_LOCALID",
-                                  "RANK", "WORLD_SIZE", "PMI_RANK"))}
+                                  "SLURM_STEP_TASKS_PER_NODE", "SLURM_NODEID", "SLURM_TASKS_PER_NODE",
+                                  "SLURM_NTASKS_PER_NODE", "RANK", "WORLD_SIZE", "PMI_RANK"))}
 report = {"pid": os.getpid(), "launcher": launcher_vars}
 if mode == "plan":
     polyaccel, topology, out = sys.argv[2:5]
