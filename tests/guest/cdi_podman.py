@@ -25,6 +25,7 @@ static /sbin/ldconfig, put in the image) lists libcuda.so.1 and libnvidia-ml.so.
 Usage: cdi_podman.py POLYACCEL INJECT_NVML NVML_SCENARIO TOPOLOGY_XML INJECT_CUDA"""
 import json, os, shutil, socket, stat, subprocess, sys, tarfile, time
 from guest_lib import check, finish
+from guest_podman import Podman
 
 polyaccel, nvml, scenario, topology, cuda = sys.argv[1:6]
 t_start = time.monotonic()
@@ -78,30 +79,8 @@ def generate(*extra):
     return json.loads(r.stdout)["specs"] if r.returncode == 0 else []
 
 
-# --- podman: storage, runtime state and configuration on the guest's tmpfs ---------------------
-for d in ("storage", "runroot", "libpod-tmp", "copy-tmp", "cni", "tmp"):
-    os.makedirs("%s/%s" % (work, d))
-with open(work + "/containers.conf", "w") as f:
-    f.write('[engine]\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\nruntime = "crun"\n'
-            'tmp_dir = "%s/libpod-tmp"\nimage_copy_tmp_dir = "%s/copy-tmp"\n'
-            '[network]\nnetwork_config_dir = "%s/cni"\n' % (work, work, work))
-with open(work + "/storage.conf", "w") as f:
-    f.write('[storage]\ndriver = "vfs"\ngraphroot = "%s/storage"\nrunroot = "%s/runroot"\n'
-            % (work, work))
-with open(work + "/registries.conf", "w") as f:
-    f.write("unqualified-search-registries = []\n")
-podman_env = dict(os.environ, CONTAINERS_CONF=work + "/containers.conf",
-                  CONTAINERS_STORAGE_CONF=work + "/storage.conf",
-                  CONTAINERS_REGISTRIES_CONF=work + "/registries.conf", TMPDIR=work + "/tmp")
-podman_seconds = []
-
-
-def podman(*args):
-    t = time.monotonic()
-    r = subprocess.run(["podman", *args], capture_output=True, text=True, env=podman_env)
-    podman_seconds.append(time.monotonic() - t)
-    return r
-
+# --- podman: storage, runtime state and configuration on the guest's tmpfs (guest_podman.py) ---
+podman = Podman(work)
 
 print("info %s, %s" % (podman("--version").stdout.strip(), subprocess.run(
     ["crun", "--version"], capture_output=True, text=True).stdout.splitlines()[0]), flush=True)
@@ -268,7 +247,6 @@ for want in ("socket", "nvidia-smi from the driver root", "gsp firmware", "node 
     check(want in out, "driver root: the container has %r" % want)
 persistenced.close()
 
-print("info podman calls: %d, %.1f s in all, %s s each" % (
-    len(podman_seconds), sum(podman_seconds), ["%.1f" % s for s in podman_seconds]))
+print("info %s" % podman.summary())
 print("info guest test wall time: %.1f s" % (time.monotonic() - t_start))
 finish()
