@@ -10,6 +10,8 @@ trap 'rm -rf "$work"' EXIT
 cat > "$work/script.sh" <<SCRIPT
 # 2 MiB pages on every node, more on node 1: topo must report them per node.
 for n in 0 1 2 3; do echo \$((8 + 8 * (n == 1))) > /sys/devices/system/node/node\$n/hugepages/hugepages-2048kB/nr_hugepages; done
+# torchrun's rendezvous (Guest.run) is over the guest's loopback, which the init leaves down.
+ip link set lo up
 exec python3 "$here/in_guest.py" "$mode" "$polyaccel" "$probe"
 SCRIPT
 set +e

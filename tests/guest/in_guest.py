@@ -2,7 +2,7 @@
 """Checks run inside the multi-NUMA test guest (tests/guest/run-guest.sh), chrooted into the
 host's root, against the guest's own sysfs. Usage: in_guest.py MODE POLYACCEL PROBE
 MODE: topo | run | place | audit. Prints what it checked; exits 1 on the first mismatch."""
-import json, os, subprocess, sys, threading
+import json, os, subprocess, sys, threading, time
 from guest_lib import check, cpulist, finish, sysfs
 
 mode, polyaccel, probe = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -84,6 +84,28 @@ def run():
                   "rank %d/%d touched pages on node %d: %s" % (rank, ranks, node, got["page_nodes"]))
             if ranks == 8:
                 check(len(cpus) == 1, "rank %d/8 gets one of the 8 PUs: %s" % (rank, got["cpus"]))
+
+
+    # The README's line under the real torchrun (Debian's torch 1.13, tests/launch/torchrun.py):
+    # 4 ranks, each bound by `polyaccel run` to its own NUMA node, CPUs and memory.
+    torchrun = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launch", "torchrun.py")
+    t = time.monotonic()
+    r = subprocess.run(["/usr/bin/python3", torchrun, "--nproc_per_node", "4", "--no_python",
+                        polyaccel, "run", "--", probe], capture_output=True, text=True, timeout=300)
+    lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+    check(r.returncode == 0 and len(lines) == 4, "torchrun: 4 ranks under polyaccel run (%.0f s) %s" % (
+        time.monotonic() - t, r.stderr.strip()[-300:]))
+    seen = set()
+    for got in lines:
+        cpus = cpulist(got["cpus"])
+        on = {n for n in nodes if set(cpus) <= set(cpulist(sysfs("%s/node%d/cpulist" % (NODE, n))))}
+        node = on.pop() if len(on) == 1 else -1
+        check(node >= 0 and got["mempolicy_mode"] == 2 and got["mempolicy_nodes"] == str(node) and
+              got["page_nodes"] == str(node),
+              "torchrun rank on node %d: CPUs %s, MPOL_BIND %s, pages on %s" % (
+                  node, got["cpus"], got["mempolicy_nodes"], got["page_nodes"]))
+        seen.add(node)
+    check(seen == set(nodes), "torchrun: the 4 ranks on the 4 NUMA nodes: %s" % sorted(seen))
 
 
 def place():
