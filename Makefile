@@ -59,6 +59,8 @@ build-asan: deps
 	  >/dev/null
 	@cmake --build build-asan -j$(JOBS)
 
+# Not under ASan: the guest tests (TCG is slow enough), the image and package tests (label package:
+# an ASan binary in a chroot without /proc cannot start) and the real launchers (label launchers).
 test-asan: build-asan
 	cd build-asan && $(SANITIZE_ENV) ctest --output-on-failure -j$(JOBS) -LE 'guest|package|launchers'
 
