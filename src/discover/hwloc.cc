@@ -785,13 +785,14 @@ Status load_topology(const DiscoverOptions& options, Topology& topo) {
   env.set("HWLOC_HIDE_ERRORS", "2");
   // The same hwloc whatever plugins the host has installed (libhwloc-plugins comes with Open MPI):
   // its own XML reader, which check_xml_file's pre-check is written for (libxml2's refuses what
-  // it accepts, a non-UTF-8 HostName), and no component that would start a GPU or display
-  // library in our process (OpenCL's ICDs initialise the CUDA driver; GL queries X displays).
-  // Read once per process, at the first load.
+  // it accepts, a non-UTF-8 HostName); PCI from sysfs by its Linux component, as without the
+  // plugins (the libpciaccess one leaks every device name it reads); and no component that
+  // would start a GPU or display library in our process (OpenCL's ICDs initialise the CUDA
+  // driver; GL queries X displays). Read once per process, at the first load.
   env.set("HWLOC_LIBXML_IMPORT", "0");
-  env.set(
-      "HWLOC_PLUGINS_BLACKLIST",
-      "hwloc_xml_libxml,hwloc_opencl,hwloc_gl,hwloc_cuda,hwloc_nvml,hwloc_rsmi,hwloc_levelzero");
+  env.set("HWLOC_PLUGINS_BLACKLIST",
+          "hwloc_xml_libxml,hwloc_pci,hwloc_opencl,hwloc_gl,hwloc_cuda,hwloc_nvml,hwloc_rsmi,"
+          "hwloc_levelzero");
   std::string xml_text;
   if (!options.topology_xml.empty()) {
     auto text = check_xml_file(options.topology_xml);
