@@ -247,8 +247,10 @@ TEST(AuditLive, RunsAndAgreesWithTheFilesItRead) {
                    .output;
   EXPECT_EQ(only(doc, "iommu.enabled").size(), std::stoi(iommu) == 0 ? 1u : 0u);
   // Hugepages: "none on any node" exactly when every node's pools read 0. Another test of this
-  // program (AuditLive.FixReservesHugepages...) holds pages on this machine for a moment, and
-  // ctest may run it meanwhile: compare over an audit run the pools read the same around.
+  // program (AuditLive.FixReservesHugepages...) holds pages on this machine for a moment: the
+  // two take one lock (reading the pools around the audit alone let a reserve-and-restore
+  // between the two reads through), and the pools are still compared around the audit.
+  polyaccel::testing::HostStateLock hugepages_lock("hugepages");
   auto pools = [] {
     return run_command(
                "cat /sys/devices/system/node/node*/hugepages/*/nr_hugepages | awk '{s+=$1} "
@@ -290,6 +292,7 @@ TEST(AuditLive, RunsAndAgreesWithTheFilesItRead) {
 }
 
 TEST(AuditLive, FixReservesHugepagesOnThisMachineAndTheTestRestoresThem) {
+  polyaccel::testing::HostStateLock hugepages_lock("hugepages");
   const fs::path nodes = "/sys/devices/system/node";
   std::map<std::string, std::string> old;
   for (const auto& e : fs::directory_iterator(nodes)) {

@@ -2,6 +2,8 @@
 // polyaccel binary. Header-only on purpose: tests link nothing extra.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,6 +59,26 @@ inline std::string read_text(const std::filesystem::path& p) {
   std::ifstream in(p);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
+
+// Holds an exclusive lock on a file under /tmp for its lifetime (flock): tests of one program
+// that ctest runs in parallel and that change, or read, the same state of the live host (its
+// hugepage pools) take the same name, and so run one after the other.
+class HostStateLock {
+ public:
+  explicit HostStateLock(const std::string& name) {
+    fd_ = ::open(("/tmp/polyaccel-test-" + name + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC,
+                 0666);
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~HostStateLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  HostStateLock(const HostStateLock&) = delete;
+  HostStateLock& operator=(const HostStateLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 struct CommandResult {
   int exit_code = -1;
