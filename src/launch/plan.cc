@@ -12,6 +12,11 @@ namespace polyaccel {
 
 namespace {
 
+// The order GPUs are listed in: PCI address, as nvidia-smi and the drivers enumerate them.
+bool by_pci_address(const Accelerator* a, const Accelerator* b) {
+  return a->pci.address < b->pci.address;
+}
+
 // The CPUs a device is local to, within what the caller may use.
 CpuSet local_cpus_of(const PciDevice& d, const CpuSet& allowed) {
   return d.local_cpus & allowed;
@@ -190,15 +195,11 @@ Result<std::vector<const Accelerator*>> inherited_gpus(const HostModel& model,
         if (std::find(kept.begin(), kept.end(), found) == kept.end()) kept.push_back(found);
       }
     }
-    std::sort(kept.begin(), kept.end(), [](const Accelerator* a, const Accelerator* b) {
-      return a->pci.address < b->pci.address;
-    });
+    std::sort(kept.begin(), kept.end(), by_pci_address);
     visible = others;
     visible.insert(visible.end(), kept.begin(), kept.end());
   }
-  std::sort(visible.begin(), visible.end(), [](const Accelerator* a, const Accelerator* b) {
-    return a->pci.address < b->pci.address;
-  });
+  std::sort(visible.begin(), visible.end(), by_pci_address);
   return visible;
 }
 
@@ -337,9 +338,7 @@ std::vector<const Accelerator*> choose_gpus(const HostModel& model,
       best_set = set;
     }
   }
-  std::sort(best_set.begin(), best_set.end(), [](const Accelerator* a, const Accelerator* b) {
-    return a->pci.address < b->pci.address;
-  });
+  std::sort(best_set.begin(), best_set.end(), by_pci_address);
   return best_set;
 }
 
