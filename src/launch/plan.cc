@@ -142,8 +142,7 @@ std::optional<Vendor> vendor_of_variable(const std::string& variable) {
   if (variable == "NVIDIA_VISIBLE_DEVICES" || variable == "CUDA_VISIBLE_DEVICES")
     return Vendor::nvidia;
   if (variable == "ROCR_VISIBLE_DEVICES" || variable == "HIP_VISIBLE_DEVICES") return Vendor::amd;
-  if (variable == "HABANA_VISIBLE_MODULES" || variable == "HABANA_VISIBLE_DEVICES")
-    return Vendor::intel_gaudi;
+  if (variable == "HABANA_VISIBLE_MODULES") return Vendor::intel_gaudi;
   return std::nullopt;
 }
 
