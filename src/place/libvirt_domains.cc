@@ -4,6 +4,7 @@
 #include <libxml/tree.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <map>
 #include <memory>
@@ -79,57 +80,64 @@ struct DomainReader {
   Error error(const std::string& problem) const { return bad_input(input, problem); }
 
   // libvirt's cpuset syntax: "0-3,8,^2" (a ^ takes an index out), every index below `limit`.
+  // Each bound is checked before a range is filled, so that a hostile list costs at most `limit`
+  // steps per item.
   Result<CpuSet> cpuset(const std::string& text, const std::string& what, unsigned limit) const {
     CpuSet in, out;
     bool any = false;
+    auto bad = [&] {
+      return error(what + " " + quote_input(text) + " is not a list of indexes below " +
+                   std::to_string(limit));
+    };
     for (const auto& raw : split(text, ',')) {
       std::string_view item = raw;
       while (!item.empty() && (item.front() == ' ' || item.front() == '\t'))
         item.remove_prefix(1);
-      if (!item.empty() && item.front() == '^') {
-        auto one = parse_unsigned(item.substr(1), what, 0, limit - 1);
-        if (!one) return error(what + " " + quote_input(text) + ": " + one.error().problem);
-        out.set(static_cast<unsigned>(*one));
-        continue;
-      }
-      auto part = CpuSet::parse_list(item);
-      if (!part || part->empty() || *part->first() >= limit || part->to_vector().back() >= limit) {
-        return error(what + " " + quote_input(text) + " is not a list of indexes below " +
-                     std::to_string(limit));
-      }
-      in |= *part;
-      any = true;
+      while (!item.empty() && (item.back() == ' ' || item.back() == '\t'))
+        item.remove_suffix(1);
+      const bool exclude = !item.empty() && item.front() == '^';
+      if (exclude) item.remove_prefix(1);
+      const size_t dash = exclude ? std::string_view::npos : item.find('-');
+      auto first = parse_unsigned(item.substr(0, dash), what, 0, limit - 1);
+      auto last = dash == std::string_view::npos
+                      ? first
+                      : parse_unsigned(item.substr(dash + 1), what, 0, limit - 1);
+      if (!first || !last || *first > *last) return bad();
+      for (auto i = *first; i <= *last; ++i)
+        (exclude ? out : in).set(static_cast<unsigned>(i));
+      any = any || !exclude;
     }
-    if (!any) return error(what + " " + quote_input(text) + " names no index");
+    if (!any) return bad();
     return in - out;
   }
 
-  // A size in libvirt's units (b, KB, KiB, k, MB, MiB, M, ... ; KiB when none), at most `max`.
+  // A size in libvirt's units (virScaleInteger): b or bytes; k, M, G, T, P, E (any case) alone
+  // or with "iB" for powers of 1024, with "B" for powers of 1000; KiB when none. At most `max`.
   Result<std::uint64_t> size(const std::string& value, const std::string& unit,
                              const std::string& what, std::uint64_t max) const {
-    static const std::map<std::string, std::uint64_t> kUnits = {
-        {"b", 1},
-        {"bytes", 1},
-        {"KB", 1000},
-        {"k", 1024},
-        {"KiB", 1024},
-        {"MB", 1000 * 1000},
-        {"M", 1 << 20},
-        {"MiB", 1 << 20},
-        {"GB", 1000 * 1000 * 1000},
-        {"G", 1 << 30},
-        {"GiB", 1 << 30},
-        {"TB", std::uint64_t{1000} * 1000 * 1000 * 1000},
-        {"T", std::uint64_t{1} << 40},
-        {"TiB", std::uint64_t{1} << 40},
+    auto scale = [](const std::string& u) -> std::optional<std::uint64_t> {
+      if (u.empty()) return 1024;
+      if (u == "b" || u == "bytes") return 1;
+      static const std::string kPrefixes = "kmgtpe";
+      const size_t exponent =
+          kPrefixes.find(static_cast<char>(std::tolower(static_cast<unsigned char>(u.front())))) +
+          1;
+      if (exponent == 0) return std::nullopt;
+      const std::string rest = u.substr(1);
+      std::uint64_t base = rest.empty() || rest == "iB" ? 1024 : rest == "B" ? 1000 : 0;
+      if (base == 0) return std::nullopt;
+      std::uint64_t out = 1;
+      for (size_t i = 0; i < exponent; ++i)
+        out *= base;
+      return out;
     };
-    auto u = kUnits.find(unit.empty() ? "KiB" : unit);
-    if (u == kUnits.end()) return error(what + ": unit " + quote_input(unit) + " is not libvirt's");
-    auto v = parse_unsigned(value, what, 0, max / u->second);
+    auto u = scale(unit);
+    if (!u) return error(what + ": unit " + quote_input(unit) + " is not libvirt's");
+    auto v = parse_unsigned(value, what, 0, max / *u);
     if (!v)
       return error(what + " " + quote_input(value) + " " + printable(unit) +
                    " is not a size up to " + std::to_string(max) + " bytes");
-    return *v * u->second;
+    return *v * *u;
   }
 
   Result<unsigned> index(const std::string& text, const std::string& what,
