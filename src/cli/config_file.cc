@@ -136,4 +136,15 @@ std::string option_input(const std::string& option) {
   return it == given_by_file().end() ? option : it->second;
 }
 
+Error with_option_input(Error error, const std::string& option) {
+  const std::string input = option_input(option);
+  if (input == option) return error;
+  if (error.input == option) {
+    error.input = input;
+  } else if (error.input.starts_with(option + " ")) {
+    error.input = input + error.input.substr(option.size());
+  }
+  return error;
+}
+
 }  // namespace polyaccel::cli
