@@ -71,7 +71,7 @@ Status check_tree_files(const std::string& dir) {
       if (!what.empty()) {
         return bad_input(dir,
                          "holds " + what + " at " +
-                             printable(fs::relative(entry.path(), dir, type_ec).string()) +
+                             printable(entry.path().lexically_relative(dir).string()) +
                              ": a gathered tree holds regular files (hwloc would wait for "
                              "ever opening it)",
                          "remove it, or gather the tree again with hwloc-gather-topology");
