@@ -34,6 +34,13 @@ Status prepare_socket_path(const std::filesystem::path& path) {
                          " bytes long: a unix socket path holds at most " +
                          std::to_string(kMaxSocketPath),
                      "choose a shorter directory");
+  // gRPC would log its own line for a directory it cannot create the socket in, then fail.
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return Error{ErrorCode::io,
+                 name,
+                 "cannot create a socket in " + dir.string() + ": " + std::strerror(errno),
+                 {}};
   struct stat st {};
   if (::lstat(name.c_str(), &st) != 0) {
     if (errno == ENOENT) return Ok{};
