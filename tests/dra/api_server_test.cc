@@ -222,9 +222,8 @@ TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
                                << " " << std::get<2>(g);
   EXPECT_FALSE(used.empty());
   // The scenario above covers every call site: a new one must be added to it.
-  std::regex call(R"(\.request\(\s*"(GET|POST|PUT|PATCH|DELETE)") ");
-      std::vector<std::string>
-          sites;
+  std::regex call(R"re(\.request\(\s*"(GET|POST|PUT|PATCH|DELETE)")re");
+  std::vector<std::string> sites;
   for (const auto& e : fs::recursive_directory_iterator(fs::path(POLYACCEL_SOURCE_DIR) / "src")) {
     if (e.path().extension() != ".cc") continue;
     std::ifstream in(e.path());
