@@ -31,5 +31,8 @@ std::string option_input(const std::string& option);
 // renamed to option_input(option) when the config file gave the value: the file and line, not
 // an option nobody typed.
 Error with_option_input(Error error, const std::string& option);
+// The same for any error that names an option the config file gave, or the value it gave (the
+// path of `state:`): what `fail` prints.
+Error with_config_file_input(Error error);
 
 }  // namespace polyaccel::cli

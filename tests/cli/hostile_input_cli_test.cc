@@ -677,6 +677,13 @@ TEST_F(HostileInput, ConfigFileValuesAreBlamedOnTheirFileAndLine) {
   auto o = polyaccel(agent + "'" + config + "'", scratch_);
   EXPECT_EQ(o.exit_code, 2) << o.err;
   EXPECT_NE(o.err.find(config + ":1: interval"), std::string::npos) << o.err;
+  // A path the file gave, refused by the layer that opens it.
+  std::filesystem::create_directories(dir_ / "state-dir");
+  const auto state_config =
+      file("place.yaml", "cpu_allocation_ratio: 2\nstate: " + (dir_ / "state-dir").string() + "\n");
+  refused(
+      "--config '" + state_config + "' place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB",
+      state_config + ":2: state " + (dir_ / "state-dir").string() + ": is a directory");
 }
 
 // --fsroot checked the same way by every command that takes it, before any reads it: a
