@@ -32,6 +32,8 @@ packages=(
   # (CPU torch, gloo), Open MPI's and MPICH's mpirun, Slurm's srun with its own slurmctld and
   # slurmd (on a host with systemd, their packages also start services of their own)
   python3-torch openmpi-bin mpich slurmd slurmctld slurm-client
+  # node for the CEL evaluator of tests/deploy (npm's @bufbuild/cel, installed below)
+  nodejs
 )
 # `install-deps.sh bench` (make bench) adds the peer of bench/agent_vs_node_exporter.py. Not for
 # the tests: on a host with systemd the package starts a node_exporter service on :9100.
@@ -68,10 +70,20 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# A CEL evaluator, pinned, for tests/deploy: the DRA overlay's ValidatingAdmissionPolicy has its
+# expressions evaluated on requests for the agent's own node and for another. npm comes with a
+# nodejs from elsewhere (NodeSource); Debian's nodejs needs Debian's npm.
+cel_dir=/usr/local/lib/polyaccel-test/cel
+if [ ! -f "$cel_dir/node_modules/@bufbuild/cel/package.json" ]; then
+  if ! command -v npm > /dev/null; then
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm >/dev/null
+  fi
+  $sudo npm install --silent --no-audit --no-fund --prefix "$cel_dir" @bufbuild/cel@0.6.1 >&2
+fi

@@ -150,6 +150,7 @@ void DraRunner::follow(std::uint64_t generation) {
 
 void DraRunner::stop() {
   stopping_ = true;
+  if (client_) client_->cancel();  // an API server that hangs must not hold the stop
   if (follower_.joinable()) follower_.join();
   if (plugin_) plugin_->stop();
 }

@@ -30,6 +30,7 @@ using nlohmann::json;
 using polyaccel::testing::read_text;
 using polyaccel::testing::run_command;
 using polyaccel::testing::TempDir;
+using polyaccel::testing::write_text;
 using polyaccel::testing::yaml_documents;
 
 const fs::path kDeploy = fs::path(POLYACCEL_SOURCE_DIR) / "deploy";
@@ -117,6 +118,7 @@ const polyaccel::testing::K8sSchema& schema() {
   static const polyaccel::testing::K8sSchema s = [] {
     polyaccel::testing::K8sSchema k({"core-v1-openapi.json", "apps-v1-openapi.json",
                                      "rbac.authorization.k8s.io-v1-openapi.json",
+                                     "admissionregistration.k8s.io-v1-openapi.json",
                                      "resource.k8s.io-v1-openapi.json"});
     for (const char* crd : {"servicemonitors", "prometheusrules", "podmonitors"}) {
       auto path = polyaccel::testing::shared_dir() /
@@ -332,16 +334,121 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
     EXPECT_EQ(svc["spec"]["ports"][0]["targetPort"], port_name);
     EXPECT_NE(help.output.find(":" + a.container["ports"][0]["containerPort"].dump()),
               std::string::npos);
-    // The Role grants read on every ConfigMap the agent mounts.
-    std::set<std::string> granted;
-    json role = one(all, "Role");
-    for (const auto& n : role["rules"][0]["resourceNames"])
-      granted.insert(n.get<std::string>());
-    for (const auto& [name, v] : a.volumes)
-      if (v.contains("configMap")) {
-        EXPECT_TRUE(granted.count(v["configMap"]["name"].get<std::string>())) << name;
-      }
+    // ConfigMaps reach the agent as volumes, which kubelet fetches: no Role for the agent
+    // (least privilege; tests/dra/api_server_test.cc checks every grant against its use).
+    EXPECT_TRUE(of_kind(all, "Role").empty());
+    EXPECT_TRUE(of_kind(all, "RoleBinding").empty());
   }
+}
+
+// Where scripts/install-deps.sh installs npm's @bufbuild/cel, the CEL evaluator the admission
+// policy's expressions are run with.
+constexpr const char* kCelModules = "/usr/local/lib/polyaccel-test/cel/node_modules";
+
+// A ResourceSlice request as the API server hands it to admission: the user (a service account
+// token bound to a pod on `token_node`, or none), the operation and the objects.
+json admission_request(const std::string& user, const std::string& token_node,
+                       const std::string& operation, const std::string& new_node,
+                       const std::string& old_node) {
+  json extra = json::object();
+  if (!token_node.empty()) extra["authentication.kubernetes.io/node-name"] = {token_node};
+  auto slice = [](const std::string& node) -> json {
+    json spec = {{"driver", "polyaccel.io"}, {"pool", {{"name", "p"}, {"generation", 1}}}};
+    if (node == "*")
+      spec["allNodes"] = true;
+    else
+      spec["nodeName"] = node;
+    return {{"apiVersion", "resource.k8s.io/v1"},
+            {"kind", "ResourceSlice"},
+            {"metadata", {{"name", "s"}}},
+            {"spec", spec}};
+  };
+  return {
+      {"request", {{"operation", operation}, {"userInfo", {{"username", user}, {"extra", extra}}}}},
+      {"object", new_node.empty() ? json(nullptr) : slice(new_node)},
+      {"oldObject", old_node.empty() ? json(nullptr) : slice(old_node)}};
+}
+
+// Node-scoped writes (issue 29): the DRA overlays ship a ValidatingAdmissionPolicy and its
+// binding, valid by the admissionregistration.k8s.io/v1 schema (EveryOverlayRendersValidObjects),
+// whose CEL, run by a real CEL implementation, lets the agent write its own node's ResourceSlices
+// and no other's.
+TEST(Manifests, DraAdmissionPolicyKeepsEachAgentToItsOwnNode) {
+  for (const std::string variant : {"dra", "dra-time-slicing"}) {
+    SCOPED_TRACE(variant);
+    auto all = render(kKube / "overlays" / variant);
+    ASSERT_FALSE(all.empty());
+    json policy = one(all, "ValidatingAdmissionPolicy");
+    json binding = one(all, "ValidatingAdmissionPolicyBinding");
+    EXPECT_EQ(binding["spec"]["policyName"], policy["metadata"]["name"]);
+    EXPECT_EQ(binding["spec"]["validationActions"], json::array({"Deny"}));
+    EXPECT_EQ(policy["spec"]["failurePolicy"], "Fail");
+    const json& rule = policy["spec"]["matchConstraints"]["resourceRules"][0];
+    EXPECT_EQ(rule["resources"], json::array({"resourceslices"}));
+    EXPECT_EQ(rule["operations"], json::array({"CREATE", "UPDATE", "DELETE"}));
+    // The user it is about is the DaemonSet's service account.
+    json sa = one(all, "ServiceAccount");
+    const std::string agent =
+        "system:serviceaccount:" + sa["metadata"]["namespace"].get<std::string>() + ":" +
+        sa["metadata"]["name"].get<std::string>();
+    EXPECT_EQ(one(all, "DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"],
+              sa["metadata"]["name"]);
+
+    struct Case {
+      const char* what;
+      json request;
+      bool allowed;
+      const char* message;  // in a denial
+    };
+    const std::string admin = "kubernetes-admin";
+    const std::vector<Case> cases = {
+        {"create on its own node", admission_request(agent, "node-1", "CREATE", "node-1", ""), true,
+         ""},
+        {"create on another node", admission_request(agent, "node-1", "CREATE", "node-2", ""),
+         false, "may not write ResourceSlices of node 'node-2'"},
+        {"update of its own", admission_request(agent, "node-1", "UPDATE", "node-1", "node-1"),
+         true, ""},
+        {"update of another node's",
+         admission_request(agent, "node-1", "UPDATE", "node-2", "node-2"), false, "node 'node-2'"},
+        {"taking another node's slice over",
+         admission_request(agent, "node-1", "UPDATE", "node-1", "node-2"), false, "node 'node-2'"},
+        {"giving its slice away", admission_request(agent, "node-1", "UPDATE", "node-2", "node-1"),
+         false, "node 'node-2'"},
+        {"delete of its own", admission_request(agent, "node-1", "DELETE", "", "node-1"), true, ""},
+        {"delete of another node's", admission_request(agent, "node-1", "DELETE", "", "node-2"),
+         false, "node 'node-2'"},
+        {"a slice for all nodes", admission_request(agent, "node-1", "CREATE", "*", ""), false,
+         "without a nodeName"},
+        {"a token bound to no node", admission_request(agent, "", "CREATE", "node-1", ""), false,
+         "names no node"},
+        {"another user", admission_request(admin, "", "CREATE", "node-2", ""), true, ""},
+    };
+    TempDir tmp;
+    json requests = json::array();
+    for (const auto& c : cases)
+      requests.push_back(c.request);
+    write_text(tmp.path() / "policy.json", policy.dump());
+    write_text(tmp.path() / "requests.json", requests.dump());
+    auto r = run_command(
+        "NODE_PATH=" + std::string(kCelModules) + " node '" +
+        (fs::path(POLYACCEL_SOURCE_DIR) / "tests/deploy/admission_policy_eval.cjs").string() +
+        "' '" + (tmp.path() / "policy.json").string() + "' '" +
+        (tmp.path() / "requests.json").string() + "' 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << "node with @bufbuild/cel (scripts/install-deps.sh): " << r.output;
+    json results = json::parse(r.output);
+    ASSERT_EQ(results.size(), cases.size()) << r.output;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      SCOPED_TRACE(cases[i].what);
+      EXPECT_EQ(results[i]["allowed"], cases[i].allowed) << results[i].dump();
+      if (!cases[i].allowed) {
+        EXPECT_THAT(results[i].value("message", ""), ::testing::HasSubstr(cases[i].message));
+      }
+    }
+    EXPECT_EQ(results.back()["matched"], false) << "other users are not this policy's concern";
+  }
+  // Without the DRA driver there are no API writes and no policy.
+  EXPECT_TRUE(
+      of_kind(render(kKube / "overlays/device-plugin"), "ValidatingAdmissionPolicy").empty());
 }
 
 TEST(Manifests, DraWithTimeSlicingKeepsTheSharingConfig) {

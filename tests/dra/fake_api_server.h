@@ -59,6 +59,7 @@ class FakeApiServer {
   std::map<std::string, nlohmann::json> claims;  // "ns/name"
   std::vector<std::string> schema_errors;
   unsigned writes = 0, conflicts_sent = 0, requests = 0;
+  std::vector<std::pair<std::string, std::string>> seen;  // each request: method, path?query
   bool forbid_writes = false;
   unsigned conflict_next_writes = 0;  // answer this many writes 409 (someone else wrote)
   std::string token = "test-token";
@@ -104,6 +105,7 @@ class FakeApiServer {
               const std::string& query, const std::string& body, const std::string& auth) {
     std::lock_guard<std::mutex> lock(mu);
     ++requests;
+    seen.emplace_back(method, query.empty() ? path : path + "?" + query);
     const std::string slices_path = "/apis/resource.k8s.io/v1/resourceslices";
     if (require_token && auth != "Bearer " + token)
       return reply(c, 401, status(401, "Unauthorized", "no token"));
