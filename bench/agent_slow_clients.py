@@ -120,6 +120,14 @@ class Tricklers:
             s.close()
 
 
+def trickle(port, count, every, cafile, stop, results):
+    tls = ssl.create_default_context(cafile=cafile) if cafile else None
+    t = Tricklers(port, count, every, tls)
+    t.stop = stop
+    t.run()
+    results.send(t.lifetimes)
+
+
 def scrape(port, n, tls_context):
     headers = {"Accept-Encoding": "gzip"}
     if tls_context:
@@ -158,7 +166,7 @@ def main():
     cmd = [polyaccel, "agent", "--accel-backends", "on", "--listen", f"127.0.0.1:{port}",
            "--interval", "10s", "--kubelet-dir", "", "--pod-resources-socket", "",
            "--nfd-features-dir", "", "--state", ""]
-    tls_context = None
+    tls_context, ca = None, None
     if args.tls:
         web, ca = make_tls(tmp.name)
         cmd += ["--web-config-file", web]
@@ -175,12 +183,19 @@ def main():
         for p in busy:
             p.start()
         quiet = scrape(port, args.scrapes, tls_context)
-        tricklers = Tricklers(port, args.tricklers, args.trickle_every, tls_context)
-        tricklers.thread.start()
+        # The tricklers in a process of their own: their TLS handshakes must not take the GIL
+        # from the timed scrapes.
+        results, child = multiprocessing.Pipe(duplex=False)
+        stop_tricklers = multiprocessing.Event()
+        trickling = multiprocessing.Process(
+            target=trickle, args=(port, args.tricklers, args.trickle_every,
+                                  ca if args.tls else None, stop_tricklers, child))
+        trickling.start()
         time.sleep(args.trickle_every + 1)
         loaded = scrape(port, args.scrapes, tls_context)
-        tricklers.stop.set()
-        tricklers.thread.join()
+        stop_tricklers.set()
+        lifetimes = results.recv()
+        trickling.join()
     finally:
         stop_busy.set()
         for p in busy:
@@ -193,7 +208,7 @@ def main():
     print(f"  without tricklers:  p50 {quiet[0]:.2f} ms  p99 {quiet[1]:.2f} ms")
     print(f"  with {args.tricklers} tricklers (a line every {args.trickle_every:g} s): "
           f"p50 {loaded[0]:.2f} ms  p99 {loaded[1]:.2f} ms")
-    life = sorted(tricklers.lifetimes)
+    life = sorted(lifetimes)
     if life:
         print(f"  trickling connections closed by the agent: {len(life)}, lived "
               f"{life[len(life) // 2]:.2f} s median, {life[-1]:.2f} s longest")

@@ -106,6 +106,12 @@ Result<int> open_listen_socket(const ListenAddress& address, const std::string& 
   int err = errno;
   if (rc == 0) return fd;
   ::close(fd);
+  if (address.ipv6 && address.host.empty() && (err == EADDRNOTAVAIL || err == EAFNOSUPPORT)) {
+    // IPv6 turned off (disable_ipv6 in a container): every address is every IPv4 address.
+    ListenAddress v4 = address;
+    v4.ipv6 = false;
+    return open_listen_socket(v4, option_text);
+  }
   std::string remedy = err == EADDRINUSE      ? "another process listens there; pick another port"
                        : err == EADDRNOTAVAIL ? "not an address of this host (ip -br addr)"
                        : err == EACCES        ? "ports below 1024 need CAP_NET_BIND_SERVICE"

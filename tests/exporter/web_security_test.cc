@@ -298,7 +298,20 @@ TEST(WebTls, BadFilesAreRefusedAtStartNamingTheFileAndReason) {
 
 // ---- IPv6 and dual-stack ----
 
+// Whether this host has ::1 (a container runtime may turn IPv6 off: disable_ipv6=1).
+bool has_ipv6_loopback() {
+  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 sa{};
+  sa.sin6_family = AF_INET6;
+  sa.sin6_addr = in6addr_loopback;
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  ::close(fd);
+  return ok;
+}
+
 TEST(WebListen, Ipv6Ipv4AndDualStack) {
+  if (!has_ipv6_loopback()) GTEST_SKIP() << "this host has no ::1 (IPv6 turned off)";
   auto status = [](const std::string& url) {
     return curl("-g -o /dev/null " + url);  // -g: [::1] is not a glob
   };
@@ -328,6 +341,7 @@ TEST(WebListen, Ipv6Ipv4AndDualStack) {
 }
 
 TEST(WebTls, OverIpv6) {
+  if (!has_ipv6_loopback()) GTEST_SKIP() << "this host has no ::1 (IPv6 turned off)";
   TempDir tmp;
   TestPki pki(tmp.path());
   std::string config = (tmp.path() / "web.yml").string();
