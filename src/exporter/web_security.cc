@@ -8,6 +8,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -341,7 +342,10 @@ bool WebSecurity::authorized(const char* authorization) const {
   const auto& users = loaded->config.basic_auth_users;
   if (users.empty()) return true;
   if (!authorization) return false;
-  auto [user, password] = basic_credentials(authorization);
+  // Not a structured binding: clang 14 cannot capture one in the lambda below.
+  std::pair<std::string, std::string> credentials = basic_credentials(authorization);
+  const std::string& user = credentials.first;
+  std::string& password = credentials.second;
   if (user.empty()) return false;
   auto found =
       std::find_if(users.begin(), users.end(), [&](const auto& u) { return u.first == user; });

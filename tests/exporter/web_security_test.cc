@@ -290,6 +290,21 @@ TEST(WebTls, BadFilesAreRefusedAtStartNamingTheFileAndReason) {
     EXPECT_THAT(r.output, HasSubstr(c.says)) << c.config;
     EXPECT_THAT(r.output, Not(HasSubstr("PRIVATE KEY"))) << r.output;
   }
+  // web_config_file: in the host's config file is --web-config-file.
+  std::string config = (tmp.path() / "web.yml").string();
+  write_text(config, "basic_auth_users:\n  carol: not-a-hash\n");
+  std::string host_config = (tmp.path() / "config.yaml").string();
+  write_text(host_config, "web_config_file: " + config + "\n");
+  auto r = run_command(polyaccel::testing::polyaccel_binary() + " agent --config '" + host_config +
+                       "' --topology " +
+                       polyaccel::testing::topology_fixture(
+                           "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml")
+                           .string() +
+                       " --kubelet-dir '' --pod-resources-socket '' --nfd-features-dir '' "
+                       "--state '' --audit-interval off --listen 127.0.0.1:0 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(config + ":2: the password of 'carol' is not a bcrypt hash"));
+  EXPECT_THAT(r.output, Not(HasSubstr("not-a-hash")));
   // The file itself: missing, or a YAML error with its line.
   auto missing = WebSecurity::load(dir + "/nope.yml");
   ASSERT_FALSE(missing);
