@@ -14,6 +14,8 @@ packages=(
   prometheus libvirt-clients libxml2-utils libxml2-dev
   bzip2 tar curl pci.ids
   libcurl4-openssl-dev libcivetweb-dev zlib1g-dev
+  # the agent's TLS (OpenSSL) and basic_auth_users' bcrypt (libxcrypt): src/exporter/web_security.cc
+  libssl-dev libcrypt-dev
   # a real TLS server in front of the test API server (tests/dra/tls_api_server_test.cc)
   socat openssl
   # the live multi-NUMA guest of tests/guest: QEMU (TCG), Debian's kernel, busybox for its init

@@ -147,6 +147,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   if (pods) pods->start();
   exporter::ExporterOptions eo;
   eo.listen = options.listen;
+  eo.web_config_file = options.web_config_file;
   eo.names = *names;
   eo.hostname = options.hostname.empty() ? local_hostname(*model) : options.hostname;
   eo.cluster_name = options.cluster_name;

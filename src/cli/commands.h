@@ -89,7 +89,8 @@ int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& a
 
 // `polyaccel agent` (agent.cc, docs/exporter.md).
 struct AgentOptions {
-  std::string listen = "0.0.0.0:9477";  // exporter::kDefaultPort
+  std::string listen = ":9477";  // exporter::kDefaultPort, every IPv6 and IPv4 address
+  std::string web_config_file;  // exporter-toolkit's web config: TLS, basic auth (docs/exporter.md)
   std::string interval = "10s";
   std::string compat = "all";
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";

@@ -26,6 +26,7 @@ constexpr ConfigKey kKeys[] = {
     {"reserved_memory_per_node", "--reserved-memory-per-node"},
     {"state", "--state"},
     {"listen", "--listen"},
+    {"web_config_file", "--web-config-file"},
     {"interval", "--interval"},
     {"audit_interval", "--audit-interval"},
 };

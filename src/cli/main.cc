@@ -189,6 +189,11 @@ int main(int argc, char** argv) {
       "agent", "node agent: Prometheus exporter of accelerators and host (/metrics, /healthz)");
   add_globals(agent);
   agent->add_option("--listen", agent_options.listen, "serve on ADDR:PORT")->capture_default_str();
+  agent
+      ->add_option("--web-config-file", agent_options.web_config_file,
+                   "TLS and basic auth for /metrics and /healthz: exporter-toolkit's web config "
+                   "(node_exporter's --web.config.file)")
+      ->type_name("FILE");
   agent->add_option("--interval", agent_options.interval, "sample every (10s, 500ms, 1m)")
       ->capture_default_str();
   agent

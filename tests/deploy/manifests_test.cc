@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "exporter/web_config.h"
 #include "kube/nic_resources.h"
 #include "share/time_slicing.h"
 #include "support/k8s_schema.h"
@@ -36,6 +37,7 @@ using polyaccel::testing::yaml_documents;
 const fs::path kDeploy = fs::path(POLYACCEL_SOURCE_DIR) / "deploy";
 const fs::path kKube = kDeploy / "kubernetes";
 const fs::path kMonitoring = kKube / "overlays/monitoring";
+const fs::path kMonitoringTls = kKube / "overlays/monitoring-tls";
 const std::vector<std::string> kDashboards = {"polyaccel-fleet.json", "polyaccel-node.json",
                                               "polyaccel-gpu.json"};
 
@@ -590,6 +592,7 @@ TEST(Manifests, MonitoringHoldsTheAlertRulesAndDashboards) {
 TEST(Manifests, MonitoringComposesWithEveryVariant) {
   for (const auto& variant : variants()) {
     SCOPED_TRACE(variant);
+    if (variant == "monitoring-tls") continue;  // holds monitoring already
     TempDir tmp;
     polyaccel::testing::write_text(
         tmp.path() / "kustomization.yaml",
@@ -601,6 +604,61 @@ TEST(Manifests, MonitoringComposesWithEveryVariant) {
     EXPECT_EQ(of_kind(all, "ServiceMonitor").size(), 1u);
     EXPECT_EQ(of_kind(all, "PrometheusRule").size(), 1u);
   }
+}
+
+// monitoring-tls: the agent reads a web config (exporter-toolkit's format, checked by the
+// agent's own parser) from a Secret volume; its certificate and key are files of the TLS Secret's
+// volume; kubelet's probe speaks HTTPS to a path the config lets in without a password; and the
+// ServiceMonitor scrapes https with that Secret's CA and basic auth from a Secret.
+TEST(Manifests, MonitoringTlsTurnsOnTlsAndBasicAuthOnBothSides) {
+  auto all = render(kMonitoringTls);
+  ASSERT_FALSE(all.empty());
+  Agent a = agent_of(one(all, "DaemonSet"));
+  ASSERT_TRUE(a.flags.count("--web-config-file"));
+  fs::path web = a.flags.at("--web-config-file");
+  // The Secret volume that holds the file: the key is the file's name.
+  auto secret_of = [&](const fs::path& file) -> json {
+    auto m = a.mounts.find(file.parent_path().string());
+    if (m == a.mounts.end()) {
+      ADD_FAILURE() << file << " is not in a mounted folder";
+      return json::object();
+    }
+    const json& volume = a.volumes[m->second];
+    EXPECT_TRUE(volume.contains("secret")) << file << ": not a Secret volume";
+    return one(all, "Secret", volume["secret"].value("secretName", ""));
+  };
+  json config_secret = secret_of(web);
+  ASSERT_TRUE(config_secret["stringData"].contains(web.filename().string()));
+  std::string text = config_secret["stringData"][web.filename().string()];
+  auto config = polyaccel::exporter::parse_web_config(text, web.string());
+  ASSERT_TRUE(config) << config.error().message();
+  EXPECT_TRUE(config->tls);
+  EXPECT_FALSE(config->basic_auth_users.empty());
+  // The certificate and key: files of the TLS Secret's volume, which this render does not hold
+  // (cert-manager or the operator makes it); the ServiceMonitor trusts that Secret's CA.
+  for (const std::string& file : {config->tls_server.cert_file, config->tls_server.key_file}) {
+    auto m = a.mounts.find(fs::path(file).parent_path().string());
+    ASSERT_NE(m, a.mounts.end()) << file << " is not mounted";
+    EXPECT_EQ(a.volumes[m->second]["secret"]["secretName"], "polyaccel-agent-tls") << file;
+  }
+  EXPECT_EQ(fs::path(config->tls_server.cert_file).filename(), "tls.crt");
+  EXPECT_EQ(fs::path(config->tls_server.key_file).filename(), "tls.key");
+  // kubelet's probe: HTTPS, to a path without basic auth.
+  const json& probe = a.container["livenessProbe"]["httpGet"];
+  EXPECT_EQ(probe["scheme"], "HTTPS");
+  EXPECT_THAT(config->auth_excluded_paths, ::testing::Contains(probe["path"].get<std::string>()));
+  // Prometheus' side.
+  json endpoint = one(all, "ServiceMonitor")["spec"]["endpoints"][0];
+  EXPECT_EQ(endpoint["scheme"], "https");
+  EXPECT_EQ(endpoint["tlsConfig"]["ca"]["secret"]["name"], "polyaccel-agent-tls");
+  EXPECT_EQ(endpoint["tlsConfig"]["ca"]["secret"]["key"], "ca.crt");
+  EXPECT_EQ(endpoint["tlsConfig"]["serverName"],
+            one(all, "Service")["metadata"]["name"].get<std::string>() + ".polyaccel-system.svc");
+  EXPECT_EQ(endpoint["basicAuth"]["username"]["name"], endpoint["basicAuth"]["password"]["name"]);
+  EXPECT_EQ(endpoint["basicAuth"]["password"]["key"], "password");
+  // Nothing of monitoring is lost or doubled.
+  EXPECT_EQ(of_kind(all, "PrometheusRule").size(), 1u);
+  EXPECT_EQ(of_kind(all, "ServiceMonitor").size(), 1u);
 }
 
 }  // namespace
