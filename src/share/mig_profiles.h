@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "discover/accel/partition.h"
+#include "core/mig_geometry.h"
 
 namespace polyaccel {
 
