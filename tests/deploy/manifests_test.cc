@@ -165,8 +165,10 @@ TEST(Manifests, KustomizationsUsePortableFieldsAndListEveryFile) {
     for (const auto& p : k["patchesJson6902"])
       listed.insert(p["path"].as<std::string>());
     for (const auto& g : k["configMapGenerator"])
-      for (const auto& f : g["files"])
-        listed.insert(f.as<std::string>());
+      for (const auto& f : g["files"]) {
+        std::string file = f.as<std::string>();  // "key=path" names the key
+        listed.insert(file.substr(file.find('=') + 1));
+      }
     std::set<std::string> present;
     for (const auto& e : fs::recursive_directory_iterator(dir)) {
       auto ext = e.path().extension();
@@ -311,9 +313,11 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
     // The DRA driver's API access: a token and the grants of its ClusterRoleBinding.
     if (a.flags.count("--dra")) {
       EXPECT_EQ(a.pod["automountServiceAccountToken"], true);
-      auto binding = one(all, "ClusterRoleBinding");
+      auto binding = one(all, "ClusterRoleBinding", "polyaccel-dra");
       EXPECT_EQ(binding["subjects"][0]["name"], a.pod["serviceAccountName"]);
       EXPECT_FALSE(of_kind(all, "DeviceClass").empty());
+    } else if (a.flags.count("--mig-manager")) {
+      EXPECT_EQ(a.pod["automountServiceAccountToken"], true);
     } else {
       EXPECT_EQ(a.pod["automountServiceAccountToken"], false);
       EXPECT_TRUE(of_kind(all, "ClusterRoleBinding").empty());
@@ -334,13 +338,55 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
               std::string::npos);
     // The Role grants read on every ConfigMap the agent mounts.
     std::set<std::string> granted;
-    json role = one(all, "Role");
+    json role = one(all, "Role", "polyaccel-agent");
     for (const auto& n : role["rules"][0]["resourceNames"])
       granted.insert(n.get<std::string>());
     for (const auto& [name, v] : a.volumes)
       if (v.contains("configMap")) {
         EXPECT_TRUE(granted.count(v["configMap"]["name"].get<std::string>())) << name;
       }
+  }
+}
+
+// The partition manager's grants, least privilege: Nodes get and patch, its one ConfigMap get,
+// Events create in default; pods/eviction create only where --partition-evict-pods is given.
+TEST(Manifests, MigManagerGrantsOnlyWhatItUses) {
+  auto rules_of = [](const std::vector<json>& all, const std::string& kind,
+                     const std::string& name) { return one(all, kind, name)["rules"]; };
+  for (const std::string variant : {"mig-manager", "mig-manager-evict"}) {
+    SCOPED_TRACE(variant);
+    auto all = render(kKube / "overlays" / variant);
+    Agent a = agent_of(one(all, "DaemonSet"));
+    EXPECT_TRUE(a.flags.count("--mig-manager"));
+    EXPECT_EQ(a.flags["--mig-config-map"], "polyaccel-system/default-mig-parted-config");
+    auto cm = one(all, "ConfigMap", "default-mig-parted-config");
+    EXPECT_EQ(cm["metadata"]["namespace"], "polyaccel-system");
+    EXPECT_EQ(cm["data"]["config.yaml"],
+              read_text(kKube / "overlays/mig-manager/config-default.yaml"));
+    EXPECT_EQ(
+        rules_of(all, "ClusterRole", "polyaccel-mig-manager"),
+        json::parse(R"([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}])"));
+    EXPECT_EQ(rules_of(all, "Role", "polyaccel-mig-manager"),
+              json::parse(R"([{"apiGroups": [""], "resources": ["configmaps"],
+                               "resourceNames": ["default-mig-parted-config"], "verbs": ["get"]}])"));
+    auto events = one(all, "Role", "polyaccel-mig-manager-events");
+    EXPECT_EQ(events["metadata"]["namespace"], "default");
+    EXPECT_EQ(
+        events["rules"],
+        json::parse(R"([{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])"));
+    bool evicts = a.flags.count("--partition-evict-pods") > 0;
+    EXPECT_EQ(evicts, variant == "mig-manager-evict");
+    EXPECT_EQ(of_kind(all, "ClusterRole").size(), evicts ? 2u : 1u);
+    if (evicts) {
+      EXPECT_EQ(
+          rules_of(all, "ClusterRole", "polyaccel-mig-manager-evict"),
+          json::parse(
+              R"([{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}])"));
+    }
+    // The state survives restarts on the host; the lock is the host's `mig apply` lock.
+    ASSERT_TRUE(a.mounts.count("/var/lib/polyaccel"));
+    EXPECT_EQ(a.volumes[a.mounts["/var/lib/polyaccel"]]["hostPath"]["path"], "/var/lib/polyaccel");
+    ASSERT_TRUE(a.mounts.count("/run/lock"));
   }
 }
 
