@@ -102,9 +102,9 @@ Result<bool> evict_pod(KubeClient& client, const std::string& name_space, const 
   return api_error("eviction of pod " + name_space + "/" + pod, *r);
 }
 
-Status post_node_event(KubeClient& client, const std::string& node, const std::string& type,
-                       const std::string& reason, const std::string& message,
-                       const std::string& component) {
+Status post_node_event(KubeClient& client, const std::string& name_space, const std::string& node,
+                       const std::string& type, const std::string& reason,
+                       const std::string& message, const std::string& component) {
   static thread_local std::mt19937_64 random{std::random_device{}()};
   char suffix[17];
   std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random()));
@@ -112,7 +112,7 @@ Status post_node_event(KubeClient& client, const std::string& node, const std::s
   nlohmann::json event = {
       {"apiVersion", "v1"},
       {"kind", "Event"},
-      {"metadata", {{"name", node + "." + suffix}, {"namespace", "default"}}},
+      {"metadata", {{"name", node + "." + suffix}, {"namespace", name_space}}},
       {"involvedObject", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", node}}},
       {"type", type},
       {"reason", reason},
@@ -123,7 +123,8 @@ Status post_node_event(KubeClient& client, const std::string& node, const std::s
       {"firstTimestamp", time},
       {"lastTimestamp", time},
       {"count", 1}};
-  auto r = client.request("POST", "/api/v1/namespaces/default/events", event.dump());
+  auto r = client.request("POST", "/api/v1/namespaces/" + url_encode(name_space) + "/events",
+                          event.dump());
   if (!r) return r.error();
   if (r->status != 201 && r->status != 200) return api_error("Event on Node " + node, *r);
   return Ok{};

@@ -30,10 +30,10 @@ Result<std::string> get_config_map_key(dra::KubeClient& client, const std::strin
 Result<bool> evict_pod(dra::KubeClient& client, const std::string& name_space,
                        const std::string& pod);
 
-// An Event about the Node (namespace "default", as kubelet's Node events), type "Normal" or
-// "Warning", from `component`.
-Status post_node_event(dra::KubeClient& client, const std::string& node, const std::string& type,
-                       const std::string& reason, const std::string& message,
-                       const std::string& component);
+// An Event about the Node, in `name_space` (the agent's own: `kubectl describe node` finds a
+// Node's events in every namespace), type "Normal" or "Warning", from `component`.
+Status post_node_event(dra::KubeClient& client, const std::string& name_space,
+                       const std::string& node, const std::string& type, const std::string& reason,
+                       const std::string& message, const std::string& component);
 
 }  // namespace polyaccel

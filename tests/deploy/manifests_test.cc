@@ -349,7 +349,7 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
 }
 
 // The partition manager's grants, least privilege: Nodes get and patch, its one ConfigMap get,
-// Events create in default; pods/eviction create only where --partition-evict-pods is given.
+// Events create in its namespace; pods/eviction create only where --partition-evict-pods is given.
 TEST(Manifests, MigManagerGrantsOnlyWhatItUses) {
   auto rules_of = [](const std::vector<json>& all, const std::string& kind,
                      const std::string& name) { return one(all, kind, name)["rules"]; };
@@ -366,20 +366,16 @@ TEST(Manifests, MigManagerGrantsOnlyWhatItUses) {
     EXPECT_EQ(
         rules_of(all, "ClusterRole", "polyaccel-mig-manager"),
         json::parse(R"([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}])"));
-    EXPECT_EQ(rules_of(all, "Role", "polyaccel-mig-manager"),
-              json::parse(R"([{"apiGroups": [""], "resources": ["configmaps"],
-                               "resourceNames": ["default-mig-parted-config"], "verbs": ["get"]}])"));
-    auto events = one(all, "Role", "polyaccel-mig-manager-events");
-    EXPECT_EQ(events["metadata"]["namespace"], "default");
-    EXPECT_EQ(
-        events["rules"],
-        json::parse(R"([{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])"));
+    EXPECT_EQ(rules_of(all, "Role", "polyaccel-mig-manager"), json::parse(R"([
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "resourceNames": ["default-mig-parted-config"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])"));
     bool evicts = a.flags.count("--partition-evict-pods") > 0;
     EXPECT_EQ(evicts, variant == "mig-manager-evict");
     EXPECT_EQ(of_kind(all, "ClusterRole").size(), evicts ? 2u : 1u);
     if (evicts) {
       EXPECT_EQ(
-          rules_of(all, "ClusterRole", "polyaccel-mig-manager-evict"),
+          rules_of(all, "ClusterRole", "polyaccel-evict-pods"),
           json::parse(
               R"([{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}])"));
     }
