@@ -66,6 +66,13 @@ Result<std::unique_ptr<PartitionAgent>> start_partition_agent(const AcceleratorM
                                                               DevicePluginRunner* plugin,
                                                               dra::DraRunner* dra_runner) {
   if (!o.mig_manager && !o.amd_partition_manager) return std::unique_ptr<PartitionAgent>();
+  // The options first: a bad one fails the start in one line before anything is reached.
+  PartitionManagerOptions mig_options = mig_manager_options();
+  PartitionManagerOptions amd_options = amd_partition_manager_options();
+  if (auto st = set_config_map("--mig-config-map", o.mig_config_map, mig_options); !st)
+    return st.error();
+  if (auto st = set_config_map("--amd-config-map", o.amd_config_map, amd_options); !st)
+    return st.error();
   auto wait = polyaccel::parse_duration(o.partition_pod_wait,
                                         "--partition-pod-wait " + o.partition_pod_wait,
                                         std::chrono::milliseconds(0), std::chrono::hours(24));
@@ -125,12 +132,11 @@ Result<std::unique_ptr<PartitionAgent>> start_partition_agent(const AcceleratorM
     return hooks;
   };
   auto start = [&](PartitionManagerOptions mo, PartitionManagerHooks hooks,
-                   const std::string& option, const std::string& config_map) -> Status {
+                   const std::string& config_map) -> Status {
     mo.node = node;
     mo.evict_pods = o.partition_evict_pods;
     mo.pod_wait = *wait;
     mo.state_file = std::filesystem::path(o.partition_state_dir) / mo.state_file.filename();
-    if (auto st = set_config_map(option, config_map, mo); !st) return st;
     auto manager = std::make_unique<PartitionLabelManager>(*agent->client, mo, std::move(hooks));
     if (auto st = manager->recover(); !st) return st;
     manager->start();
@@ -143,20 +149,14 @@ Result<std::unique_ptr<PartitionAgent>> start_partition_agent(const AcceleratorM
   if (o.mig_manager) {
     PartitionManagerHooks hooks = hooks_for(0);
     hooks.workflow = mig_workflow();
-    if (auto st =
-            start(mig_manager_options(), std::move(hooks), "--mig-config-map", o.mig_config_map);
-        !st)
-      return st.error();
+    if (auto st = start(mig_options, std::move(hooks), o.mig_config_map); !st) return st.error();
   }
   if (o.amd_partition_manager) {
     std::string root = filesystem_root(discover);
     PartitionManagerHooks hooks = hooks_for(1);
     hooks.workflow =
         amd_partition_workflow(std::filesystem::path(root.empty() ? "/" : root) / "sys");
-    if (auto st = start(amd_partition_manager_options(), std::move(hooks), "--amd-config-map",
-                        o.amd_config_map);
-        !st)
-      return st.error();
+    if (auto st = start(amd_options, std::move(hooks), o.amd_config_map); !st) return st.error();
   }
   return agent;
 }
