@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/agent_dra.h"
+#include "cli/agent_partition.h"
 #include "cli/agent_plugin.h"
 #include "cli/build_info.h"
 #include "cli/commands.h"
@@ -185,6 +186,9 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   plugin = std::move(*started);
   auto dra = start_dra(monitor, options, discover);  // on the same monitor (agent_dra.h)
   if (!dra) return fail(dra.error());
+  // After both: it withdraws the GPUs it changes from each (agent_partition.h).
+  auto partitions = start_partition_agent(monitor, options, discover, plugin.get(), dra->get());
+  if (!partitions) return fail(partitions.error());
   say_why_no_node_labels(options);
   if (!global.quiet) {
     // With port 0 the kernel chose: this line is where people (and scripts) read which.
@@ -197,6 +201,8 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   wait_for_signal(signals, std::move(sockets));
   g_stopping = "the HTTP server";
   http->reset();
+  g_stopping = "the partition manager";
+  if (*partitions) (*partitions)->stop();
   g_stopping = "the DRA driver (an API server call)";
   if (*dra) (*dra)->stop();
   g_stopping = "the device plugin";

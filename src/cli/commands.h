@@ -121,6 +121,14 @@ struct AgentOptions {
   std::string driver_root = "/";  // --driver-root: the NVIDIA driver's user space for CDI
   std::string host_driver_root;   // --host-driver-root: the same root's path on the host
   std::string cdi_hook_path;      // --cdi-hook-path: copied there, run by the runtime as hooks
+  // The partition managers (agent_partition.cc; docs/kubernetes.md).
+  bool mig_manager = false;  // nvidia.com/mig.config
+  std::string mig_config_map = "polyaccel-system/default-mig-parted-config";
+  bool amd_partition_manager = false;  // dcm.amd.com/gpu-config-profile
+  std::string amd_config_map = "polyaccel-system/config-manager-config";
+  bool partition_evict_pods = false;
+  std::string partition_pod_wait = "10m";
+  std::string partition_state_dir = "/var/lib/polyaccel";
 };
 
 int run_place(const GlobalOptions& options, const PlaceOptions& place, std::ostream& out);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "cli/agent_dra.h"
+#include "cli/agent_partition.h"
 #include "cli/commands.h"
 #include "cli/completion.h"
 #include "cli/config_file.h"
@@ -255,6 +256,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   add_dra_agent_options(agent, agent_options);
+  add_partition_agent_options(agent, agent_options);
   DraCliOptions dra_options;
   DraCommands dra = add_dra_commands(app, dra_options, add_globals);
 

@@ -445,7 +445,10 @@ Result<HttpResponse> KubeClient::request(const std::string& method, const std::s
   std::string auth = "Authorization: Bearer " + token;
   if (!token.empty()) headers = curl.slist_append(headers, auth.c_str());
   if (method == "POST" || method == "PUT" || method == "PATCH") {
-    headers = curl.slist_append(headers, "Content-Type: application/json");
+    // The API server takes a PATCH only as a named patch type: a JSON merge patch here.
+    headers =
+        curl.slist_append(headers, method == "PATCH" ? "Content-Type: application/merge-patch+json"
+                                                     : "Content-Type: application/json");
     curl.easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
     curl.easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
   }

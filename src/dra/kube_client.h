@@ -1,6 +1,7 @@
 // A small Kubernetes API-server client over libcurl (HTTPS, bearer token or client certificate),
 // for the few calls the DRA driver makes: ResourceSlices (list, create, update, delete) and
-// ResourceClaims (get). No HTTP or TLS of our own: libcurl does both.
+// ResourceClaims (get); and the partition manager's (src/partition_manager/node_api.h): its Node
+// (get, PATCH as a JSON merge patch), a ConfigMap, evictions, Events. No HTTP or TLS of our own: libcurl does both.
 #pragma once
 
 #include <atomic>

@@ -169,8 +169,10 @@ TEST(Manifests, KustomizationsUsePortableFieldsAndListEveryFile) {
     for (const auto& p : k["patchesJson6902"])
       listed.insert(p["path"].as<std::string>());
     for (const auto& g : k["configMapGenerator"])
-      for (const auto& f : g["files"])
-        listed.insert(f.as<std::string>());
+      for (const auto& f : g["files"]) {
+        std::string file = f.as<std::string>();  // "key=path" names the key
+        listed.insert(file.substr(file.find('=') + 1));
+      }
     std::set<std::string> present;
     for (const auto& e : fs::recursive_directory_iterator(dir)) {
       auto ext = e.path().extension();
@@ -315,9 +317,11 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
     // The DRA driver's API access: a token and the grants of its ClusterRoleBinding.
     if (a.flags.count("--dra")) {
       EXPECT_EQ(a.pod["automountServiceAccountToken"], true);
-      auto binding = one(all, "ClusterRoleBinding");
+      auto binding = one(all, "ClusterRoleBinding", "polyaccel-dra");
       EXPECT_EQ(binding["subjects"][0]["name"], a.pod["serviceAccountName"]);
       EXPECT_FALSE(of_kind(all, "DeviceClass").empty());
+    } else if (a.flags.count("--mig-manager")) {
+      EXPECT_EQ(a.pod["automountServiceAccountToken"], true);
     } else {
       EXPECT_EQ(a.pod["automountServiceAccountToken"], false);
       EXPECT_TRUE(of_kind(all, "ClusterRoleBinding").empty());
@@ -336,10 +340,13 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
     EXPECT_EQ(svc["spec"]["ports"][0]["targetPort"], port_name);
     EXPECT_NE(help.output.find(":" + a.container["ports"][0]["containerPort"].dump()),
               std::string::npos);
-    // ConfigMaps reach the agent as volumes, which kubelet fetches: no Role for the agent
-    // (least privilege; tests/dra/api_server_test.cc checks every grant against its use).
-    EXPECT_TRUE(of_kind(all, "Role").empty());
-    EXPECT_TRUE(of_kind(all, "RoleBinding").empty());
+    // ConfigMaps reach the agent as volumes, which kubelet fetches: no Role for the agent but the
+    // partition manager's, which reads its layouts through the API (least privilege;
+    // tests/dra/api_server_test.cc and MigManagerGrantsOnlyWhatItUses check grants against use).
+    for (const auto& kind : {"Role", "RoleBinding"}) {
+      for (const auto& object : of_kind(all, kind))
+        EXPECT_EQ(object["metadata"]["name"], "polyaccel-mig-manager") << kind;
+    }
   }
 }
 
@@ -451,6 +458,44 @@ TEST(Manifests, DraAdmissionPolicyKeepsEachAgentToItsOwnNode) {
   // Without the DRA driver there are no API writes and no policy.
   EXPECT_TRUE(
       of_kind(render(kKube / "overlays/device-plugin"), "ValidatingAdmissionPolicy").empty());
+}
+
+// The partition manager's grants, least privilege: Nodes get and patch, its one ConfigMap get,
+// Events create in its namespace; pods/eviction create only where --partition-evict-pods is given.
+TEST(Manifests, MigManagerGrantsOnlyWhatItUses) {
+  auto rules_of = [](const std::vector<json>& all, const std::string& kind,
+                     const std::string& name) { return one(all, kind, name)["rules"]; };
+  for (const std::string variant : {"mig-manager", "mig-manager-evict"}) {
+    SCOPED_TRACE(variant);
+    auto all = render(kKube / "overlays" / variant);
+    Agent a = agent_of(one(all, "DaemonSet"));
+    EXPECT_TRUE(a.flags.count("--mig-manager"));
+    EXPECT_EQ(a.flags["--mig-config-map"], "polyaccel-system/default-mig-parted-config");
+    auto cm = one(all, "ConfigMap", "default-mig-parted-config");
+    EXPECT_EQ(cm["metadata"]["namespace"], "polyaccel-system");
+    EXPECT_EQ(cm["data"]["config.yaml"],
+              read_text(kKube / "overlays/mig-manager/config-default.yaml"));
+    EXPECT_EQ(
+        rules_of(all, "ClusterRole", "polyaccel-mig-manager"),
+        json::parse(R"([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}])"));
+    EXPECT_EQ(rules_of(all, "Role", "polyaccel-mig-manager"), json::parse(R"([
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "resourceNames": ["default-mig-parted-config"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])"));
+    bool evicts = a.flags.count("--partition-evict-pods") > 0;
+    EXPECT_EQ(evicts, variant == "mig-manager-evict");
+    EXPECT_EQ(of_kind(all, "ClusterRole").size(), evicts ? 2u : 1u);
+    if (evicts) {
+      EXPECT_EQ(
+          rules_of(all, "ClusterRole", "polyaccel-evict-pods"),
+          json::parse(
+              R"([{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}])"));
+    }
+    // The state survives restarts on the host; the lock is the host's `mig apply` lock.
+    ASSERT_TRUE(a.mounts.count("/var/lib/polyaccel"));
+    EXPECT_EQ(a.volumes[a.mounts["/var/lib/polyaccel"]]["hostPath"]["path"], "/var/lib/polyaccel");
+    ASSERT_TRUE(a.mounts.count("/run/lock"));
+  }
 }
 
 TEST(Manifests, DraWithTimeSlicingKeepsTheSharingConfig) {
