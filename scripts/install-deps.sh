@@ -32,6 +32,8 @@ packages=(
   # (CPU torch, gloo), Open MPI's and MPICH's mpirun, Slurm's srun with its own slurmctld and
   # slurmd (on a host with systemd, their packages also start services of their own)
   python3-torch openmpi-bin mpich slurmd slurmctld slurm-client
+  # `make bench-check` counts instructions under callgrind (scripts/bench-check.sh)
+  valgrind
 )
 # `install-deps.sh bench` (make bench) adds the peer of bench/agent_vs_node_exporter.py. Not for
 # the tests: on a host with systemd the package starts a node_exporter service on :9100.
