@@ -44,6 +44,13 @@ volatile std::size_t g_sink = 0;
   g_sink = g_sink + place::fit(v, u, r).placement.held_pus.count();
 }
 
+// Nova's own choice on the same request: what the four-cell fit is measured against.
+[[gnu::noipa]] void count_fit_sgi_4cell_first_fit(const place::HostView& v,
+                                                  const place::HostUsage& u,
+                                                  const place::Request& r) {
+  g_sink = g_sink + place::fit(v, u, r, place::Strategy::first_fit).placement.held_pus.count();
+}
+
 [[gnu::noipa]] void count_dra_pool_8gpu_mig(const HostModel& m, const dra::SliceOptions& o) {
   auto p = dra::build_pool(m, o);
   g_sink = g_sink + (p ? p->slices.size() : 0);
@@ -91,6 +98,8 @@ int main(int argc, char** argv) {
     auto r = bench::make_request(32, 32, {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "4"}});
     for (int i = 0; i < kRuns; ++i)
       count_fit_sgi_4cell(v, u, r);
+    for (int i = 0; i < kRuns; ++i)
+      count_fit_sgi_4cell_first_fit(v, u, r);
   }
   HostModel xe = discover(kXe8640, BackendMode::on);
   {
@@ -109,13 +118,16 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "instruction_counts: %s\n", host_model.error().message().c_str());
       return 2;
     }
+    // GPM measures between two samples: the third snapshot has every GPU's and instance's rates.
+    // The monitor stops then, so that every counted scrape reads the same snapshot.
     MonitorOptions mo;
-    mo.interval = std::chrono::hours(1);
+    mo.interval = std::chrono::milliseconds(100);
     AcceleratorMonitor monitor(xe, make_all_backends(), mo);
     monitor.start();
     auto snap = monitor.wait_newer(0, std::chrono::seconds(60));
-    while (snap->devices.empty() || !snap->devices.back().sample)
+    while (snap->generation < 3)
       snap = monitor.wait_newer(snap->generation, std::chrono::seconds(60));
+    monitor.stop();
     exporter::HostSampler host(*host_model, host_root, std::chrono::hours(1));
     host.set_extras({"/nonexistent/allocations.json", std::chrono::hours(1), nullptr, nullptr});
     host.start();
@@ -124,10 +136,14 @@ int main(int argc, char** argv) {
     exporter::Scraper scraper(exporter::make_all_collectors(), eo,
                               exporter::Sources{[&] { return monitor.snapshot(); },
                                                 [&] { return host.snapshot(); }, nullptr});
+    if (exporter::text_format(scraper.scrape()).find("DCGM_FI_PROF_SM_ACTIVE") ==
+        std::string::npos) {
+      std::fprintf(stderr, "instruction_counts: the scrape has no GPM (DCGM_FI_PROF_*) families\n");
+      return 2;
+    }
     for (int i = 0; i < kRuns; ++i)
       count_scrape_full_node(scraper);
     host.stop();
-    monitor.stop();
   }
   std::printf("runs %d\n", kRuns);
   return 0;

@@ -27,7 +27,7 @@ valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" --collect-a
   exit 2
 }
 runs=$(awk '/^runs /{print $2}' "$work/stdout")
-callgrind_annotate --inclusive=yes "$work/callgrind.out" >"$work/annotate.txt"
+callgrind_annotate --inclusive=yes --threshold=100 "$work/callgrind.out" >"$work/annotate.txt"
 
 python3 - "$work/annotate.txt" "$runs" "$counts_file" "$update" <<'PY'
 import re, sys
@@ -57,8 +57,12 @@ for line in open(counts_file):
 failed = False
 print(f"{'operation':24} {'kept':>12} {'now':>12} {'change':>8}")
 for name in sorted(set(kept) | set(measured)):
-    if name not in measured or name not in kept:
-        print(f"{name:24} {'missing from the ' + ('counts file' if name not in kept else 'program')}")
+    if name not in measured:
+        print(f"{name:24} {kept[name]:12d} {'':>12}  missing from the program")
+        failed = True
+        continue
+    if name not in kept:
+        print(f"{name:24} {'':>12} {measured[name]:12d}  missing from the counts file")
         failed = True
         continue
     ratio = measured[name] / kept[name]
@@ -69,5 +73,6 @@ for name in sorted(set(kept) | set(measured)):
     elif ratio < 0.75:
         note = "  shrank by more than 25%: update the counts (bench/README.md)"
     print(f"{name:24} {kept[name]:12d} {measured[name]:12d} {ratio - 1:+8.1%}{note}")
+sys.stdout.flush()
 sys.exit("bench-check: failed" if failed else 0)
 PY

@@ -515,16 +515,6 @@ class BranchAndBound {
       if (it == sockets.end()) sockets.push_back(*c.socket);
     }
     cells_on_socket_.assign(sockets.size(), 0);
-    // Per host cell: the other cells, nearest first (by the shorter way round).
-    nearest_.assign(host_.cells.size(), {});
-    for (size_t a = 0; a < host_.cells.size() && guest_cells_ > 1; ++a) {
-      for (size_t b = 0; b < host_.cells.size(); ++b) {
-        if (a != b) nearest_[a].push_back(b);
-      }
-      std::stable_sort(nearest_[a].begin(), nearest_[a].end(), [&](size_t x, size_t y) {
-        return pair_distance(a, x) < pair_distance(a, y);
-      });
-    }
     // Per guest cell g: the smallest packing terms guest cells g.. can add, and which host cells
     // any of them fits.
     rest_broken_.assign(guest_cells_ + 1, 0);
@@ -567,10 +557,12 @@ class BranchAndBound {
     return std::min(host_.distance(a, b), host_.distance(b, a));
   }
 
-  // The sum of x's distances to its n nearest cells not taken.
+  // The sum of x's distances to its n nearest cells not taken (0, still a bound, for a view
+  // built without cells_by_distance).
   unsigned nearest_free(size_t x, size_t n) const {
     unsigned sum = 0;
-    for (size_t y : nearest_[x]) {
+    if (host_.cells_by_distance.size() != host_.cells.size()) return 0;
+    for (size_t y : host_.cells_by_distance[x]) {
       if (n == 0) break;
       if (taken_[y]) continue;
       sum += pair_distance(x, y);
@@ -690,51 +682,6 @@ class BranchAndBound {
     taken_[h] = false;
   }
 
-  // No completion of the cells chosen so far scores below this; nullopt when too few host cells
-  // are left for the guest cells after guest cell g. The distance the other `rest` cells add: each
-  // new cell x adds its distances to the cells chosen, and half of those to the other new cells,
-  // at least half the sum of its rest - 1 smallest distances; the rest cheapest such x bound it.
-  std::optional<Score> lower_bound(size_t g) {
-    const size_t rest = guest_cells_ - g - 1;
-    unsigned distance = distance_;
-    if (rest > 0) {
-      added_.clear();
-      for (size_t x = 0; x < host_.cells.size(); ++x) {
-        if (!taken_[x] && usable_from_[g + 1][x])
-          added_.push_back(2 * to_chosen_[x] + nearest_free(x, rest - 1));
-      }
-      if (added_.size() < rest) return std::nullopt;
-      std::partial_sort(added_.begin(), added_.begin() + static_cast<long>(rest), added_.end());
-      unsigned twice = 0;
-      for (size_t i = 0; i < rest; ++i)
-        twice += added_[i];
-      distance += (twice + 1) / 2;
-    }
-    const Room free_cells = room();
-    const Tail t = tail(g, rest);
-    return Score{sockets_ + more_sockets(rest, free_cells.on_used, free_cells.most_on_unused),
-                 distance,
-                 0,
-                 0,
-                 broken_ + t.broken,
-                 imbalance_ + t.imbalance,
-                 left_ + t.left};
-  }
-
-  // Whether a completion of the cells chosen up to guest cell g may still beat the best: score
-  // lower, or equal and ranked before it (its positions so far not after the best's).
-  bool can_win(size_t g) {
-    auto bound = lower_bound(g);
-    if (!bound) return false;
-    if (!choice_.found || *bound < best_score_) return true;
-    if (best_score_ < *bound) return false;
-    // A tie on the bound: the best's rank decides. Nova's own choice (rank empty) wins every tie.
-    if (best_rank_.empty()) return false;
-    return !std::lexicographical_compare(best_rank_.begin(),
-                                         best_rank_.begin() + static_cast<long>(g + 1),
-                                         positions_.begin(), positions_.end());
-  }
-
   void descend(size_t g, size_t first_position) {
     if (g == guest_cells_) {
       leaf(/*first=*/false);
@@ -791,7 +738,7 @@ class BranchAndBound {
       ++visits_;
       const size_t h = order_[g][c.position];
       push(g, h, c.position);
-      if (can_win(g)) descend(g + 1, c.position + 1);
+      descend(g + 1, c.position + 1);
       pop(g, h);
     }
   }
@@ -848,8 +795,7 @@ class BranchAndBound {
   bool combinations_;  // identical guest cells: one order of each set (positions ascending)
   DeviceMemo devices_;
   size_t guest_cells_;
-  std::vector<int> socket_of_;                // dense socket index per host cell, -1 when unknown
-  std::vector<std::vector<size_t>> nearest_;  // per host cell: the others, nearest first
+  std::vector<int> socket_of_;  // dense socket index per host cell, -1 when unknown
   std::vector<unsigned> rest_broken_, rest_imbalance_;
   std::vector<std::uint64_t> rest_left_;
   std::vector<std::vector<bool>> usable_from_;
@@ -929,22 +875,21 @@ FitResult fit(const HostView& host, const HostUsage& usage, const Request& reque
     nova.descend(0);
     choice = std::move(nova.choice);
   } else {
-    std::vector<size_t> o = nova_order;
-    std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) {
-      const CellFit& fa = table.at(0, a);
-      const CellFit& fb = table.at(0, b);
-      return std::make_tuple(fa.was_empty, fa.imbalance_pct(), fa.left_ppm()) <
-             std::make_tuple(fb.was_empty, fb.imbalance_pct(), fb.left_ppm());
-    });
-    std::vector<std::vector<size_t>> order(guest_cells, o);
-    for (unsigned g = 1; g < guest_cells && !table.identical; ++g) {
-      std::stable_sort(order[g].begin(), order[g].end(), [&](size_t a, size_t b) {
-        const CellFit& fa = table.at(g, a);
-        const CellFit& fb = table.at(g, b);
-        return std::make_tuple(fa.was_empty, fa.imbalance_pct(), fa.left_ppm()) <
-               std::make_tuple(fb.was_empty, fb.imbalance_pct(), fb.left_ppm());
-      });
-    }
+    // Per guest cell, Nova's order sorted (stably) by the packing terms.
+    auto packing_order = [&](size_t g) {
+      using Key = std::tuple<bool, unsigned, std::uint64_t>;
+      std::vector<Key> keys(host.cells.size());
+      for (size_t h = 0; h < host.cells.size(); ++h) {
+        const CellFit& f = table.at(g, h);
+        keys[h] = {f.was_empty, f.imbalance_pct(), f.left_ppm()};
+      }
+      std::vector<size_t> o = nova_order;
+      std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+      return o;
+    };
+    std::vector<std::vector<size_t>> order(guest_cells, packing_order(0));
+    for (unsigned g = 1; g < guest_cells && !table.identical; ++g)
+      order[g] = packing_order(g);
     BranchAndBound search(host, usage, request, table, std::move(order), table.identical);
     if (guest_cells > 1) {
       // Nova's own first fit is the first candidate, so the choice is never more spread out or
