@@ -117,12 +117,27 @@ bool fit_pages(const HostCell& hc, const CellUsage& u, const Request& r, std::ui
 // Nova's _pack_instance_onto_cores on the free threads of each core; returns the PUs in vCPU
 // order followed by the emulator PU when one is reserved. Among the cores Nova's rule allows,
 // polyaccel takes the ones with the fewest free threads first, so whole cores stay free.
+// The free threads of each core of a cell, in one buffer: core c's are pus[start[c]..start[c+1]).
+struct FreeThreads {
+  std::vector<unsigned> pus;
+  std::vector<size_t> start;
+  FreeThreads(const HostCell& hc, const CpuSet& held) {
+    start.reserve(hc.cores.size() + 1);
+    start.push_back(0);
+    for (const auto& core : hc.cores) {
+      core.append_without(held, pus);
+      start.push_back(pus.size());
+    }
+  }
+  size_t cores() const { return start.size() - 1; }
+  size_t size(size_t c) const { return start[c + 1] - start[c]; }
+  unsigned at(size_t c, size_t t) const { return pus[start[c] + t]; }
+};
+
 std::optional<std::vector<unsigned>> pack(const HostCell& hc, const CpuSet& held, unsigned want,
                                           const Request& r, bool legacy, Strategy strategy,
                                           CpuSet& holds, std::string& lack) {
-  std::vector<std::vector<unsigned>> free_threads;
-  for (const auto& core : hc.cores)
-    free_threads.push_back((core - held).to_vector());
+  const FreeThreads free_threads(hc, held);
   const unsigned tpc = hc.threads_per_core;
   if (r.thread_policy == ThreadPolicy::isolate && tpc > 1) {
     if (!legacy) {
@@ -133,8 +148,8 @@ std::optional<std::vector<unsigned>> pack(const HostCell& hc, const CpuSet& held
     }
     std::vector<unsigned> chain;
     for (size_t c = 0; c < hc.cores.size() && chain.size() < want; ++c) {
-      if (free_threads[c].size() != hc.cores[c].count()) continue;
-      chain.push_back(free_threads[c].front());
+      if (free_threads.size(c) != hc.cores[c].count()) continue;
+      chain.push_back(free_threads.at(c, 0));
       holds |= hc.cores[c];  // a legacy host's claim marks the siblings used too
     }
     if (chain.size() < want) {
@@ -151,19 +166,19 @@ std::optional<std::vector<unsigned>> pack(const HostCell& hc, const CpuSet& held
   }
   for (unsigned k = tpc; k >= lowest_k; --k) {
     std::vector<size_t> candidates;
-    for (size_t c = 0; c < free_threads.size(); ++c) {
-      if (free_threads[c].size() >= k) candidates.push_back(c);
+    for (size_t c = 0; c < free_threads.cores(); ++c) {
+      if (free_threads.size(c) >= k) candidates.push_back(c);
     }
     if (candidates.size() * k < want) continue;
     if (strategy == Strategy::polyaccel) {
       std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
-        return free_threads[a].size() < free_threads[b].size();
+        return free_threads.size(a) < free_threads.size(b);
       });
     }
     std::vector<unsigned> chain;
     for (size_t c : candidates) {
       for (unsigned t = 0; t < k && chain.size() < want; ++t)
-        chain.push_back(free_threads[c][t]);
+        chain.push_back(free_threads.at(c, t));
       if (chain.size() == want) break;
     }
     for (unsigned pu : chain)
@@ -172,16 +187,16 @@ std::optional<std::vector<unsigned>> pack(const HostCell& hc, const CpuSet& held
   }
   if (r.thread_policy == ThreadPolicy::require) {
     size_t pairs = 0;
-    for (const auto& f : free_threads)
-      pairs += f.size() >= 2 ? 1 : 0;
+    for (size_t c = 0; c < free_threads.cores(); ++c)
+      pairs += free_threads.size(c) >= 2 ? 1 : 0;
     lack = "hw:cpu_thread_policy=require needs " + std::to_string((want + 1) / 2) +
            " cores with at least 2 free siblings, has " + std::to_string(pairs);
     return std::nullopt;
   }
   std::vector<unsigned> chain;  // last resort: every free thread as its own core
-  for (const auto& f : free_threads) {
-    for (unsigned pu : f) {
-      if (chain.size() < want) chain.push_back(pu);
+  for (size_t c = 0; c < free_threads.cores(); ++c) {
+    for (size_t t = 0; t < free_threads.size(c); ++t) {
+      if (chain.size() < want) chain.push_back(free_threads.at(c, t));
     }
   }
   if (chain.size() < want) {
@@ -220,7 +235,7 @@ CellFit fit_cell(const HostView& host, size_t h, const CellUsage& u, const Reque
   const std::uint64_t memory_free =
       hc.memory_bytes > u.memory_used ? hc.memory_bytes - u.memory_used : 0;
   if (pins) {
-    const unsigned free_pcpus = (hc.pcpus - u.held).count();
+    const unsigned free_pcpus = hc.pcpus.count_without(u.held);
     if (want > free_pcpus)
       return lacking(hc, "needs " + std::to_string(want) + " free dedicated PUs, has " +
                              std::to_string(free_pcpus));
@@ -536,6 +551,21 @@ class BranchAndBound {
       rest_imbalance_[g] = rest_imbalance_[g + 1] + (imbalance == ~0u ? 0 : imbalance);
       rest_left_[g] = rest_left_[g + 1] + (left == ~std::uint64_t{0} ? 0 : left);
     }
+    // With identical guest cells, the host cells that fit, by each packing term, smallest first.
+    if (table_.identical && guest_cells_ > 1) {
+      for (size_t h = 0; h < host_.cells.size(); ++h) {
+        if (table_.at(0, h).ok) by_broken_.push_back(h);
+      }
+      by_imbalance_ = by_left_ = by_broken_;
+      auto sort_by = [](std::vector<size_t>& cells, auto term) {
+        std::sort(cells.begin(), cells.end(), [&](size_t a, size_t b) {
+          return std::make_pair(term(a), a) < std::make_pair(term(b), b);
+        });
+      };
+      sort_by(by_broken_, [&](size_t x) { return broken_of(x); });
+      sort_by(by_imbalance_, [&](size_t x) { return table_.at(0, x).imbalance_pct(); });
+      sort_by(by_left_, [&](size_t x) { return table_.at(0, x).left_ppm(); });
+    }
   }
 
   // Nova's own choice, met first: it wins every tie.
@@ -608,31 +638,28 @@ class BranchAndBound {
     unsigned broken = 0, imbalance = 0;
     std::uint64_t left = 0;
   };
-  Tail tail(size_t g, size_t rest) {
+  Tail tail(size_t g, size_t rest) const {
     Tail t;
     if (rest == 0) return t;
     if (!table_.identical) return {rest_broken_[g + 1], rest_imbalance_[g + 1], rest_left_[g + 1]};
-    tail_broken_.clear();
-    tail_imbalance_.clear();
-    tail_left_.clear();
-    for (size_t x = 0; x < host_.cells.size(); ++x) {
-      const CellFit& f = table_.at(0, x);
-      if (taken_[x] || !f.ok) continue;
-      tail_broken_.push_back(f.was_empty ? 1 : 0);
-      tail_imbalance_.push_back(f.imbalance_pct());
-      tail_left_.push_back(f.left_ppm());
-    }
-    const size_t n = std::min(rest, tail_left_.size());
-    auto smallest = [n](auto& v) {
-      std::partial_sort(v.begin(), v.begin() + static_cast<long>(n), v.end());
-      return std::accumulate(v.begin(), v.begin() + static_cast<long>(n),
-                             typename std::decay_t<decltype(v)>::value_type{0});
+    auto smallest = [&](const std::vector<size_t>& cells, auto term) {
+      decltype(term(0)) sum = 0;
+      size_t n = rest;
+      for (size_t x : cells) {
+        if (n == 0) break;
+        if (taken_[x]) continue;
+        sum += term(x);
+        --n;
+      }
+      return sum;
     };
-    t.broken = smallest(tail_broken_);
-    t.imbalance = smallest(tail_imbalance_);
-    t.left = smallest(tail_left_);
+    t.broken = smallest(by_broken_, [&](size_t x) { return broken_of(x); });
+    t.imbalance =
+        smallest(by_imbalance_, [&](size_t x) { return table_.at(0, x).imbalance_pct(); });
+    t.left = smallest(by_left_, [&](size_t x) { return table_.at(0, x).left_ppm(); });
     return t;
   }
+  unsigned broken_of(size_t x) const { return table_.at(0, x).was_empty ? 1u : 0u; }
 
   struct Candidate {
     unsigned new_socket;      // sockets it and the cells after it add at least
@@ -805,9 +832,8 @@ class BranchAndBound {
   std::vector<bool> taken_;
   std::vector<unsigned> to_chosen_;  // per host cell: its distances to the cells chosen, summed
   std::vector<unsigned> cells_on_socket_;
-  std::vector<size_t> free_on_socket_;                  // scratch for room()
-  std::vector<unsigned> tail_broken_, tail_imbalance_;  // scratch for tail()
-  std::vector<std::uint64_t> tail_left_;
+  std::vector<size_t> free_on_socket_;                      // scratch for room()
+  std::vector<size_t> by_broken_, by_imbalance_, by_left_;  // for tail()
   unsigned sockets_ = 0, distance_ = 0, broken_ = 0, imbalance_ = 0;
   std::uint64_t left_ = 0;
   std::vector<unsigned> added_;                     // scratch for the bounds
