@@ -36,6 +36,8 @@ packages=(
   python3-torch openmpi-bin mpich slurmd slurmctld slurm-client
   # node for the CEL evaluator of tests/deploy (npm's @bufbuild/cel, installed below)
   nodejs
+  # `make bench-check` counts instructions under callgrind (scripts/bench-check.sh)
+  valgrind
 )
 # `install-deps.sh bench` (make bench) adds the peer of bench/agent_vs_node_exporter.py. Not for
 # the tests: on a host with systemd the package starts a node_exporter service on :9100.

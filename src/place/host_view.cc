@@ -67,6 +67,21 @@ std::optional<unsigned> socket_of(const HostModel& model, unsigned node) {
   return std::nullopt;
 }
 
+// HostView::cells_by_distance.
+std::vector<std::vector<size_t>> cells_by_distance(
+    const std::vector<std::vector<unsigned>>& distances) {
+  std::vector<std::vector<size_t>> out(distances.size());
+  for (size_t a = 0; a < distances.size(); ++a) {
+    auto pair = [&](size_t b) { return std::min(distances[a][b], distances[b][a]); };
+    for (size_t b = 0; b < distances.size(); ++b) {
+      if (b != a) out[a].push_back(b);
+    }
+    std::stable_sort(out[a].begin(), out[a].end(),
+                     [&](size_t x, size_t y) { return pair(x) < pair(y); });
+  }
+  return out;
+}
+
 // The SLIT between the cells' nodes; a missing, short or zero entry falls back to Linux's
 // default (10 local, 20 remote) so that a capture without distances still compares.
 std::vector<std::vector<unsigned>> cell_distances(const HostModel& model,
@@ -169,6 +184,7 @@ Result<HostView> build_host_view(const HostModel& model, const HostPolicy& polic
   }
   if (v.cells.empty()) return bad_input("host", "has no NUMA node with CPUs");
   v.cell_distances = cell_distances(model, v.cells);
+  v.cells_by_distance = cells_by_distance(v.cell_distances);
   for (const auto& a : model.accelerators)
     v.devices.push_back(make_device(model, a.id, a.pci, true, false));
   for (const auto& n : model.nics)
