@@ -9,6 +9,7 @@
 #include "dra/fake_api_server.h"
 #include "dra/plugin.h"
 #include "dra/publisher.h"
+#include "dra/structured_allocator.h"
 #include "kube/models.h"
 
 namespace polyaccel::dra {
@@ -75,6 +76,56 @@ TEST_F(ApiServer, PublishesOnceAndASteadyNodeWritesNothing) {
   }
   EXPECT_EQ(server_.writes, writes);
   EXPECT_EQ(client_->writes(), writes);
+}
+
+// A server with DRADeviceTaints off (1.34's default) stores an unhealthy GPU without its taint:
+// the scheduler would hand it out. The dry run says so before anything is stored, the write's
+// answer says so after; the pool the runner then builds withdraws the GPU instead.
+TEST_F(ApiServer, ATaintTheServerDropsIsSeenAndTheDeviceWithdrawn) {
+  SlicePublisher pub(*client_);
+  auto kept = pub.probe(kDriverName, "node-1");
+  ASSERT_TRUE(kept) << kept.error().message();
+  EXPECT_TRUE(kept->counters);
+  EXPECT_TRUE(kept->taints);
+  server_.device_taints = false;
+  auto probed = pub.probe(kDriverName, "node-1");
+  ASSERT_TRUE(probed) << probed.error().message();
+  EXPECT_TRUE(probed->counters);
+  EXPECT_FALSE(probed->taints);
+  EXPECT_EQ(server_.dry_runs, 2u);
+  EXPECT_EQ(server_.writes, 0u) << "a dry run stores nothing";
+  EXPECT_EQ(client_->writes(), 0u);
+  EXPECT_TRUE(server_.slices.empty());
+
+  SliceOptions sick;
+  sick.unhealthy = {"0000:4e:00.0"};
+  auto r = pub.sync(pool(sick));
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->taints_kept, std::optional<bool>(false));
+  EXPECT_FALSE(r->counters_kept.has_value()) << "the XE8640 without MIG uses no counters";
+  std::vector<json> stored;
+  for (const auto& [name, s] : server_.slices)
+    stored.push_back(s);
+  polyaccel::testing::StructuredAllocator scheduler;
+  scheduler.set_slices(stored);
+  polyaccel::testing::ClaimSpec four{{{"gpu", "gpu", {}, 4}}, {}};
+  EXPECT_TRUE(scheduler.allocate(four)) << "the taint is gone: the sick GPU is handed out";
+
+  sick.withdraw_unhealthy = true;  // what the runner builds once it knows
+  auto w = pub.sync(pool(sick));
+  ASSERT_TRUE(w) << w.error().message();
+  EXPECT_FALSE(w->taints_kept.has_value()) << "nothing tainted is sent";
+  stored.clear();
+  for (const auto& [name, s] : server_.slices)
+    stored.push_back(s);
+  polyaccel::testing::StructuredAllocator after;
+  after.set_slices(stored);
+  EXPECT_FALSE(after.allocate(four)) << "three healthy GPUs are left";
+  polyaccel::testing::ClaimSpec three{{{"gpu", "gpu", {}, 3}}, {}};
+  auto got = after.allocate(three);
+  ASSERT_TRUE(got);
+  for (const auto& name : *got)
+    EXPECT_NE(name, "gpu-0") << "0000:4e:00.0 is gpu-0";
 }
 
 TEST_F(ApiServer, AChangeUpdatesEverySliceWithTheNextGenerationAndDeletesExtras) {
