@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -147,9 +148,15 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   eo.revision = kBuildRevision;
   eo.build_type = kBuildType;
   eo.stall_after = std::max(std::chrono::milliseconds(30000), *interval * 6);
+  // The DRA driver starts after the exporter's port (below): scrapes find it once it runs.
+  std::atomic<const dra::DraRunner*> dra_runner{nullptr};
   exporter::Sources sources{
       [&] { return monitor.snapshot(); }, [&] { return host.snapshot(); },
-      [&]() -> std::shared_ptr<const PodAssignments> { return pods ? pods->snapshot() : nullptr; }};
+      [&]() -> std::shared_ptr<const PodAssignments> { return pods ? pods->snapshot() : nullptr; },
+      [&]() -> std::shared_ptr<const DraStatus> {
+        const dra::DraRunner* r = dra_runner.load();
+        return r ? std::make_shared<const DraStatus>(r->status()) : nullptr;
+      }};
   auto scraper = std::make_shared<exporter::Scraper>(exporter::make_all_collectors(), eo, sources);
 
   if (options.once) {
@@ -176,6 +183,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   plugin = std::move(*started);
   auto dra = start_dra(monitor, options, discover);  // on the same monitor (agent_dra.h)
   if (!dra) return fail(dra.error());
+  dra_runner = dra->get();
   say_why_no_node_labels(options);
   if (!global.quiet) {
     // With port 0 the kernel chose: this line is where people (and scripts) read which.
@@ -185,6 +193,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   }
   wait_for_signal(signals);
   http->reset();
+  dra_runner = nullptr;
   if (*dra) (*dra)->stop();
   if (plugin) plugin->stop();
   if (pods) pods->stop();
