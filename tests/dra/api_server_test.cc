@@ -87,15 +87,21 @@ TEST_F(ApiServer, ATaintTheServerDropsIsSeenAndTheDeviceWithdrawn) {
   ASSERT_TRUE(kept) << kept.error().message();
   EXPECT_TRUE(kept->counters);
   EXPECT_TRUE(kept->taints);
-  server_.device_taints = false;
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.device_taints = false;
+  }
   auto probed = pub.probe(kDriverName, "node-1");
   ASSERT_TRUE(probed) << probed.error().message();
   EXPECT_TRUE(probed->counters);
   EXPECT_FALSE(probed->taints);
-  EXPECT_EQ(server_.dry_runs, 2u);
-  EXPECT_EQ(server_.writes, 0u) << "a dry run stores nothing";
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    EXPECT_EQ(server_.dry_runs, 2u);
+    EXPECT_EQ(server_.writes, 0u) << "a dry run stores nothing";
+    EXPECT_TRUE(server_.slices.empty());
+  }
   EXPECT_EQ(client_->writes(), 0u);
-  EXPECT_TRUE(server_.slices.empty());
 
   SliceOptions sick;
   sick.unhealthy = {"0000:4e:00.0"};
@@ -103,9 +109,14 @@ TEST_F(ApiServer, ATaintTheServerDropsIsSeenAndTheDeviceWithdrawn) {
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(r->taints_kept, std::optional<bool>(false));
   EXPECT_FALSE(r->counters_kept.has_value()) << "the XE8640 without MIG uses no counters";
-  std::vector<json> stored;
-  for (const auto& [name, s] : server_.slices)
-    stored.push_back(s);
+  auto stored_slices = [&] {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    std::vector<json> out;
+    for (const auto& [name, s] : server_.slices)
+      out.push_back(s);
+    return out;
+  };
+  std::vector<json> stored = stored_slices();
   polyaccel::testing::StructuredAllocator scheduler;
   scheduler.set_slices(stored);
   polyaccel::testing::ClaimSpec four{{{"gpu", "gpu", {}, 4}}, {}};
@@ -115,9 +126,7 @@ TEST_F(ApiServer, ATaintTheServerDropsIsSeenAndTheDeviceWithdrawn) {
   auto w = pub.sync(pool(sick));
   ASSERT_TRUE(w) << w.error().message();
   EXPECT_FALSE(w->taints_kept.has_value()) << "nothing tainted is sent";
-  stored.clear();
-  for (const auto& [name, s] : server_.slices)
-    stored.push_back(s);
+  stored = stored_slices();
   polyaccel::testing::StructuredAllocator after;
   after.set_slices(stored);
   EXPECT_FALSE(after.allocate(four)) << "three healthy GPUs are left";
@@ -126,6 +135,45 @@ TEST_F(ApiServer, ATaintTheServerDropsIsSeenAndTheDeviceWithdrawn) {
   ASSERT_TRUE(got);
   for (const auto& name : *got)
     EXPECT_NE(name, "gpu-0") << "0000:4e:00.0 is gpu-0";
+}
+
+// The claims of deploy/kubernetes/overlays/dra over the XE8640's stored slices, allocated as the
+// scheduler does: what kube-scheduler 1.34 gave (four GPUs never twice, two NVLink pairs,
+// three GPU+NIC pairs by NUMA node or root complex: cb:00.0 has no RDMA NIC near it).
+TEST_F(ApiServer, TheTemplatesClaimsAsTheSchedulerAllocatesThem) {
+  SlicePublisher pub(*client_);
+  ASSERT_TRUE(pub.sync(pool()));
+  std::vector<json> stored;
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    for (const auto& [name, s] : server_.slices)
+      stored.push_back(s);
+  }
+  using polyaccel::testing::ClaimSpec;
+  auto fill = [&](const ClaimSpec& claim) {
+    polyaccel::testing::StructuredAllocator scheduler;
+    scheduler.set_slices(stored);
+    unsigned n = 0;
+    while (scheduler.allocate(claim) && n < 16)
+      ++n;
+    return n;
+  };
+  ClaimSpec one_gpu{{{"gpu", "gpu", {}, 1}}, {}};
+  EXPECT_EQ(fill(one_gpu), 4u);
+  ClaimSpec nvlink_pair{
+      {{"gpus", "gpu",
+        [](const json& d) {
+          return !polyaccel::testing::device_attribute(d, "polyaccel.io/nvlinkDomain").is_null();
+        },
+        2}},
+      {{{"gpus"}, "polyaccel.io/nvlinkDomain"}}};
+  EXPECT_EQ(fill(nvlink_pair), 2u);
+  for (const char* attribute :
+       {"resource.kubernetes.io/numaNode", "resource.kubernetes.io/pcieRoot"}) {
+    ClaimSpec gpu_nic{{{"gpu", "gpu", {}, 1}, {"nic", "nic", {}, 1}},
+                      {{{"gpu", "nic"}, attribute}}};
+    EXPECT_EQ(fill(gpu_nic), 3u) << attribute;
+  }
 }
 
 TEST_F(ApiServer, AChangeUpdatesEverySliceWithTheNextGenerationAndDeletesExtras) {

@@ -156,8 +156,11 @@ TEST(DraRunner, AServerWithoutPartitionableDevicesGetsNothingItCanOverCommit) {
   polyaccel::testing::use_nvml_scenario("hgx-8xh200-mig.json");
   TempDir dir;
   FakeApiServer server(dir.path());
-  server.partitionable_devices = false;
-  server.device_taints = false;
+  {
+    std::lock_guard<std::mutex> lock(server.mu);
+    server.partitionable_devices = false;
+    server.device_taints = false;
+  }
   RunningAgent agent(server, dir, [](DraRunnerOptions& o) { o.recheck = 300ms; });
   ASSERT_TRUE(agent.runner->start(60s));
   ASSERT_TRUE(wait_for([&] { return server.slices_of("node-1") > 0; }, 30s));
@@ -234,12 +237,12 @@ TEST(DraRunner, CountersDroppedOnWriteAreSeenInTheStoredSlices) {
   TempDir dir;
   FakeApiServer server(dir.path());
   // Dry runs are refused (a proxy that does not pass them, say): only the read-back is left.
-  server.partitionable_devices = false;
-  RunningAgent agent(server, dir, [&](DraRunnerOptions& o) { o.recheck = 1h; });
   {
     std::lock_guard<std::mutex> lock(server.mu);
+    server.partitionable_devices = false;
     server.refuse_dry_runs = true;
   }
+  RunningAgent agent(server, dir, [&](DraRunnerOptions& o) { o.recheck = 1h; });
   ASSERT_TRUE(agent.runner->start(60s));
   ASSERT_TRUE(wait_for([&] { return !agent.runner->status().server_keeps_counters; }, 30s))
       << agent.logged();
@@ -268,7 +271,12 @@ TEST(DraRunner, SlicesTheKubeletWipesAreBackWithinSeconds) {
   ASSERT_TRUE(wait_for([&] { return agent.runner->status().syncs > 0; }, 30s));
   const size_t count = server.slices_of("node-1");
   ASSERT_GT(count, 1u) << "every MIG placement needs more than one slice";
-  ASSERT_TRUE(wait_for([&] { return agent.runner->status().watching && server.watches > 0; }, 30s));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        std::lock_guard<std::mutex> lock(server.mu);
+        return agent.runner->status().watching && server.watches > 0;
+      },
+      30s));
   std::this_thread::sleep_for(300ms);  // the watch's ADDED events are through
   std::int64_t generation = published(server, "").second;
   for (int wipe = 1; wipe <= 3; ++wipe) {
