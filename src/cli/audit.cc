@@ -15,6 +15,7 @@
 #include "core/byte_size.h"
 #include "core/file_io.h"
 #include "core/json.h"
+#include "core/page_size.h"
 #include "core/strings.h"
 #include "discover/accel/backends.h"
 
@@ -102,16 +103,21 @@ Result<AuditRequest> parse_request(const GlobalOptions& g, const AuditCommandOpt
     r.intent.passthrough.push_back(*a);
   }
   auto page = parse_byte_size(o.hugepage_size);
-  if (!page || *page < 4096 || (*page & (*page - 1)) != 0) {
-    return bad_input("--hugepage-size",
-                     "'" + o.hugepage_size + "' is not a page size (2MiB, 1GiB)");
+  // The page size first: a per-node size below a page it cannot be is the page size's fault.
+  if (!page || !is_page_size(*page)) {
+    return bad_input("--hugepage-size", "'" + o.hugepage_size +
+                                            "' is not a page size: a power of two from 4KiB to "
+                                            "16GiB, like 2MiB or 1GiB");
   }
   r.intent.hugepage_size = *page;
   if (!o.hugepages_per_node.empty()) {
     auto bytes = parse_byte_size(o.hugepages_per_node);
-    if (!bytes || *bytes < *page) {
-      return bad_input("--hugepages-per-node",
-                       "'" + o.hugepages_per_node + "' is not a size of at least one page");
+    if (!bytes)
+      return bad_input("--hugepages-per-node", "'" + o.hugepages_per_node + "' is not a size");
+    if (*bytes < *page) {
+      return bad_input("--hugepages-per-node", "'" + o.hugepages_per_node +
+                                                   "' is less than one --hugepage-size page (" +
+                                                   format_byte_size(*page) + ")");
     }
     r.intent.hugepages_per_node_bytes = *bytes;
   }

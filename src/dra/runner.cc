@@ -289,6 +289,8 @@ void DraRunner::watch_slices() {
 
 void DraRunner::stop() {
   stopping_ = true;
+  if (client_) client_->cancel();              // an API server that hangs must not hold the stop
+  if (watch_client_) watch_client_->cancel();  // nor an open watch
   if (follower_.joinable()) follower_.join();
   if (watcher_.joinable()) watcher_.join();
   if (plugin_) plugin_->stop();

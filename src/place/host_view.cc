@@ -183,6 +183,12 @@ void add_usage(const HostView& view, const Placement& p, HostUsage& u) {
     u.floating_memory += p.memory_bytes;
   }
   for (const auto& c : p.cells) {
+    // A foreign guest's cell on a node without CPUs here (a memory-only node, or a cell the
+    // view leaves out) still takes memory: counted host-wide.
+    if (!view.cell(c.host_numa_node)) {
+      u.floating_vcpus += static_cast<unsigned>(c.shared_vcpus.size());
+      u.floating_memory += c.memory_bytes;
+    }
     for (size_t i = 0; i < view.cells.size(); ++i) {
       const HostCell& hc = view.cells[i];
       if (hc.node != c.host_numa_node) continue;
@@ -211,6 +217,14 @@ Result<HostUsage> usage_of(const HostView& view, const std::vector<Placement>& a
     pcpus |= c.pcpus;
   std::set<std::string> devices;
   for (const auto& p : allocations) {
+    if (!p.owner.empty()) {
+      // A guest polyaccel did not place (libvirt's running domains) is what the host holds, not
+      // a record that could be from another host: it may be pinned outside cpu_dedicated_set,
+      // share PUs with another guest or pass through a device the fit does not offer. Counted
+      // as it is (add_usage keeps what this view knows), never refused.
+      add_usage(view, p, u);
+      continue;
+    }
     const std::string input = "allocation " + p.name;
     if (!pcpus.contains(p.held_pus))
       return bad_input(input, "holds PUs " + (p.held_pus - pcpus).to_list() +

@@ -72,6 +72,7 @@ class FakeApiServer {
   std::map<std::string, nlohmann::json> claims;  // "ns/name"
   std::vector<std::string> schema_errors;
   unsigned writes = 0, conflicts_sent = 0, requests = 0;
+  std::vector<std::pair<std::string, std::string>> seen;  // each request: method, path?query
   bool forbid_writes = false;
   unsigned conflict_next_writes = 0;  // answer this many writes 409 (someone else wrote)
   std::string token = "test-token";
@@ -183,6 +184,7 @@ class FakeApiServer {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     std::unique_lock<std::mutex> lock(mu);
     ++requests;
+    seen.emplace_back("GET", std::string(kSlicesPath) + "?" + query);
     if (require_token && auth != "Bearer " + token)
       return reply(c, 401, status(401, "Unauthorized", "no token"));
     ++watches;
@@ -190,7 +192,7 @@ class FakeApiServer {
     std::string out;
     for (const auto& [name, s] : slices)
       if (matches(s, sel)) out += nlohmann::json{{"type", "ADDED"}, {"object", s}}.dump() + "\n";
-    size_t seen = events_.size();
+    size_t next_event = events_.size();
     while (!stopping_) {
       if (!out.empty()) {
         lock.unlock();
@@ -200,9 +202,10 @@ class FakeApiServer {
         out.clear();
       }
       if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) return;
-      for (; seen < events_.size(); ++seen)
-        if (matches(events_[seen].second, sel))
-          out += nlohmann::json{{"type", events_[seen].first}, {"object", events_[seen].second}}
+      for (; next_event < events_.size(); ++next_event)
+        if (matches(events_[next_event].second, sel))
+          out += nlohmann::json{{"type", events_[next_event].first},
+                                {"object", events_[next_event].second}}
                      .dump() +
                  "\n";
     }
@@ -242,6 +245,7 @@ class FakeApiServer {
               const std::string& query, const std::string& body, const std::string& auth) {
     std::lock_guard<std::mutex> lock(mu);
     ++requests;
+    seen.emplace_back(method, query.empty() ? path : path + "?" + query);
     const std::string slices_path = "/apis/resource.k8s.io/v1/resourceslices";
     if (require_token && auth != "Bearer " + token)
       return reply(c, 401, status(401, "Unauthorized", "no token"));
