@@ -157,9 +157,15 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   eo.revision = kBuildRevision;
   eo.build_type = kBuildType;
   eo.stall_after = std::max(std::chrono::milliseconds(30000), *interval * 6);
+  // The DRA driver starts after the exporter's port (below): scrapes find it once it runs.
+  std::atomic<const dra::DraRunner*> dra_runner{nullptr};
   exporter::Sources sources{
       [&] { return monitor.snapshot(); }, [&] { return host.snapshot(); },
-      [&]() -> std::shared_ptr<const PodAssignments> { return pods ? pods->snapshot() : nullptr; }};
+      [&]() -> std::shared_ptr<const PodAssignments> { return pods ? pods->snapshot() : nullptr; },
+      [&]() -> std::shared_ptr<const DraStatus> {
+        const dra::DraRunner* r = dra_runner.load();
+        return r ? std::make_shared<const DraStatus>(r->status()) : nullptr;
+      }};
   auto scraper = std::make_shared<exporter::Scraper>(exporter::make_all_collectors(), eo, sources);
 
   if (options.once) {
@@ -189,6 +195,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   // After both: it withdraws the GPUs it changes from each (agent_partition.h).
   auto partitions = start_partition_agent(monitor, options, discover, plugin.get(), dra->get());
   if (!partitions) return fail(partitions.error());
+  dra_runner = dra->get();
   say_why_no_node_labels(options);
   if (!global.quiet) {
     // With port 0 the kernel chose: this line is where people (and scripts) read which.
@@ -203,6 +210,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   http->reset();
   g_stopping = "the partition manager";
   if (*partitions) (*partitions)->stop();
+  dra_runner = nullptr;
   g_stopping = "the DRA driver (an API server call)";
   if (*dra) (*dra)->stop();
   g_stopping = "the device plugin";

@@ -153,6 +153,47 @@ int on_progress(void* cancelled, curl_off_t, curl_off_t, curl_off_t, curl_off_t)
   return static_cast<const std::atomic<bool>*>(cancelled)->load() ? 1 : 0;
 }
 
+// A watch's answer, line by line (one event each).
+struct LineSink {
+  const Curl* curl = nullptr;
+  CURL* handle = nullptr;
+  const std::function<bool(const std::string&)>* on_line = nullptr;
+  const std::function<bool()>* keep_going = nullptr;
+  const std::atomic<bool>* cancelled = nullptr;  // the client's cancel()
+  std::string pending;
+  std::string* body = nullptr;  // an answer that is not a stream of events (an error Status)
+  bool stopped = false;         // on_line or keep_going said stop
+};
+
+size_t on_stream(char* data, size_t size, size_t n, void* user) {
+  auto* sink = static_cast<LineSink*>(user);
+  size_t len = size * n;
+  long status = 0;
+  sink->curl->easy_getinfo(sink->handle, CURLINFO_RESPONSE_CODE, &status);
+  if (status != 200) return on_body(data, size, n, sink->body);
+  sink->pending.append(data, len);
+  size_t start = 0, nl;
+  while ((nl = sink->pending.find('\n', start)) != std::string::npos) {
+    std::string line = sink->pending.substr(start, nl - start);
+    start = nl + 1;
+    if (!line.empty() && !(*sink->on_line)(line)) {
+      sink->stopped = true;
+      return 0;
+    }
+  }
+  sink->pending.erase(0, start);
+  if (sink->pending.size() > kMaxResponseBytes) return 0;
+  return len;
+}
+
+int on_stream_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* sink = static_cast<LineSink*>(user);
+  if (sink->cancelled->load()) return 1;
+  if ((*sink->keep_going)()) return 0;
+  sink->stopped = true;
+  return 1;
+}
+
 // A kubeconfig field given as a file (relative to the kubeconfig) or inline as base64.
 Result<std::string> file_or_data(const YAML::Node& node, const std::string& file_key,
                                  const std::string& data_key, const fs::path& base,
@@ -402,6 +443,22 @@ std::uint64_t KubeClient::writes() const {
 
 Result<HttpResponse> KubeClient::request(const std::string& method, const std::string& path,
                                          const std::string& body) {
+  return perform(method, path, body, nullptr, config_.timeout);
+}
+
+Result<HttpResponse> KubeClient::watch(const std::string& path,
+                                       const std::function<bool(const std::string&)>& on_line,
+                                       const std::function<bool()>& keep_going,
+                                       std::chrono::milliseconds timeout) {
+  LineSink sink;
+  sink.on_line = &on_line;
+  sink.keep_going = &keep_going;
+  return perform("GET", path, {}, &sink, timeout);
+}
+
+Result<HttpResponse> KubeClient::perform(const std::string& method, const std::string& path,
+                                         const std::string& body, void* stream,
+                                         std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto& loaded = curl_library();
   if (!loaded) return loaded.error();
@@ -421,14 +478,26 @@ Result<HttpResponse> KubeClient::request(const std::string& method, const std::s
   curl.easy_setopt(c, CURLOPT_URL, url.c_str());
   curl.easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
   curl.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl.easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(config_.timeout.count()));
+  curl.easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
   curl.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(config_.timeout.count()));
   curl.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl.easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
   curl.easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  curl.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl.easy_setopt(c, CURLOPT_XFERINFODATA, &cancelled_);
+  auto* sink = static_cast<LineSink*>(stream);
+  if (sink) {
+    sink->curl = &curl;
+    sink->handle = c;
+    sink->body = &r.body;
+    sink->cancelled = &cancelled_;
+    curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_stream);
+    curl.easy_setopt(c, CURLOPT_WRITEDATA, sink);
+    curl.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_stream_progress);
+    curl.easy_setopt(c, CURLOPT_XFERINFODATA, sink);
+  } else {
+    curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl.easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+    curl.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl.easy_setopt(c, CURLOPT_XFERINFODATA, &cancelled_);
+  }
   curl_slist* headers = nullptr;
   headers = curl.slist_append(headers, "Accept: application/json");
   std::string token = config_.token;
@@ -480,11 +549,16 @@ Result<HttpResponse> KubeClient::request(const std::string& method, const std::s
   CURLcode rc = curl.easy_perform(c);
   curl.slist_free_all(headers);
   curl.easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);  // `detail` goes out of scope
-  if (rc == CURLE_ABORTED_BY_CALLBACK)
+  if (rc == CURLE_ABORTED_BY_CALLBACK && cancelled_)
     return Error{ErrorCode::io, method + " " + url, "cancelled: the agent is stopping", {}};
-  if (rc != CURLE_OK) return transport_error(curl, rc, method + " " + url, detail);
+  // A watch ends when we stop it or its time is up: an end, not a failure.
+  bool watch_ended =
+      sink && (sink->stopped || rc == CURLE_OPERATION_TIMEDOUT) && rc != CURLE_COULDNT_CONNECT;
+  if (rc != CURLE_OK && !watch_ended) return transport_error(curl, rc, method + " " + url, detail);
   curl.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-  if (method != "GET" && r.status >= 200 && r.status < 300) ++writes_;
+  // A dry run (?dryRun=All) changes nothing on the server.
+  bool dry_run = path.find("dryRun=All") != std::string::npos;
+  if (method != "GET" && !dry_run && r.status >= 200 && r.status < 300) ++writes_;
   return r;
 }
 

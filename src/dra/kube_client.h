@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,14 +53,26 @@ class KubeClient {
   // response. `path` starts with "/"; `body` is JSON (sent for POST and PUT).
   Result<HttpResponse> request(const std::string& method, const std::string& path,
                                const std::string& body = {});
+  // A watch (a GET with ?watch=1): `on_line` gets each line of the answer (one watch event) as
+  // it arrives. It ends when the server closes it (timeoutSeconds), when `on_line` returns
+  // false, when `keep_going` (asked about once a second) returns false, or after `timeout`;
+  // none of these is an error. The status; the body only when it is not 200 (a Status).
+  Result<HttpResponse> watch(const std::string& path,
+                             const std::function<bool(const std::string&)>& on_line,
+                             const std::function<bool()>& keep_going,
+                             std::chrono::milliseconds timeout);
   const KubeConfig& config() const { return config_; }
-  // Requests that changed something on the server (POST, PUT, DELETE answered 2xx).
+  // Requests that changed something on the server (POST, PUT, DELETE answered 2xx; not dry
+  // runs).
   std::uint64_t writes() const;
   // Ends the request in flight (an API server that hangs keeps it up to `timeout`) and refuses
   // every later one: the agent is stopping. Safe from any thread.
   void cancel() { cancelled_ = true; }
 
  private:
+  Result<HttpResponse> perform(const std::string& method, const std::string& path,
+                               const std::string& body, void* stream,
+                               std::chrono::milliseconds timeout);
   KubeConfig config_;
   mutable std::mutex mu_;  // one curl handle, used by one request at a time
   void* curl_ = nullptr;

@@ -22,12 +22,63 @@ json comparable_spec(json spec) {
   return spec;
 }
 
-std::string list_path(const std::string& driver, const std::string& node) {
-  return std::string(kResourceSlicesPath) +
-         "?fieldSelector=" + url_encode("spec.nodeName=" + node + ",spec.driver=" + driver);
+// The spec without the fields feature gates guard (what a server with them off keeps).
+json without_gated_fields(json spec) {
+  spec.erase("sharedCounters");
+  if (spec.contains("devices") && spec["devices"].is_array()) {
+    for (auto& d : spec["devices"]) {
+      if (!d.is_object()) continue;
+      d.erase("consumesCounters");
+      d.erase("taints");
+    }
+  }
+  return spec;
+}
+
+bool has_counters(const json& spec) {
+  if (spec.contains("sharedCounters") && !spec["sharedCounters"].empty()) return true;
+  for (const auto& d : spec.value("devices", json::array()))
+    if (d.is_object() && d.contains("consumesCounters") && !d["consumesCounters"].empty())
+      return true;
+  return false;
+}
+
+size_t taint_count(const json& spec) {
+  size_t n = 0;
+  for (const auto& d : spec.value("devices", json::array()))
+    if (d.is_object() && d.contains("taints") && d["taints"].is_array()) n += d["taints"].size();
+  return n;
+}
+
+size_t consumer_count(const json& spec) {
+  size_t n = 0;
+  for (const auto& d : spec.value("devices", json::array()))
+    if (d.is_object() && d.contains("consumesCounters") && d["consumesCounters"].is_array())
+      n += d["consumesCounters"].size();
+  return n;
+}
+
+// What `stored` (the server's object) kept of the gated fields `sent` (our spec) has: a field
+// once seen dropped stays dropped for the sync.
+void note_stored(const json& sent, const json& stored, std::optional<bool>& counters,
+                 std::optional<bool>& taints) {
+  if (!stored.is_object()) return;
+  const json& s = stored.value("spec", json::object());
+  if (has_counters(sent)) {
+    bool kept = s.contains("sharedCounters") &&
+                s["sharedCounters"].size() == sent.value("sharedCounters", json::array()).size() &&
+                consumer_count(s) == consumer_count(sent);
+    counters = counters.value_or(true) && kept;
+  }
+  if (taint_count(sent) > 0) taints = taints.value_or(true) && taint_count(s) == taint_count(sent);
 }
 
 }  // namespace
+
+std::string pool_slices_path(const std::string& driver, const std::string& node) {
+  return std::string(kResourceSlicesPath) +
+         "?fieldSelector=" + url_encode("spec.nodeName=" + node + ",spec.driver=" + driver);
+}
 
 Error api_error(const std::string& what, const HttpResponse& r) {
   std::string message;
@@ -38,7 +89,7 @@ Error api_error(const std::string& what, const HttpResponse& r) {
   std::string remedy;
   if (r.status == 403) {
     remedy =
-        "grant the agent's service account resourceslices list/create/update/delete and "
+        "grant the agent's service account resourceslices list/watch/create/update/delete and "
         "resourceclaims get (deploy/kubernetes/overlays/dra/rbac.yaml)";
   } else if (r.status == 401) {
     remedy = r.credential.empty() ? "the request carried no credential: give a token or client "
@@ -61,7 +112,7 @@ Result<SyncResult> SlicePublisher::sync(const Pool& pool) {
 }
 
 Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
-  std::string lpath = list_path(pool.driver, pool.node);
+  std::string lpath = pool_slices_path(pool.driver, pool.node);
   auto listed = client_.request("GET", lpath);
   if (!listed) return listed.error();
   if (listed->status != 200) return api_error("GET " + lpath, *listed);
@@ -105,11 +156,25 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
   SyncResult result;
   if (same) {
     result.generation = max_generation;
+    auto& written = last_generation_[pool.driver + "/" + pool.node];
+    written = std::max(written, max_generation);
     return result;
+  }
+  // A slice that differs only in gated fields: what the server kept of them shows in the list.
+  for (const auto& d : desired) {
+    auto it = existing.find(d["metadata"]["name"].get<std::string>());
+    if (it == existing.end()) continue;
+    if (comparable_spec(without_gated_fields(it->second.value("spec", json::object()))) ==
+        comparable_spec(without_gated_fields(d["spec"])))
+      note_stored(d["spec"], it->second, result.counters_kept, result.taints_kept);
   }
 
   // Bounded: generation is an int64 on the server.
-  std::int64_t generation = max_generation < (std::int64_t{1} << 62) ? max_generation + 1 : 1;
+  // Past what the server has and what we wrote before: after a wipe (nothing listed) the pool
+  // still moves on, so no reader takes the new slices for the old ones.
+  std::int64_t& written = last_generation_[pool.driver + "/" + pool.node];
+  std::int64_t last = std::max(max_generation, written);
+  std::int64_t generation = last < (std::int64_t{1} << 62) ? last + 1 : 1;
   result.generation = generation;
   for (auto& d : desired) {
     d["spec"]["pool"]["generation"] = generation;
@@ -137,6 +202,9 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
     }
     if (r->status < 200 || r->status >= 300) return api_error(what, *r);
     ++(update ? result.updated : result.created);
+    // The answer is the object as stored: the read-back of what the server kept.
+    note_stored(d["spec"], json::parse(r->body, nullptr, false), result.counters_kept,
+                result.taints_kept);
   }
   for (const auto& [name, item] : existing) {
     std::string path = std::string(kResourceSlicesPath) + "/" + name;
@@ -150,7 +218,41 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
     if (r->status < 200 || r->status >= 300) return api_error("DELETE " + path, *r);
     ++result.deleted;
   }
+  written = generation;
   return result;
+}
+
+Result<ServerFields> SlicePublisher::probe(const std::string& driver, const std::string& node) {
+  json spec;
+  spec["driver"] = driver;
+  spec["nodeName"] = node;
+  spec["pool"] = {{"name", node}, {"generation", 0}, {"resourceSliceCount", 1}};
+  spec["sharedCounters"] =
+      json::array({{{"name", "probe"}, {"counters", {{"c", {{"value", "1"}}}}}}});
+  spec["devices"] = json::array(
+      {{{"name", "probe"},
+        {"consumesCounters",
+         json::array({{{"counterSet", "probe"}, {"counters", {{"c", {{"value", "1"}}}}}}})},
+        {"taints",
+         json::array(
+             {{{"key", kUnhealthyTaint}, {"value", "probe"}, {"effect", "NoSchedule"}}})}}});
+  json slice = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceSlice"},
+                {"metadata", {{"name", slice_name(Pool{driver, node, {}}, 0)}}},
+                {"spec", spec}};
+  std::string name = slice["metadata"]["name"].get<std::string>();
+  name = name.substr(0, name.size() - 1) + "probe";  // "<node>-polyaccel-probe", never stored
+  slice["metadata"]["name"] = name;
+  std::string path = std::string(kResourceSlicesPath) + "?dryRun=All";
+  auto r = client_.request("POST", path, slice.dump());
+  if (!r) return r.error();
+  if (r->status < 200 || r->status >= 300) return api_error("POST " + path, *r);
+  json stored = json::parse(r->body, nullptr, false);
+  if (!stored.is_object() || !stored.contains("spec"))
+    return Error{ErrorCode::io, "POST " + path, "the answer is not a ResourceSlice", {}};
+  std::optional<bool> counters, taints;
+  note_stored(spec, stored, counters, taints);
+  return ServerFields{counters.value_or(true), taints.value_or(true)};
 }
 
 Status SlicePublisher::remove_all(const std::string& driver, const std::string& node) {

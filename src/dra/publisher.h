@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -14,9 +16,20 @@
 
 namespace polyaccel::dra {
 
+// What the API server keeps of the fields that feature gates guard: a server with the gate off
+// accepts the slice and silently drops the field (Kubernetes 1.34 and 1.35 by default).
+struct ServerFields {
+  bool counters = true;  // sharedCounters, consumesCounters (DRAPartitionableDevices)
+  bool taints = true;    // devices' taints (DRADeviceTaints)
+  bool operator==(const ServerFields&) const = default;
+};
+
 struct SyncResult {
   unsigned created = 0, updated = 0, deleted = 0;
   std::int64_t generation = 0;  // the pool generation on the server after the sync
+  // What the stored slices (the write answers, or the list when they differ only there) show of
+  // the gated fields the pool uses: kept or dropped; nullopt when the pool does not use one.
+  std::optional<bool> counters_kept, taints_kept;
   unsigned writes() const { return created + updated + deleted; }
 };
 
@@ -27,15 +40,25 @@ class SlicePublisher {
   // Makes the server's slices equal `pool`. A 409 (someone else wrote meanwhile) lists again and
   // retries, a few times. Errors: 403 (RBAC, with the remedy), other statuses, transport.
   Result<SyncResult> sync(const Pool& pool);
+  // What the server keeps, asked without storing anything: a dry-run create (?dryRun=All) of a
+  // slice "<node>-polyaccel-probe" with a counter set, a device that consumes it and a taint;
+  // the answer is the object as the server would store it.
+  Result<ServerFields> probe(const std::string& driver, const std::string& node);
   // Deletes every slice of the pool (the driver is going away for good).
   Status remove_all(const std::string& driver, const std::string& node);
 
  private:
   Result<SyncResult> sync_once(const Pool& pool, bool& conflict);
   KubeClient& client_;
+  // The generation of each pool ("driver/node") this publisher last wrote or saw.
+  std::map<std::string, std::int64_t> last_generation_;
 };
 
 inline constexpr const char* kResourceSlicesPath = "/apis/resource.k8s.io/v1/resourceslices";
+
+// The list of a pool's slices: kResourceSlicesPath with the field selectors spec.nodeName and
+// spec.driver.
+std::string pool_slices_path(const std::string& driver, const std::string& node);
 
 // An API error for people: "POST ...: 403 Forbidden: <the Status message>".
 Error api_error(const std::string& what, const HttpResponse& r);

@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 namespace polyaccel::dra {
 
 namespace {
@@ -27,6 +29,7 @@ DraRunner::DraRunner(const AcceleratorMonitor& monitor, DraRunnerOptions options
     : monitor_(monitor), options_(std::move(options)), client_(std::move(client)) {
   if (client_) {
     publisher_ = std::make_unique<SlicePublisher>(*client_);
+    if (options_.watch) watch_client_ = std::make_unique<KubeClient>(client_->config());
     if (!options_.plugin.lookup) options_.plugin.lookup = api_claim_lookup(*client_);
   }
   if (!options_.plugin.log) options_.plugin.log = options_.log;
@@ -49,10 +52,11 @@ void DraRunner::log(const std::string& line) const {
 Result<Pool> DraRunner::build(const HostModel& model, const AcceleratorSnapshot& snap) const {
   SliceOptions so = options_.slices;
   so.unhealthy = unhealthy_of(snap);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    so.unhealthy.insert(withdrawn_.begin(), withdrawn_.end());
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  so.unhealthy.insert(withdrawn_.begin(), withdrawn_.end());
+  // What the server drops cannot keep devices apart or out: publish only what needs neither.
+  so.counters = fields_.counters;
+  if (!fields_.taints) so.withdraw_unhealthy = true;
   return build_pool(model, so);
 }
 
@@ -67,6 +71,49 @@ void DraRunner::set_withdrawn(std::set<std::string> bus_ids) {
 Pool DraRunner::pool() const {
   std::lock_guard<std::mutex> lock(mu_);
   return pool_;
+}
+
+DraStatus DraRunner::status() const {
+  DraStatus s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.server_keeps_counters = fields_.counters;
+    s.server_keeps_taints = fields_.taints;
+    s.server_fields_known = fields_known_;
+    s.devices = pool_.device_count();
+  }
+  s.syncs = syncs_;
+  s.api_writes = api_writes();
+  s.restores = restores_;
+  s.sync_errors = sync_errors_;
+  s.watching = watching_;
+  return s;
+}
+
+bool DraRunner::note_fields(const ServerFields& fields, const char* how) {
+  ServerFields old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    old = fields_;
+    fields_ = fields;
+    fields_known_ = true;
+  }
+  if (old.counters != fields.counters) {
+    log(fields.counters
+            ? std::string("the API server keeps sharedCounters and consumesCounters again (") +
+                  how + "): publishing MIG placements and counters"
+            : std::string("the API server drops sharedCounters and consumesCounters (") + how +
+                  "; feature gate DRAPartitionableDevices off): publishing only whole GPUs and "
+                  "existing MIG instances, which cannot be over-committed without them");
+  }
+  if (old.taints != fields.taints) {
+    log(fields.taints ? std::string("the API server keeps device taints again (") + how +
+                            "): unhealthy devices are tainted"
+                      : std::string("the API server drops device taints (") + how +
+                            "; feature gate DRADeviceTaints off): unhealthy devices are withdrawn "
+                            "instead");
+  }
+  return !(old == fields);
 }
 
 Status DraRunner::start(std::chrono::milliseconds ready_timeout) {
@@ -92,19 +139,44 @@ Status DraRunner::start(std::chrono::milliseconds ready_timeout) {
       read_cdi_host(model, options_.root, options_.driver_root, options_.host_driver_root));
   if (!st) return st;
   follower_ = std::thread([this, g = snap->generation] { follow(g); });
+  if (watch_client_) watcher_ = std::thread([this] { watch_slices(); });
   return Ok{};
 }
 
 void DraRunner::follow(std::uint64_t generation) {
   const HostModel* host = nullptr;
   std::set<std::string> unhealthy;
-  auto next_sync = std::chrono::steady_clock::now();
+  auto now = [] { return std::chrono::steady_clock::now(); };
+  auto next_sync = now();
+  auto next_recheck = now();  // before the first publication
   auto backoff = std::chrono::milliseconds(1000);
-  std::string last_error;
+  std::string last_error, last_probe_error;
+  size_t published_slices = 0;  // by the last successful sync
   std::shared_ptr<const AcceleratorSnapshot> keep = monitor_.snapshot();
   host = keep->host.get();
   unhealthy = unhealthy_of(*keep);
   std::string layouts = mig_layouts(*keep);
+  // The pool of `keep` with what the server keeps now; the plugin gets it when it changed.
+  auto rebuild = [&] {
+    HostModel model = model_with_current_mig(*keep);
+    auto pool = build(model, *keep);
+    if (!pool) {
+      log("devices: " + pool.error().message());
+      return;
+    }
+    bool changed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      changed = published(*pool) != published(pool_);
+      pool_ = *pool;
+    }
+    if (changed) {
+      plugin_->set_devices(
+          model, *pool,
+          read_cdi_host(model, options_.root, options_.driver_root, options_.host_driver_root));
+      next_sync = now();
+    }
+  };
   while (!stopping_) {
     auto snap = monitor_.wait_newer(generation, std::chrono::milliseconds(200));
     bool withdrawn_changed = withdrawn_changed_.exchange(false);
@@ -118,31 +190,33 @@ void DraRunner::follow(std::uint64_t generation) {
         unhealthy = now_unhealthy;
         layouts = now_layouts;
         keep = snap;
-        HostModel model = model_with_current_mig(*snap);
-        auto pool = build(model, *snap);
-        if (!pool) {
-          log("devices: " + pool.error().message());
-        } else {
-          bool changed;
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            changed = published(*pool) != published(pool_);
-            pool_ = *pool;
-          }
-          if (changed) {
-            plugin_->set_devices(model, *pool,
-                                 read_cdi_host(model, options_.root, options_.driver_root,
-                                               options_.host_driver_root));
-            next_sync = std::chrono::steady_clock::now();
-          }
-        }
+        rebuild();
       }
     }
-    if (!publisher_ || std::chrono::steady_clock::now() < next_sync) continue;
+    if (!publisher_) continue;
+    if (now() >= next_recheck) {
+      // A dry run: the only way to see that the server keeps a field we do not send now.
+      auto fields = publisher_->probe(options_.slices.driver, options_.slices.node);
+      if (fields) {
+        if (note_fields(*fields, "a dry-run create")) rebuild();
+        last_probe_error.clear();
+      } else if (fields.error().message() != last_probe_error) {
+        last_probe_error = fields.error().message();
+        log("asking the API server which fields it keeps (a dry-run create): " + last_probe_error +
+            "; going by the slices it stores");
+      }
+      next_recheck = now() + options_.recheck;
+    }
+    if (resync_now_.exchange(false)) next_sync = now();
+    if (now() < next_sync) continue;
     Pool p = pool();
     auto r = publisher_->sync(p);
     if (r) {
       ++syncs_;
+      // Slices of a pool we had published made again: someone else deleted them.
+      if (r->created > 0 && published_slices > 0 && p.slices.size() <= published_slices)
+        ++restores_;
+      published_slices = p.slices.size();
       if (r->writes() > 0 || !last_error.empty()) {
         log("ResourceSlices of pool " + p.node + ": generation " + std::to_string(r->generation) +
             ", " + std::to_string(r->created) + " created, " + std::to_string(r->updated) +
@@ -150,22 +224,86 @@ void DraRunner::follow(std::uint64_t generation) {
       }
       last_error.clear();
       backoff = std::chrono::milliseconds(1000);
-      next_sync = std::chrono::steady_clock::now() + options_.resync;
+      next_sync = now() + options_.resync;
+      // What the server stored can only say a field is dropped: a field we do not send shows
+      // nothing, and an update keeps what the old object had even with the gate off.
+      ServerFields seen;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        seen = fields_;
+      }
+      if (r->counters_kept == false) seen.counters = false;
+      if (r->taints_kept == false) seen.taints = false;
+      if (note_fields(seen, "the slices it stored")) rebuild();
     } else {
+      ++sync_errors_;
       // A persistent failure is logged once, then only when it changes.
       std::string e = r.error().message();
       if (e != last_error) log("publishing ResourceSlices: " + e);
       last_error = e;
-      next_sync = std::chrono::steady_clock::now() + backoff;
+      next_sync = now() + backoff;
       backoff = std::min(backoff * 2, options_.max_backoff);
     }
   }
 }
 
+void DraRunner::watch_slices() {
+  const std::string path =
+      pool_slices_path(options_.slices.driver, options_.slices.node) +
+      "&watch=1&timeoutSeconds=" + std::to_string(options_.watch_timeout.count());
+  auto backoff = std::chrono::milliseconds(1000);
+  std::string last_error;
+  bool first = true;
+  while (!stopping_) {
+    // What happened between two watches is not seen: the follower lists once more.
+    if (!first) resync_now_ = true;
+    first = false;
+    watching_ = true;
+    std::string ended;  // an ERROR event's message
+    auto r = watch_client_->watch(
+        path,
+        [this, &ended](const std::string& line) {
+          auto event = nlohmann::json::parse(line, nullptr, false);
+          std::string type = event.is_object() ? event.value("type", "") : "";
+          // ADDED at the start are the slices that exist; MODIFIED and ADDED later are ours or
+          // the pool's next generation. A delete that is not ours (the kubelet's wipe) is put
+          // back; one that is ours finds nothing to do.
+          if (type == "DELETED") resync_now_ = true;
+          if (type != "ERROR") return true;
+          // 410 Gone and the like: watch again (after the backoff, should it repeat).
+          ended = "the server ended the watch: " +
+                  event.value("object", nlohmann::json::object()).value("message", std::string());
+          return false;
+        },
+        [this] { return !stopping_.load(); }, options_.watch_timeout + std::chrono::seconds(30));
+    watching_ = false;
+    if (stopping_) break;
+    std::string e = ended;
+    if (!r) {
+      e = r.error().message();
+    } else if (r->status != 200) {
+      e = api_error("watch " + path, *r).message();
+    }
+    if (e.empty()) {
+      last_error.clear();
+      backoff = std::chrono::milliseconds(1000);
+      continue;
+    }
+    if (e != last_error) log("watching ResourceSlices: " + e + "; retrying");
+    last_error = e;
+    for (auto until = std::chrono::steady_clock::now() + backoff;
+         !stopping_ && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
 void DraRunner::stop() {
   stopping_ = true;
-  if (client_) client_->cancel();  // an API server that hangs must not hold the stop
+  if (client_) client_->cancel();              // an API server that hangs must not hold the stop
+  if (watch_client_) watch_client_->cancel();  // nor an open watch
   if (follower_.joinable()) follower_.join();
+  if (watcher_.joinable()) watcher_.join();
   if (plugin_) plugin_->stop();
 }
 

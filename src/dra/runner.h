@@ -5,6 +5,18 @@
 // every resync interval (a list, no write when nothing differs). It follows the monitor from a
 // thread of its own: a slow API server never holds up sampling, and one that is away is retried
 // with a growing delay.
+//
+// What the API server does to the slices is checked, not assumed:
+// - Feature gates: a server with DRAPartitionableDevices off stores the slices without their
+//   counters, and one with DRADeviceTaints off without taints (Kubernetes 1.34 and 1.35 by
+//   default). A dry-run create before the first publication and every `recheck`, and the
+//   stored objects after every write, say what it keeps. Without counters only devices that
+//   cannot be over-committed are published (whole GPUs, existing MIG instances: no placements);
+//   without taints unhealthy devices are withdrawn. Each switch is logged once and shows in
+//   status() (polyaccel_dra_* metrics); it switches back when the server keeps them again.
+// - Wipes: the kubelet deletes every ResourceSlice of its node when it starts and when a plugin
+//   unregisters. A watch on the pool's slices (field selectors spec.nodeName, spec.driver) sees
+//   the deletes, and the pool is published again within a second or so, not at the next resync.
 #pragma once
 
 #include <atomic>
@@ -16,6 +28,7 @@
 #include <string>
 #include <thread>
 
+#include "core/dra_status.h"
 #include "discover/accel/monitor.h"
 #include "dra/plugin.h"
 #include "dra/publisher.h"
@@ -30,6 +43,12 @@ struct DraRunnerOptions {
   std::string host_driver_root;  // the same on the host, when mounted elsewhere here
   std::chrono::milliseconds resync{std::chrono::minutes(5)};
   std::chrono::milliseconds max_backoff{std::chrono::seconds(60)};
+  // How often the server is asked (dry run) which gated fields it keeps.
+  std::chrono::milliseconds recheck{std::chrono::minutes(1)};
+  // Watch the pool's slices and republish what someone else deleted or changed; the watch is
+  // renewed every `watch_timeout` (the server's timeoutSeconds).
+  bool watch = true;
+  std::chrono::seconds watch_timeout{std::chrono::minutes(5)};
   std::function<void(const std::string&)> log;
 };
 
@@ -55,10 +74,15 @@ class DraRunner {
   // GPUs (PCI bus ids) the partition manager is changing: handled as unhealthy ones (left out of
   // the slice with withdraw_unhealthy, else tainted NoSchedule) until an empty set is given.
   void set_withdrawn(std::set<std::string> bus_ids);
+  // What it knows of the server and its slices, for people and metrics (polyaccel_dra_*).
+  DraStatus status() const;
 
  private:
   void follow(std::uint64_t generation);
+  void watch_slices();
   Result<Pool> build(const HostModel& model, const AcceleratorSnapshot& snap) const;
+  // A new view of what the server keeps: logged when it changes; true when it did.
+  bool note_fields(const ServerFields& fields, const char* how);
   void log(const std::string& line) const;
 
   const AcceleratorMonitor& monitor_;
@@ -70,9 +94,14 @@ class DraRunner {
   Pool pool_;
   std::set<std::string> withdrawn_;  // under mu_
   std::atomic<bool> withdrawn_changed_{false};
+  ServerFields fields_;  // under mu_
+  bool fields_known_ = false;
   std::atomic<bool> stopping_{false};
-  std::atomic<std::uint64_t> syncs_{0};
-  std::thread follower_;
+  std::atomic<bool> resync_now_{false};  // the watch saw our slices deleted or changed
+  std::atomic<bool> watching_{false};
+  std::atomic<std::uint64_t> syncs_{0}, restores_{0}, sync_errors_{0};
+  std::unique_ptr<KubeClient> watch_client_;  // its own connection: a watch holds one for minutes
+  std::thread follower_, watcher_;
 };
 
 }  // namespace polyaccel::dra

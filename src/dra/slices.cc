@@ -160,10 +160,26 @@ struct MigDeviceSpec {
   std::string uuid;
 };
 
+// What a MIG GPU's existing instances hold, and so what is left for new ones: the counter set of
+// the placements. Existing instances are devices of their own and consume nothing; a placement is
+// published only where it fits what they leave, so no allocation of placements, whichever, can
+// overlap an instance that exists (whether a claim holds it or not, before or after a restart).
+struct MigFree {
+  std::vector<bool> memory_slice;  // free, by memory slice
+  unsigned compute = 0;
+  bool media_extension = true;
+  bool known = true;  // false: an instance of unknown size or profile: offer no placement
+};
+
 void add_mig_devices(Unit& unit, const Device& parent, const Accelerator& a, size_t index,
                      const MigGeometry* geometry, const SliceOptions& options) {
   const AcceleratorInventory& inv = *a.inventory;
   std::vector<MigDeviceSpec> specs;
+  MigFree room;
+  if (geometry) {
+    room.memory_slice.assign(geometry->memory_slices, true);
+    room.compute = geometry->compute_slices;
+  }
   for (size_t k = 0; k < inv.mig_instances.size(); ++k) {
     const MigInstance& m = inv.mig_instances[k];
     const MigProfile* p = geometry ? geometry->profile_by_id(m.profile_id) : nullptr;
@@ -176,15 +192,30 @@ void add_mig_devices(Unit& unit, const Device& parent, const Accelerator& a, siz
     s.memory_bytes = m.memory_bytes;
     s.instance = k;
     s.uuid = m.uuid;
+    if (!p || s.size == 0 || s.start + s.size > room.memory_slice.size() ||
+        s.compute > room.compute) {
+      room.known = false;
+    } else {
+      for (unsigned j = s.start; j < s.start + s.size; ++j) {
+        if (!room.memory_slice[j]) room.known = false;  // two instances on one slice: odd
+        room.memory_slice[j] = false;
+      }
+      room.compute -= s.compute;
+      if (s.profile.find("+me") != std::string::npos) room.media_extension = false;
+    }
     specs.push_back(std::move(s));
   }
-  if (options.mig == MigDevices::all && geometry) {
+  const bool placements =
+      options.mig == MigDevices::all && options.counters && geometry && room.known;
+  if (placements) {
     for (const auto& p : geometry->profiles) {
+      const bool me = p.name.find("+me") != std::string::npos;
+      if (p.compute_slices > room.compute || (me && !room.media_extension)) continue;
       for (unsigned start : p.starts) {
-        bool exists = std::any_of(specs.begin(), specs.end(), [&](const MigDeviceSpec& s) {
-          return s.profile == p.name && s.start == start;
-        });
-        if (exists) continue;
+        bool fits = start + p.memory_slices <= room.memory_slice.size();
+        for (unsigned j = start; fits && j < start + p.memory_slices; ++j)
+          fits = room.memory_slice[j];
+        if (!fits) continue;  // an existing instance holds part of it (itself, if the same)
         MigDeviceSpec s;
         s.profile = p.name;
         s.start = start;
@@ -198,6 +229,17 @@ void add_mig_devices(Unit& unit, const Device& parent, const Accelerator& a, siz
   std::sort(specs.begin(), specs.end(), [](const MigDeviceSpec& x, const MigDeviceSpec& y) {
     return std::tie(x.size, x.profile, x.start) < std::tie(y.size, y.profile, y.start);
   });
+  const bool any_placement =
+      std::any_of(specs.begin(), specs.end(), [](const MigDeviceSpec& s) { return !s.instance; });
+  if (any_placement) {
+    // The counters the placements share: only what the existing instances leave room.
+    CounterSet cs{parent.name + "-mig", {}};
+    for (unsigned k = 0; k < room.memory_slice.size(); ++k)
+      if (room.memory_slice[k]) cs.counters["memory-slice-" + std::to_string(k)] = "1";
+    cs.counters["compute-slices"] = std::to_string(room.compute);
+    if (room.media_extension) cs.counters["media-extensions"] = "1";
+    unit.counters = std::move(cs);
+  }
   for (const auto& s : specs) {
     Device d;
     d.kind = DeviceKind::mig;
@@ -216,9 +258,9 @@ void add_mig_devices(Unit& unit, const Device& parent, const Accelerator& a, siz
     if (!s.uuid.empty()) d.attributes["uuid"] = Attribute::of_string(s.uuid);
     if (s.memory_bytes) d.capacity["memory"] = bytes_quantity(s.memory_bytes);
     d.taints = parent.taints;
-    if (unit.counters && s.size > 0) {
+    if (!s.instance && unit.counters) {
       CounterConsumption c{unit.counters->name, {}};
-      for (unsigned k = s.start; k < s.start + s.size && k < geometry->memory_slices; ++k)
+      for (unsigned k = s.start; k < s.start + s.size; ++k)
         add_counter(c, "memory-slice-" + std::to_string(k), 1);
       if (s.compute) add_counter(c, "compute-slices", s.compute);
       if (s.profile.find("+me") != std::string::npos) add_counter(c, "media-extensions", 1);
@@ -278,14 +320,6 @@ Unit accelerator_unit(const HostModel& model, size_t i, const SliceOptions& opti
   if (mig) {
     // In MIG mode the GPU is used through its instances only.
     const MigGeometry* g = geometry_of(a);
-    if (g) {
-      CounterSet cs{d.name + "-mig", {}};
-      for (unsigned k = 0; k < g->memory_slices; ++k)
-        cs.counters["memory-slice-" + std::to_string(k)] = "1";
-      cs.counters["compute-slices"] = std::to_string(g->compute_slices);
-      cs.counters["media-extensions"] = "1";
-      unit.counters = std::move(cs);
-    }
     add_mig_devices(unit, d, a, i, g, options);
     return unit;
   }
@@ -311,10 +345,12 @@ Unit accelerator_unit(const HostModel& model, size_t i, const SliceOptions& opti
         p.capacity["memory"] = bytes_quantity(total / a.partitions);
         c.counters["memory"] = bytes_quantity(total / a.partitions);
       }
-      p.consumes.push_back(std::move(c));
+      // The partitions exist and are devices of their own: without counters (a server that
+      // drops them) none can be over-committed either.
+      if (options.counters) p.consumes.push_back(std::move(c));
       unit.devices.push_back(std::move(p));
     }
-    unit.counters = std::move(cs);
+    if (options.counters) unit.counters = std::move(cs);
     return unit;
   }
   unit.devices.push_back(std::move(d));

@@ -3,9 +3,12 @@
 // OpenAPI schema next to it).
 //
 //   gpu-<i>                 a whole GPU (NVIDIA, AMD) or HPU (hpu-<i>, Gaudi)
-//   gpu-<i>-mig-<profile>-s<start>  a MIG instance: consumes memory slices, compute slices and the
-//                           media extension of its GPU's counter set, so two instances that
-//                           overlap can never both be allocated
+//   gpu-<i>-mig-<profile>-s<start>  a MIG instance that exists (consumes nothing: it is a device
+//                           of its own), or with MigDevices::all a placement that fits what the
+//                           existing instances leave free: it consumes memory slices, compute
+//                           slices and the media extension of its GPU's counter set, which holds
+//                           only what is free, so no two allocated placements overlap each other
+//                           or an existing instance
 //   gpu-<i>-part-<k>        an AMD compute partition (CPX, QPX ...): consumes its GPU's counters
 //   nic-<k>, nic-<k>-vf-<n> an RDMA NIC and its SR-IOV virtual functions
 //
@@ -111,14 +114,19 @@ struct Slice {
 // Which MIG devices a MIG-enabled GPU publishes.
 enum class MigDevices {
   existing,  // the instances that exist now (made by `polyaccel mig apply`), default
-  all,       // every placement of every profile, for a scheduler that may pick any (the counters
-             // keep overlapping ones apart); prepare needs the instance to exist (docs/dra.md)
+  all,       // the existing instances and every placement that fits beside them, for a scheduler
+             // that may pick any (the counters keep overlapping ones apart); prepare makes the
+             // instance (docs/dra.md)
 };
 
 struct SliceOptions {
   std::string node;  // the Node's name: the pool name and spec.nodeName
   std::string driver = kDriverName;
   MigDevices mig = MigDevices::existing;
+  // false: the API server drops sharedCounters and consumesCounters (DRAPartitionableDevices
+  // off): no counters, and only devices that cannot be over-committed without them (whole GPUs,
+  // existing MIG instances, AMD partitions), whatever `mig` says.
+  bool counters = true;
   // Devices by PCI bus id that are unhealthy now: tainted NoSchedule (or left out, withdraw).
   std::set<std::string> unhealthy;
   bool withdraw_unhealthy = false;

@@ -12,6 +12,7 @@
 
 #include <prometheus/metric_family.h>
 
+#include "core/dra_status.h"
 #include "core/error.h"
 #include "core/pod_assignments.h"
 #include "discover/accel/monitor.h"
@@ -35,6 +36,7 @@ struct ScrapeInput {
   std::shared_ptr<const AcceleratorSnapshot> accelerators;  // never null
   std::shared_ptr<const HostSample> host;                   // never null
   std::shared_ptr<const PodAssignments> pods;               // never null; empty without kubelet
+  std::shared_ptr<const DraStatus> dra;                     // null: no DRA driver runs
 };
 
 using Families = std::vector<prometheus::MetricFamily>;
@@ -60,6 +62,7 @@ std::unique_ptr<Collector> make_numa_memory_collector();  // numa_memory.cc
 std::unique_ptr<Collector> make_hugepages_collector();    // hugepages.cc
 std::unique_ptr<Collector> make_pcie_link_collector();    // pcie_link.cc
 std::unique_ptr<Collector> make_kubelet_collector();      // kubelet.cc: pod-resources link state
+std::unique_ptr<Collector> make_dra_collector();          // dra.cc: the DRA driver's state
 std::unique_ptr<Collector> make_placement_state_collector();  // placement_state.cc
 std::unique_ptr<Collector> make_audit_findings_collector();   // audit_findings.cc
 

@@ -17,6 +17,7 @@ std::vector<std::unique_ptr<Collector>> make_all_collectors() {
   all.push_back(make_placement_state_collector());
   all.push_back(make_audit_findings_collector());
   all.push_back(make_kubelet_collector());
+  all.push_back(make_dra_collector());
   return all;
 }
 

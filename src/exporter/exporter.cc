@@ -144,6 +144,7 @@ ScrapeInput Scraper::input() const {
   }
   in.pods = sources_.pods ? sources_.pods() : nullptr;
   if (!in.pods) in.pods = std::make_shared<const PodAssignments>();
+  in.dra = sources_.dra ? sources_.dra() : nullptr;
   return in;
 }
 

@@ -26,7 +26,8 @@ inline constexpr int kDefaultPort = 9477;
 struct Sources {
   std::function<std::shared_ptr<const AcceleratorSnapshot>()> accelerators;
   std::function<std::shared_ptr<const HostSample>()> host;
-  std::function<std::shared_ptr<const PodAssignments>()> pods;  // may be empty: no kubelet
+  std::function<std::shared_ptr<const PodAssignments>()> pods;      // may be empty: no kubelet
+  std::function<std::shared_ptr<const DraStatus>()> dra = nullptr;  // may be empty or give null
 };
 
 struct ExporterOptions {

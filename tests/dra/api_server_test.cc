@@ -16,6 +16,7 @@
 #include "dra/fake_api_server.h"
 #include "dra/plugin.h"
 #include "dra/publisher.h"
+#include "dra/structured_allocator.h"
 #include "kube/models.h"
 
 namespace polyaccel::dra {
@@ -83,6 +84,104 @@ TEST_F(ApiServer, PublishesOnceAndASteadyNodeWritesNothing) {
   }
   EXPECT_EQ(server_.writes, writes);
   EXPECT_EQ(client_->writes(), writes);
+}
+
+// A server with DRADeviceTaints off (1.34's default) stores an unhealthy GPU without its taint:
+// the scheduler would hand it out. The dry run says so before anything is stored, the write's
+// answer says so after; the pool the runner then builds withdraws the GPU instead.
+TEST_F(ApiServer, ATaintTheServerDropsIsSeenAndTheDeviceWithdrawn) {
+  SlicePublisher pub(*client_);
+  auto kept = pub.probe(kDriverName, "node-1");
+  ASSERT_TRUE(kept) << kept.error().message();
+  EXPECT_TRUE(kept->counters);
+  EXPECT_TRUE(kept->taints);
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.device_taints = false;
+  }
+  auto probed = pub.probe(kDriverName, "node-1");
+  ASSERT_TRUE(probed) << probed.error().message();
+  EXPECT_TRUE(probed->counters);
+  EXPECT_FALSE(probed->taints);
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    EXPECT_EQ(server_.dry_runs, 2u);
+    EXPECT_EQ(server_.writes, 0u) << "a dry run stores nothing";
+    EXPECT_TRUE(server_.slices.empty());
+  }
+  EXPECT_EQ(client_->writes(), 0u);
+
+  SliceOptions sick;
+  sick.unhealthy = {"0000:4e:00.0"};
+  auto r = pub.sync(pool(sick));
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->taints_kept, std::optional<bool>(false));
+  EXPECT_FALSE(r->counters_kept.has_value()) << "the XE8640 without MIG uses no counters";
+  auto stored_slices = [&] {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    std::vector<json> out;
+    for (const auto& [name, s] : server_.slices)
+      out.push_back(s);
+    return out;
+  };
+  std::vector<json> stored = stored_slices();
+  polyaccel::testing::StructuredAllocator scheduler;
+  scheduler.set_slices(stored);
+  polyaccel::testing::ClaimSpec four{{{"gpu", "gpu", {}, 4}}, {}};
+  EXPECT_TRUE(scheduler.allocate(four)) << "the taint is gone: the sick GPU is handed out";
+
+  sick.withdraw_unhealthy = true;  // what the runner builds once it knows
+  auto w = pub.sync(pool(sick));
+  ASSERT_TRUE(w) << w.error().message();
+  EXPECT_FALSE(w->taints_kept.has_value()) << "nothing tainted is sent";
+  stored = stored_slices();
+  polyaccel::testing::StructuredAllocator after;
+  after.set_slices(stored);
+  EXPECT_FALSE(after.allocate(four)) << "three healthy GPUs are left";
+  polyaccel::testing::ClaimSpec three{{{"gpu", "gpu", {}, 3}}, {}};
+  auto got = after.allocate(three);
+  ASSERT_TRUE(got);
+  for (const auto& name : *got)
+    EXPECT_NE(name, "gpu-0") << "0000:4e:00.0 is gpu-0";
+}
+
+// The claims of deploy/kubernetes/overlays/dra over the XE8640's stored slices, allocated as the
+// scheduler does: what kube-scheduler 1.34 gave (four GPUs never twice, two NVLink pairs,
+// three GPU+NIC pairs by NUMA node or root complex: cb:00.0 has no RDMA NIC near it).
+TEST_F(ApiServer, TheTemplatesClaimsAsTheSchedulerAllocatesThem) {
+  SlicePublisher pub(*client_);
+  ASSERT_TRUE(pub.sync(pool()));
+  std::vector<json> stored;
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    for (const auto& [name, s] : server_.slices)
+      stored.push_back(s);
+  }
+  using polyaccel::testing::ClaimSpec;
+  auto fill = [&](const ClaimSpec& claim) {
+    polyaccel::testing::StructuredAllocator scheduler;
+    scheduler.set_slices(stored);
+    unsigned n = 0;
+    while (scheduler.allocate(claim) && n < 16)
+      ++n;
+    return n;
+  };
+  ClaimSpec one_gpu{{{"gpu", "gpu", {}, 1}}, {}};
+  EXPECT_EQ(fill(one_gpu), 4u);
+  ClaimSpec nvlink_pair{
+      {{"gpus", "gpu",
+        [](const json& d) {
+          return !polyaccel::testing::device_attribute(d, "polyaccel.io/nvlinkDomain").is_null();
+        },
+        2}},
+      {{{"gpus"}, "polyaccel.io/nvlinkDomain"}}};
+  EXPECT_EQ(fill(nvlink_pair), 2u);
+  for (const char* attribute :
+       {"resource.kubernetes.io/numaNode", "resource.kubernetes.io/pcieRoot"}) {
+    ClaimSpec gpu_nic{{{"gpu", "gpu", {}, 1}, {"nic", "nic", {}, 1}},
+                      {{{"gpu", "nic"}, attribute}}};
+    EXPECT_EQ(fill(gpu_nic), 3u) << attribute;
+  }
 }
 
 TEST_F(ApiServer, AChangeUpdatesEverySliceWithTheNextGenerationAndDeletesExtras) {
@@ -191,9 +290,10 @@ std::set<RbacAttributes> granted_to_agent() {
 }
 
 // Least privilege (issue 29): what the RBAC in deploy/ grants the agent is exactly what its code
-// asks of the API server. Every call site of KubeClient::request in src/ is exercised here (the
-// publisher's list, create, update and delete; the plugin's claim lookup), and the requests the
-// server saw are turned into (apiGroup, resource, verb) as its authorizer would.
+// asks of the API server. Every call site of KubeClient::request and ::watch in src/ is exercised
+// here (the publisher's list, create, update, delete and dry-run create; the runner's watch of
+// the pool's slices; the plugin's claim lookup), and the requests the server saw are turned into
+// (apiGroup, resource, verb) as its authorizer would.
 TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
   SlicePublisher pub(*client_);
   ASSERT_TRUE(pub.sync(pool()));
@@ -201,6 +301,13 @@ TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
   sick.unhealthy = {"0000:4e:00.0"};
   ASSERT_TRUE(pub.sync(pool(sick)));
   ASSERT_TRUE(pub.sync(Pool{kDriverName, "node-1", {}}));
+  ASSERT_TRUE(pub.probe(kDriverName, "node-1"));  // a dry-run create
+  // The runner's watch of the pool's slices (DraRunner::watch_slices): ended at once.
+  auto watched = client_->watch(
+      pool_slices_path(kDriverName, "node-1") + "&watch=1&timeoutSeconds=1",
+      [](const std::string&) { return false; }, [] { return true; }, std::chrono::seconds(5));
+  ASSERT_TRUE(watched) << watched.error().message();
+  EXPECT_EQ(watched->status, 200);
   {
     std::lock_guard<std::mutex> lock(server_.mu);
     server_.claims["ns1/c"] =
@@ -223,6 +330,7 @@ TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
   EXPECT_FALSE(used.empty());
   // The scenario above covers every call site: a new one must be added to it.
   std::regex call(R"re(\.request\(\s*"(GET|POST|PUT|PATCH|DELETE)")re");
+  std::regex watch_call(R"re(->watch\(\s*path)re");
   std::vector<std::string> sites;
   for (const auto& e : fs::recursive_directory_iterator(fs::path(POLYACCEL_SOURCE_DIR) / "src")) {
     if (e.path().extension() != ".cc") continue;
@@ -230,11 +338,14 @@ TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
     std::string text((std::istreambuf_iterator<char>(in)), {});
     for (std::sregex_iterator m(text.begin(), text.end(), call), end; m != end; ++m)
       sites.push_back(e.path().filename().string() + " " + (*m)[1].str());
+    for (std::sregex_iterator m(text.begin(), text.end(), watch_call), end; m != end; ++m)
+      sites.push_back(e.path().filename().string() + " watch");
   }
   std::sort(sites.begin(), sites.end());
   EXPECT_EQ(sites,
             (std::vector<std::string>{"plugin.cc GET", "publisher.cc DELETE", "publisher.cc GET",
-                                      "publisher.cc POST", "publisher.cc PUT"}))
+                                      "publisher.cc POST", "publisher.cc POST", "publisher.cc PUT",
+                                      "runner.cc watch"}))
       << "a new API call: exercise it in this test so that RBAC is checked against it";
 }
 

@@ -3,7 +3,10 @@
 // through MigControl on the MIG-capable test NVML, the path of `polyaccel mig apply`), records it
 // in the checkpoint and destroys it at unprepare, after a restart too. A placement that an
 // instance holds is refused with that instance's name; instances that existed before are never
-// destroyed.
+// destroyed. Instances that exist (made by `mig apply`, or by prepare for a claim before the agent
+// restarted) are devices of their own and hold their memory and compute slices: a scheduler that
+// allocates as the real one does over the published counters never gets a placement that prepare
+// refuses, however many claims fill the node.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -17,7 +20,9 @@
 #include "core/file_io.h"
 #include "dra/dra_fixture.h"
 #include "dra/plugin.h"
+#include "dra/structured_allocator.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
+#include "share/mig_profiles.h"
 
 namespace polyaccel::dra {
 namespace {
@@ -106,6 +111,36 @@ class DynamicMig : public ::testing::Test {
     // As a new agent would: the model and pool of that time (without instances made since).
     Status st = plugin_->start(model_, pool_, read_cdi_host(model_, root().string()));
     ASSERT_TRUE(st) << st.error().message();
+  }
+
+  // What a new agent (or a rescan) sees now: the model with the instances that exist, its pool.
+  void rescan() {
+    model_ = HostModel{};
+    auto backends = make_all_backends();
+    merge_accelerators(model_, backends);
+    SliceOptions so;
+    so.node = "node-1";
+    so.mig = MigDevices::all;
+    auto p = build_pool(model_, so);
+    ASSERT_TRUE(p) << p.error().message();
+    pool_ = *p;
+  }
+
+  // The pool's slices as the API server stores them, at generation `generation`.
+  std::vector<nlohmann::json> stored_slices(std::int64_t generation) const {
+    std::vector<nlohmann::json> out;
+    for (size_t i = 0; i < pool_.slices.size(); ++i)
+      out.push_back(slice_json(pool_, i, generation));
+    return out;
+  }
+
+  unsigned gpu_index(const std::string& bdf) {
+    auto gpus = control_->gpus();
+    EXPECT_TRUE(gpus);
+    for (const auto& g : *gpus)
+      if (g.pci_bus_id == bdf) return g.index;
+    ADD_FAILURE() << bdf;
+    return 0;
   }
 
   void claim(const std::string& name, const std::string& uid, const std::string& device) {
@@ -240,9 +275,13 @@ TEST_F(DynamicMig, ExistingInstancesStayAndNoControlIsAClearRefusal) {
   auto checkpoint = read_text_file(dir_.path() / "plugins/polyaccel.io/checkpoint.json");
   ASSERT_TRUE(checkpoint);
   EXPECT_THAT(*checkpoint, ::testing::Not(HasSubstr("gpuInstance")));
-  // A placement on the full GPU that overlaps its instances: refused.
-  claim("b", kUidB, device(kFullGpu, "2g.35gb", 2));
-  EXPECT_THAT(prepare("b", kUidB).claims().at(kUidB).error(), HasSubstr("is taken by MIG 1g.18gb"));
+  // The full GPU offers its instances and no placement beside them.
+  for (const auto& s : pool_.slices)
+    for (const auto& d : s.devices)
+      if (d.kind == DeviceKind::mig &&
+          model_.accelerators[d.accelerator].pci.address.to_string() == kFullGpu) {
+        EXPECT_TRUE(d.mig_instance) << d.name << " overlaps the GPU's instances";
+      }
 
   // Without MIG control, a device with no instance cannot be given.
   plugin_->stop();
@@ -269,6 +308,149 @@ TEST_F(DynamicMig, AMigApplyHoldingItsLockDefersThePrepare) {
   EXPECT_EQ(instances(kEmptyGpu).size(), 1u);
   EXPECT_EQ(unprepare("a", kUidA), "");
   EXPECT_TRUE(instances(kEmptyGpu).empty());
+}
+
+// A claim for one MIG device of `profile` on the GPU at `bdf` (the mig-3g template with its
+// selector, narrowed to one GPU by its PCI bus id).
+testing::ClaimSpec mig_claim(const std::string& profile, const std::string& bdf) {
+  testing::DeviceRequest r;
+  r.name = "mig";
+  r.type = "mig";
+  r.selector = [profile, bdf](const nlohmann::json& d) {
+    return testing::device_attribute(d, "polyaccel.io/migProfile").value("string", "") == profile &&
+           testing::device_attribute(d, "resource.kubernetes.io/pciBusID").value("string", "") ==
+               bdf;
+  };
+  return {{r}, {}};
+}
+
+// Profiles largest first, as users who ask for what they need would fill a GPU.
+const char* const kProfiles[] = {"7g.141gb", "4g.71gb",    "3g.71gb", "2g.35gb",
+                                 "1g.35gb",  "1g.18gb+me", "1g.18gb"};
+
+// Instances exist before the agent (a 3g.71gb at memory slices 4-7 made by `mig apply`), a claim
+// gets a 1g.18gb placement that prepare makes, the agent restarts (its pool now shows both), and
+// claims fill the GPU to exhaustion, the scheduler reading the slices as the server stores them:
+// every placement it hands out is one prepare makes, and the full GPUs give none.
+TEST_F(DynamicMig, ExistingAndHeldInstancesAreAccountedAcrossARestartUpToExhaustion) {
+  ASSERT_TRUE(control_);
+  const MigGeometry* g = find_mig_geometry(0x233510DE);
+  ASSERT_NE(g, nullptr);
+  auto made = control_->create(gpu_index(kEmptyGpu), g->profile("3g.71gb")->profile_id, 4);
+  ASSERT_TRUE(made) << made.error().message();
+  rescan();
+  // The existing 3g.71gb is offered as itself; nothing that overlaps it is.
+  const std::string existing = device(kEmptyGpu, "3g.71gb", 4);
+  EXPECT_TRUE(pool_.device(existing)->mig_instance);
+  EXPECT_TRUE(pool_.device(existing)->consumes.empty());
+  for (const auto& s : pool_.slices)
+    for (const auto& d : s.devices)
+      if (d.kind == DeviceKind::mig && !d.mig_instance) {
+        EXPECT_TRUE(d.mig_start + d.mig_size <= 4 ||
+                    model_.accelerators[d.accelerator].pci.address.to_string() != kEmptyGpu)
+            << d.name;
+      }
+
+  testing::StructuredAllocator scheduler;
+  std::int64_t generation = 1;
+  scheduler.set_slices(stored_slices(generation));
+  start_plugin();
+  auto a = scheduler.allocate(mig_claim("1g.18gb", kEmptyGpu));
+  ASSERT_TRUE(a);
+  claim("a", kUidA, a->front());
+  ASSERT_EQ(prepare("a", kUidA).claims().at(kUidA).error(), "") << log_;
+  EXPECT_EQ(instances(kEmptyGpu).size(), 2u);
+
+  // The agent restarts: the instance claim "a" holds exists now, as the 3g.71gb does. The
+  // scheduler keeps "a"'s allocation (the same device name) and reads the new slices.
+  plugin_->stop();
+  plugin_.reset();
+  rescan();
+  ASSERT_NE(pool_.device(a->front()), nullptr) << "the held instance keeps its name";
+  EXPECT_TRUE(pool_.device(a->front())->mig_instance);
+  start_plugin();
+  scheduler.set_slices(stored_slices(++generation));
+  EXPECT_EQ(prepare("a", kUidA).claims().at(kUidA).error(), "") << "a repeat after the restart";
+
+  // Fill: as long as any profile fits, a claim gets it and prepare makes it; the agent
+  // republishes after each (as the runner does on the rescan that sees the new instance).
+  std::vector<std::pair<std::string, std::string>> held;  // claim name, uid
+  for (int round = 0; round < 16; ++round) {
+    std::optional<std::vector<std::string>> got;
+    for (const char* p : kProfiles)
+      if ((got = scheduler.allocate(mig_claim(p, kEmptyGpu)))) break;
+    if (!got) break;
+    std::string name = "fill-" + std::to_string(round);
+    std::string uid = "00000000-0000-0000-0000-0000000000" + std::to_string(10 + round);
+    claim(name, uid, got->front());
+    auto r = prepare(name, uid);
+    ASSERT_EQ(r.claims().at(uid).error(), "") << got->front() << ": " << log_;
+    held.emplace_back(name, uid);
+    rescan();
+    plugin_->set_devices(model_, pool_, read_cdi_host(model_, root().string()));
+    scheduler.set_slices(stored_slices(++generation));
+  }
+  EXPECT_FALSE(held.empty());
+  // What the GPU holds now: the claims' instances and the 3g.71gb (which a claim may hold too:
+  // it is offered as itself), never more than its compute slices.
+  unsigned compute = 0;
+  for (const auto& i : instances(kEmptyGpu))
+    compute += g->profile(i.profile)->compute_slices;
+  EXPECT_LE(compute, g->compute_slices);
+  for (const char* p : kProfiles)
+    EXPECT_FALSE(scheduler.allocate(mig_claim(p, kEmptyGpu))) << p << " after exhaustion";
+  // The GPUs whose instances fill them give no placement at all.
+  for (const std::string& bdf :
+       {kFullGpu, std::string("0000:2a:00.0"), std::string("0000:3a:00.0")})
+    for (const char* p : kProfiles) {
+      auto got = scheduler.allocate(mig_claim(p, bdf));
+      if (got) {
+        EXPECT_TRUE(pool_.device(got->front())->mig_instance) << got->front();
+      }
+    }
+
+  for (const auto& [name, uid] : held)
+    EXPECT_EQ(unprepare(name, uid), "");
+  EXPECT_EQ(unprepare("a", kUidA), "");
+  auto left = instances(kEmptyGpu);
+  ASSERT_EQ(left.size(), 1u) << "the 3g.71gb made before the agent stays";
+  EXPECT_EQ(left[0].profile, "3g.71gb");
+  EXPECT_TRUE(control_->destroy(gpu_index(kEmptyGpu), left[0].gpu_instance_id));
+}
+
+// The same fill without a republish between the claims (a scheduler quicker than the agent):
+// every allocation is made over the slices of the start, and every one prepares.
+TEST_F(DynamicMig, AFillOverOneGenerationOfSlicesNeverGetsARefusedPlacement) {
+  ASSERT_TRUE(control_);
+  const MigGeometry* g = find_mig_geometry(0x233510DE);
+  ASSERT_NE(g, nullptr);
+  ASSERT_TRUE(control_->create(gpu_index(kEmptyGpu), g->profile("1g.35gb")->profile_id, 2));
+  rescan();
+  testing::StructuredAllocator scheduler;
+  scheduler.set_slices(stored_slices(1));
+  start_plugin();
+  std::vector<std::string> got;
+  for (int round = 0; round < 16; ++round) {
+    std::optional<std::vector<std::string>> a;
+    for (const char* p : {"1g.18gb", "2g.35gb", "3g.71gb"})  // small ones first: the most claims
+      if ((a = scheduler.allocate(mig_claim(p, kEmptyGpu)))) break;
+    if (!a) break;
+    got.push_back(a->front());
+  }
+  EXPECT_GE(got.size(), 5u);  // 1g.18gb at 0, 1, 4, 5, 6 beside the 1g.35gb at 2-3
+  for (size_t k = 0; k < got.size(); ++k) {
+    std::string uid = "00000000-0000-0000-0000-0000000001" + std::to_string(10 + k);
+    claim("c" + std::to_string(k), uid, got[k]);
+    ASSERT_EQ(prepare("c" + std::to_string(k), uid).claims().at(uid).error(), "")
+        << got[k] << ": " << log_;
+  }
+  for (size_t k = 0; k < got.size(); ++k)
+    EXPECT_EQ(unprepare("c" + std::to_string(k),
+                        "00000000-0000-0000-0000-0000000001" + std::to_string(10 + k)),
+              "");
+  auto left = instances(kEmptyGpu);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_TRUE(control_->destroy(gpu_index(kEmptyGpu), left[0].gpu_instance_id));
 }
 
 }  // namespace

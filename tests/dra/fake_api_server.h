@@ -4,11 +4,16 @@
 // object a client sends is checked against the real OpenAPI schema of resource.k8s.io/v1
 // (k8s_schema.h); the problems are kept for the test to assert none. It can refuse writes (403),
 // answer one write with a conflict (409), and stop and start again on the same port (a server that
-// goes away and comes back).
+// goes away and comes back). As the real server it drops the fields of a feature gate that is
+// off (DRAPartitionableDevices: sharedCounters, consumesCounters; DRADeviceTaints: taints) unless
+// the stored object already has them, answers dry runs (?dryRun=All) without storing, serves
+// watches of the slices (?watch=1, field selectors, timeoutSeconds) and deletes all slices of a
+// node as the kubelet does when it starts (wipe_node).
 #pragma once
 
 #include <civetweb.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -34,7 +39,8 @@ class FakeApiServer {
 
   void start(int port) {
     std::string ports = "127.0.0.1:" + std::to_string(port);
-    const char* options[] = {"listening_ports", ports.c_str(), "num_threads", "2", nullptr};
+    // Watches hold a thread each while they are open.
+    const char* options[] = {"listening_ports", ports.c_str(), "num_threads", "8", nullptr};
     mg_callbacks cb{};
     cb.begin_request = &FakeApiServer::on_request;
     ctx_ = mg_start(&cb, this, options);
@@ -45,8 +51,15 @@ class FakeApiServer {
     port_ = p[0].port;
   }
   void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping_ = true;
+    }
+    changed_.notify_all();  // open watches end
     if (ctx_) mg_stop(ctx_);
     ctx_ = nullptr;
+    std::lock_guard<std::mutex> lock(mu);
+    stopping_ = false;
   }
   void restart() {
     stop();
@@ -67,6 +80,31 @@ class FakeApiServer {
   unsigned conflict_next_writes = 0;  // answer this many writes 409 (someone else wrote)
   std::string token = "test-token";
   bool require_token = true;  // false: the client authenticates with a certificate instead
+  // Feature gates of the server: off drops their fields from what is written (1.34's defaults
+  // are both off).
+  bool partitionable_devices = true;  // DRAPartitionableDevices
+  bool device_taints = true;          // DRADeviceTaints
+  unsigned dry_runs = 0, watches = 0;
+  bool refuse_dry_runs = false;  // answer them 400, as a proxy that does not pass them might
+
+  // The kubelet's wipe: every slice of `node` deleted at once (a DeleteCollection); how many.
+  size_t wipe_node(const std::string& node) {
+    size_t n = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto it = slices.begin(); it != slices.end();) {
+        if (it->second["spec"].value("nodeName", "") != node) {
+          ++it;
+          continue;
+        }
+        event("DELETED", it->second);
+        it = slices.erase(it);
+        ++n;
+      }
+    }
+    changed_.notify_all();
+    return n;
+  }
 
   // The core API the partition manager uses (handle_core).
   std::map<std::string, nlohmann::json> nodes;        // by name
@@ -108,10 +146,112 @@ class FakeApiServer {
     int n;
     while ((n = mg_read(c, buf, sizeof buf)) > 0)
       body.append(buf, static_cast<size_t>(n));
-    self->handle(c, ri->request_method, ri->local_uri ? ri->local_uri : "",
-                 ri->query_string ? ri->query_string : "", body,
-                 mg_get_header(c, "Authorization") ? mg_get_header(c, "Authorization") : "");
+    std::string query = ri->query_string ? ri->query_string : "";
+    std::string auth = mg_get_header(c, "Authorization") ? mg_get_header(c, "Authorization") : "";
+    std::string path = ri->local_uri ? ri->local_uri : "";
+    char watch[16];
+    if (std::string(ri->request_method) == "GET" && path == kSlicesPath &&
+        mg_get_var(query.c_str(), query.size(), "watch", watch, sizeof watch) > 0 &&
+        (std::string(watch) == "1" || std::string(watch) == "true")) {
+      self->serve_watch(c, query, auth);
+      return 1;
+    }
+    self->handle(c, ri->request_method, path, query, body, auth);
+    self->changed_.notify_all();  // watches see what it changed
     return 1;
+  }
+
+  static constexpr const char* kSlicesPath = "/apis/resource.k8s.io/v1/resourceslices";
+
+  // The field selector's node and driver ("" when not given).
+  static std::pair<std::string, std::string> selected(const std::string& query) {
+    std::string node, driver;
+    char value[512];
+    if (mg_get_var(query.c_str(), query.size(), "fieldSelector", value, sizeof value) > 0) {
+      std::string sel = value;
+      for (size_t start = 0; start < sel.size();) {
+        size_t comma = sel.find(',', start);
+        std::string term =
+            sel.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (term.rfind("spec.nodeName=", 0) == 0) node = term.substr(14);
+        if (term.rfind("spec.driver=", 0) == 0) driver = term.substr(12);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
+    return {node, driver};
+  }
+  static bool matches(const nlohmann::json& s, const std::pair<std::string, std::string>& sel) {
+    return (sel.first.empty() || s["spec"].value("nodeName", "") == sel.first) &&
+           (sel.second.empty() || s["spec"].value("driver", "") == sel.second);
+  }
+
+  // A watch as the real server serves one without a resourceVersion: ADDED for what exists,
+  // then every change, one JSON object a line, until timeoutSeconds or the server stops.
+  void serve_watch(mg_connection* c, const std::string& query, const std::string& auth) {
+    auto sel = selected(query);
+    char value[32];
+    int timeout_s = 1800;
+    if (mg_get_var(query.c_str(), query.size(), "timeoutSeconds", value, sizeof value) > 0)
+      timeout_s = std::atoi(value);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    std::unique_lock<std::mutex> lock(mu);
+    ++requests;
+    seen.emplace_back("GET", std::string(kSlicesPath) + "?" + query);
+    if (require_token && auth != "Bearer " + token)
+      return reply(c, 401, status(401, "Unauthorized", "no token"));
+    ++watches;
+    mg_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n");
+    std::string out;
+    for (const auto& [name, s] : slices)
+      if (matches(s, sel)) out += nlohmann::json{{"type", "ADDED"}, {"object", s}}.dump() + "\n";
+    size_t next_event = events_.size();
+    while (!stopping_) {
+      if (!out.empty()) {
+        lock.unlock();
+        int w = mg_write(c, out.data(), out.size());
+        lock.lock();
+        if (w <= 0) return;  // the client went away
+        out.clear();
+      }
+      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) return;
+      for (; next_event < events_.size(); ++next_event)
+        if (matches(events_[next_event].second, sel))
+          out += nlohmann::json{{"type", events_[next_event].first},
+                                {"object", events_[next_event].second}}
+                     .dump() +
+                 "\n";
+    }
+  }
+
+  // A change for the watches (under the lock).
+  void event(const std::string& type, const nlohmann::json& object) {
+    events_.emplace_back(type, object);
+  }
+
+  // What a server with the gate off keeps of a written slice: the gated fields only where the
+  // stored object (`old`, null on create) uses them already (the API server's dropDisabledFields).
+  void drop_disabled_fields(nlohmann::json& obj, const nlohmann::json* old) const {
+    auto uses = [](const nlohmann::json* o, const char* device_field) {
+      if (!o) return false;
+      const auto& spec = (*o)["spec"];
+      if (std::string(device_field) == "consumesCounters" && spec.contains("sharedCounters"))
+        return true;
+      for (const auto& d : spec.value("devices", nlohmann::json::array()))
+        if (d.contains(device_field)) return true;
+      return false;
+    };
+    if (!obj.contains("spec") || !obj["spec"].is_object()) return;
+    auto& spec = obj["spec"];
+    if (!spec.contains("devices") || !spec["devices"].is_array()) return;
+    if (!partitionable_devices && !uses(old, "consumesCounters")) {
+      spec.erase("sharedCounters");
+      for (auto& d : spec["devices"])
+        d.erase("consumesCounters");
+    }
+    if (!device_taints && !uses(old, "taints"))
+      for (auto& d : spec["devices"])
+        d.erase("taints");
   }
 
   void handle(mg_connection* c, const std::string& method, const std::string& path,
@@ -124,26 +264,10 @@ class FakeApiServer {
       return reply(c, 401, status(401, "Unauthorized", "no token"));
     if (handle_core(c, method, path, body)) return;
     if (method == "GET" && path == slices_path) {
-      std::string node, driver;
-      char value[512];
-      if (mg_get_var(query.c_str(), query.size(), "fieldSelector", value, sizeof value) > 0) {
-        std::string sel = value;
-        for (size_t start = 0; start < sel.size();) {
-          size_t comma = sel.find(',', start);
-          std::string term =
-              sel.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-          if (term.rfind("spec.nodeName=", 0) == 0) node = term.substr(14);
-          if (term.rfind("spec.driver=", 0) == 0) driver = term.substr(12);
-          if (comma == std::string::npos) break;
-          start = comma + 1;
-        }
-      }
+      auto sel = selected(query);
       nlohmann::json items = nlohmann::json::array();
-      for (const auto& [name, s] : slices) {
-        if (!node.empty() && s["spec"].value("nodeName", "") != node) continue;
-        if (!driver.empty() && s["spec"].value("driver", "") != driver) continue;
-        items.push_back(s);
-      }
+      for (const auto& [name, s] : slices)
+        if (matches(s, sel)) items.push_back(s);
       return reply(c, 200,
                    {{"kind", "ResourceSliceList"},
                     {"apiVersion", "resource.k8s.io/v1"},
@@ -172,9 +296,15 @@ class FakeApiServer {
       bump_everything();
       return reply(c, 409, status(409, "Conflict", "the object has been modified"));
     }
+    char dry[16];
+    const bool dry_run = mg_get_var(query.c_str(), query.size(), "dryRun", dry, sizeof dry) > 0 &&
+                         std::string(dry) == "All";
     if (method == "DELETE") {
       std::string name = path.substr(slices_path.size() + 1);
-      if (!slices.erase(name)) return reply(c, 404, status(404, "NotFound", name));
+      auto it = slices.find(name);
+      if (it == slices.end()) return reply(c, 404, status(404, "NotFound", name));
+      event("DELETED", it->second);
+      slices.erase(it);
       ++writes;
       return reply(c, 200, status(200, "", ""));
     }
@@ -184,6 +314,7 @@ class FakeApiServer {
     if (!obj.is_object() || !obj.contains("metadata"))
       return reply(c, 400, status(400, "BadRequest", "not an object"));
     std::string name = obj["metadata"].value("name", "");
+    const nlohmann::json* old = nullptr;
     if (method == "POST") {
       if (path != slices_path) return reply(c, 405, status(405, "MethodNotAllowed", path));
       if (slices.count(name)) return reply(c, 409, status(409, "AlreadyExists", name));
@@ -195,6 +326,15 @@ class FakeApiServer {
       if (obj["metadata"].value("resourceVersion", "") !=
           it->second["metadata"]["resourceVersion"].get<std::string>())
         return reply(c, 409, status(409, "Conflict", "the object has been modified"));
+      old = &it->second;
+    }
+    drop_disabled_fields(obj, old);
+    if (dry_run && refuse_dry_runs)
+      return reply(c, 400, status(400, "BadRequest", "dryRun is not supported here"));
+    if (dry_run) {
+      ++dry_runs;
+      obj["metadata"]["uid"] = "uid-dry-run";
+      return reply(c, method == "POST" ? 201 : 200, obj);
     }
     obj["metadata"]["resourceVersion"] = std::to_string(++rv_);
     obj["metadata"]["uid"] = "uid-" + name;
@@ -203,6 +343,7 @@ class FakeApiServer {
       if (d.contains("taints"))
         for (auto& t : d["taints"])
           t["timeAdded"] = "2026-12-01T10:00:00Z";
+    event(method == "POST" ? "ADDED" : "MODIFIED", obj);
     slices[name] = obj;
     ++writes;
     return reply(c, method == "POST" ? 201 : 200, obj);
@@ -315,6 +456,9 @@ class FakeApiServer {
   std::uint64_t rv_ = 100;
   K8sSchema schema_;
   std::unique_ptr<K8sSchema> core_schema_;
+  std::condition_variable changed_;
+  std::vector<std::pair<std::string, nlohmann::json>> events_;  // every change, in order
+  bool stopping_ = false;
 };
 
 }  // namespace polyaccel::testing

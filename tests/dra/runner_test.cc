@@ -1,7 +1,10 @@
 // The DRA runner on a running accelerator monitor (the 8xH200 MIG test NVML, rescans every
 // 100 ms): a MIG instance made or destroyed while the agent runs (as `polyaccel mig apply` does,
 // through MigControl) reaches the published ResourceSlices as a new pool generation, every
-// object valid by the resource.k8s.io/v1 schema (the test API server).
+// object valid by the resource.k8s.io/v1 schema (the test API server). A server with the feature
+// gates off (1.34's defaults) drops counters: the runner sees it, publishes nothing that can be
+// over-committed and switches back when the server keeps them. The kubelet's wipe of the node's
+// slices is put back within seconds (the watch), and the time it took is printed.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +14,8 @@
 #include "dra/dra_fixture.h"
 #include "dra/fake_api_server.h"
 #include "dra/runner.h"
+#include "dra/structured_allocator.h"
+#include "share/mig_profiles.h"
 
 namespace polyaccel::dra {
 namespace {
@@ -86,6 +91,221 @@ TEST(DraRunner, AMigLayoutChangedWhileRunningIsPublished) {
   monitor.stop();
   std::lock_guard<std::mutex> lock(server.mu);
   EXPECT_TRUE(server.schema_errors.empty()) << server.schema_errors.front();
+}
+
+// The agent of these tests: the XE8640 capture with the 8xH200 MIG test NVML, every MIG
+// placement published, on the test API server.
+struct RunningAgent {
+  explicit RunningAgent(FakeApiServer& server, const TempDir& dir,
+                        std::function<void(DraRunnerOptions&)> tune = {}) {
+    MonitorOptions mo;
+    mo.interval = 100ms;
+    mo.rescan = 100ms;
+    monitor = std::make_unique<AcceleratorMonitor>(
+        polyaccel::testing::load_fixture(polyaccel::testing::kXe8640), make_all_backends(), mo);
+    monitor->start();
+    DraRunnerOptions ro;
+    ro.slices.node = "node-1";
+    ro.slices.mig = MigDevices::all;
+    ro.plugin = polyaccel::testing::dra_plugin_options(dir.path());
+    ro.root = "";
+    ro.log = [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mu);
+      log += line + "\n";
+    };
+    if (tune) tune(ro);
+    KubeConfig kc;
+    kc.server = server.url();
+    kc.token = "test-token";
+    runner = std::make_unique<DraRunner>(*monitor, ro, std::make_unique<KubeClient>(kc));
+  }
+  ~RunningAgent() {
+    runner->stop();
+    monitor->stop();
+  }
+  std::string logged() {
+    std::lock_guard<std::mutex> lock(mu);
+    return log;
+  }
+  std::unique_ptr<AcceleratorMonitor> monitor;
+  std::unique_ptr<DraRunner> runner;
+  std::mutex mu;
+  std::string log;
+};
+
+std::vector<json> stored_slices(FakeApiServer& server) {
+  std::lock_guard<std::mutex> lock(server.mu);
+  std::vector<json> out;
+  for (const auto& [name, s] : server.slices)
+    out.push_back(s);
+  return out;
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+// Kubernetes 1.34 with its defaults: DRAPartitionableDevices (and DRADeviceTaints) off. The
+// runner asks before it publishes, so no slice with placements is ever stored; a scheduler that
+// ignores counters (as 1.34's does with the gate off) can allocate every MIG device published
+// and never over-commits a GPU. When the server keeps counters again, placements come back.
+TEST(DraRunner, AServerWithoutPartitionableDevicesGetsNothingItCanOverCommit) {
+  polyaccel::testing::use_nvml_scenario("hgx-8xh200-mig.json");
+  TempDir dir;
+  FakeApiServer server(dir.path());
+  {
+    std::lock_guard<std::mutex> lock(server.mu);
+    server.partitionable_devices = false;
+    server.device_taints = false;
+  }
+  RunningAgent agent(server, dir, [](DraRunnerOptions& o) { o.recheck = 300ms; });
+  ASSERT_TRUE(agent.runner->start(60s));
+  ASSERT_TRUE(wait_for([&] { return server.slices_of("node-1") > 0; }, 30s));
+  ASSERT_TRUE(wait_for([&] { return agent.runner->status().server_fields_known; }, 30s));
+  EXPECT_FALSE(agent.runner->status().server_keeps_counters);
+  EXPECT_FALSE(agent.runner->status().server_keeps_taints);
+  auto slices = stored_slices(server);
+  size_t mig = 0;
+  for (const auto& s : slices) {
+    EXPECT_FALSE(s["spec"].contains("sharedCounters"));
+    for (const auto& d : s["spec"]["devices"]) {
+      EXPECT_FALSE(d.contains("consumesCounters")) << d["name"];
+      if (d["attributes"]["type"]["string"] != "mig") continue;
+      ++mig;
+      EXPECT_TRUE(d["attributes"].contains("uuid")) << d["name"] << " is not an instance";
+    }
+  }
+  EXPECT_GT(mig, 0u) << "the instances of the capture, and no placement";
+
+  // The scheduler of 1.34 (counters ignored) fills the node: each MIG device once, each an
+  // instance that exists, so the GPUs' compute slices are never over-committed.
+  polyaccel::testing::StructuredAllocator scheduler;
+  scheduler.partitionable_devices = false;
+  scheduler.set_slices(slices);
+  polyaccel::testing::ClaimSpec any_mig{{{"mig", "mig", {}, 1}}, {}};
+  std::map<std::string, unsigned> compute;  // by parent GPU
+  unsigned allocated = 0;
+  while (auto got = scheduler.allocate(any_mig)) {
+    ++allocated;
+    const Device* d = agent.runner->pool().device(got->front());
+    ASSERT_NE(d, nullptr);
+    ASSERT_TRUE(d->mig_instance) << d->name;
+    compute[d->attributes.at("parentUUID").text] +=
+        find_mig_geometry(0x233510DE)->profile(d->mig_profile)->compute_slices;
+    ASSERT_LE(allocated, 100u);
+  }
+  EXPECT_EQ(allocated, mig);
+  for (const auto& [gpu, c] : compute)
+    EXPECT_LE(c, 7u) << gpu;
+
+  // Said once, not at every sync or recheck; and a steady node writes nothing.
+  std::this_thread::sleep_for(1s);
+  auto writes = agent.runner->api_writes();
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(agent.runner->api_writes(), writes) << "no rewrite loop over the dropped fields";
+  EXPECT_EQ(occurrences(agent.logged(), "drops sharedCounters and consumesCounters"), 1u)
+      << agent.logged();
+  EXPECT_EQ(occurrences(agent.logged(), "drops device taints"), 1u) << agent.logged();
+
+  // The gate is turned on: the next recheck sees it, the placements come back with counters.
+  {
+    std::lock_guard<std::mutex> lock(server.mu);
+    server.partitionable_devices = true;
+  }
+  ASSERT_TRUE(wait_for([&] { return agent.runner->status().server_keeps_counters; }, 30s))
+      << agent.logged();
+  ASSERT_TRUE(wait_for(
+      [&] {
+        for (const auto& s : stored_slices(server))
+          if (s["spec"].contains("sharedCounters")) return true;
+        return false;
+      },
+      30s));
+  EXPECT_THAT(agent.logged(),
+              ::testing::HasSubstr("keeps sharedCounters and consumesCounters again"));
+  std::lock_guard<std::mutex> lock(server.mu);
+  EXPECT_TRUE(server.schema_errors.empty()) << server.schema_errors.front();
+}
+
+// A server that starts without the gate while slices with counters are stored (the read-back
+// path, without the dry run to warn first): the first write's answer shows the counters gone.
+TEST(DraRunner, CountersDroppedOnWriteAreSeenInTheStoredSlices) {
+  polyaccel::testing::use_nvml_scenario("hgx-8xh200-mig.json");
+  TempDir dir;
+  FakeApiServer server(dir.path());
+  // Dry runs are refused (a proxy that does not pass them, say): only the read-back is left.
+  {
+    std::lock_guard<std::mutex> lock(server.mu);
+    server.partitionable_devices = false;
+    server.refuse_dry_runs = true;
+  }
+  RunningAgent agent(server, dir, [&](DraRunnerOptions& o) { o.recheck = 1h; });
+  ASSERT_TRUE(agent.runner->start(60s));
+  ASSERT_TRUE(wait_for([&] { return !agent.runner->status().server_keeps_counters; }, 30s))
+      << agent.logged();
+  ASSERT_TRUE(wait_for(
+      [&] {
+        for (const auto& s : stored_slices(server))
+          for (const auto& d : s["spec"]["devices"])
+            if (d["attributes"]["type"]["string"] == "mig" && !d["attributes"].contains("uuid"))
+              return false;
+        return server.slices_of("node-1") > 0;
+      },
+      30s))
+      << "the placements are withdrawn";
+  EXPECT_THAT(agent.logged(), ::testing::HasSubstr("the slices it stored"));
+}
+
+// The kubelet deletes every slice of its node when it starts: the watch sees it and the pool is
+// back within seconds (the aim: under 5 s), with the next generation.
+TEST(DraRunner, SlicesTheKubeletWipesAreBackWithinSeconds) {
+  polyaccel::testing::use_nvml_scenario("hgx-8xh200-mig.json");
+  TempDir dir;
+  FakeApiServer server(dir.path());
+  // A resync far away: only the watch can bring them back in time.
+  RunningAgent agent(server, dir, [](DraRunnerOptions& o) { o.resync = 1h; });
+  ASSERT_TRUE(agent.runner->start(60s));
+  ASSERT_TRUE(wait_for([&] { return agent.runner->status().syncs > 0; }, 30s));
+  const size_t count = server.slices_of("node-1");
+  ASSERT_GT(count, 1u) << "every MIG placement needs more than one slice";
+  ASSERT_TRUE(wait_for(
+      [&] {
+        std::lock_guard<std::mutex> lock(server.mu);
+        return agent.runner->status().watching && server.watches > 0;
+      },
+      30s));
+  std::this_thread::sleep_for(300ms);  // the watch's ADDED events are through
+  std::int64_t generation = published(server, "").second;
+  for (int wipe = 1; wipe <= 3; ++wipe) {
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(server.wipe_node("node-1"), count);
+    ASSERT_TRUE(wait_for([&] { return server.slices_of("node-1") == count; }, 10s))
+        << agent.logged();
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    std::printf("[ measured ] slices back %lld ms after the kubelet's wipe %d\n",
+                static_cast<long long>(ms), wipe);
+    EXPECT_LT(ms, 10000);
+    ASSERT_TRUE(wait_for([&] { return published(server, "").second > generation; }, 5s))
+        << "a later generation each time";
+    generation = published(server, "").second;
+    EXPECT_TRUE(wait_for([&] { return agent.runner->status().restores == unsigned(wipe); }, 5s))
+        << agent.runner->status().restores << "\n"
+        << agent.logged();
+  }
+  // The server goes away and comes back empty (etcd restored): the watch reconnects and the
+  // follower lists again.
+  server.stop();
+  {
+    std::lock_guard<std::mutex> lock(server.mu);
+    server.slices.clear();
+  }
+  server.restart();
+  ASSERT_TRUE(wait_for([&] { return server.slices_of("node-1") == count; }, 30s)) << agent.logged();
 }
 
 }  // namespace

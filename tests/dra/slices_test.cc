@@ -212,36 +212,40 @@ std::map<std::string, std::uint64_t> consumption(const Device& d) {
   return out;
 }
 
-TEST(DraSlices, MigInstancesConsumeTheirGpusCounters) {
+// Existing instances are devices of their own: nothing to share, no counters (so a server that
+// drops counters changes nothing for them).
+TEST(DraSlices, ExistingMigInstancesAreDevicesOfTheirOwn) {
   HostModel m = h200_mig();
   ASSERT_EQ(m.accelerators.size(), 8u);
   Pool p = pool_of(m);
   expect_valid(p);
   // GPU 0: 7×1g.18gb, one per memory slice 0..6; GPU 4 and 5: MIG off, whole GPUs.
   unsigned gpu0 = 0;
-  for (const auto& s : p.slices)
+  for (const auto& s : p.slices) {
+    EXPECT_TRUE(s.shared_counters.empty());
     for (const auto& d : s.devices)
       if (d.kind == DeviceKind::mig && d.accelerator == 0) {
         ++gpu0;
         EXPECT_EQ(str_attr(d, "migProfile"), "1g.18gb");
-        auto c = consumption(d);
-        EXPECT_EQ(c.at("gpu-0-mig/memory-slice-" + std::to_string(d.mig_start)), 1u);
-        EXPECT_EQ(c.at("gpu-0-mig/compute-slices"), 1u);
+        EXPECT_TRUE(d.consumes.empty());
         EXPECT_TRUE(str_attr(d, "uuid")->rfind("MIG-", 0) == 0);
         EXPECT_EQ(str_attr(d, "parentUUID"), m.accelerators[0].inventory->uuid);
       }
+  }
   EXPECT_EQ(gpu0, 7u);
   ASSERT_NE(p.device("gpu-4"), nullptr);
   EXPECT_EQ(p.device("gpu-4")->capacity.at("memory"), "143771Mi");
   EXPECT_EQ(p.device("gpu-0"), nullptr) << "a MIG-enabled GPU is used through its instances";
   const Device* g1 = p.device("gpu-1-mig-3g-71gb-s4");
   ASSERT_NE(g1, nullptr);
-  EXPECT_EQ(consumption(*g1).size(), 5u);  // memory slices 4..7 and compute
+  EXPECT_TRUE(g1->mig_instance);
 }
 
-// With every placement published, two devices of one GPU fit the counters together exactly when
-// their placements do not overlap and their compute slices and media extensions add up: the
-// scheduler can never over-commit a GPU.
+// With every placement published, the counter set of a GPU holds what its existing instances
+// leave free, and two placements of one GPU fit the counters together exactly when they do not
+// overlap each other and, with the existing instances, their compute slices and media extensions
+// add up: the scheduler can never over-commit a GPU, and never hands out a placement an
+// existing instance holds part of.
 TEST(DraSlices, AllPlacementsNeverOverCommitAGpu) {
   HostModel m = h200_mig();
   SliceOptions o;
@@ -249,39 +253,82 @@ TEST(DraSlices, AllPlacementsNeverOverCommitAGpu) {
   o.mig = MigDevices::all;
   Pool p = pool_of(m, o);
   expect_valid(p);
-  EXPECT_GT(p.slices.size(), 1u) << "6 MIG GPUs with 10 counters each need more than one slice";
+  EXPECT_GT(p.slices.size(), 1u) << "5 empty MIG GPUs with 10 counters each need two slices";
   const MigGeometry* g = find_mig_geometry(0x233510DE);
   ASSERT_NE(g, nullptr);
-  for (const auto& s : p.slices) {
+  size_t checked = 0;
+  for (size_t gpu = 0; gpu < m.accelerators.size(); ++gpu) {
+    // What the GPU's existing instances hold.
+    std::vector<bool> held(g->memory_slices, false);
+    unsigned compute_held = 0;
+    for (const auto& mi : m.accelerators[gpu].inventory->mig_instances) {
+      for (unsigned k = mi.placement_start; k < mi.placement_start + mi.placement_size; ++k)
+        held[k] = true;
+      compute_held += g->profile(mi.profile_name)->compute_slices;
+    }
     std::map<std::string, std::uint64_t> capacity;
-    for (const auto& cs : s.shared_counters)
-      for (const auto& [k, v] : cs.counters)
-        capacity[cs.name + "/" + k] = std::stoull(v);
-    std::vector<const Device*> mig;
-    for (const auto& d : s.devices)
-      if (d.kind == DeviceKind::mig && d.accelerator == s.devices.front().accelerator)
-        mig.push_back(&d);
-    ASSERT_FALSE(mig.empty());
-    size_t checked = 0;
-    for (size_t i = 0; i < mig.size(); ++i) {
-      for (size_t j = i + 1; j < mig.size(); ++j) {
-        auto a = consumption(*mig[i]), b = consumption(*mig[j]);
+    std::vector<const Device*> placements;
+    for (const auto& s : p.slices) {
+      for (const auto& cs : s.shared_counters)
+        if (cs.name == "gpu-" + std::to_string(gpu) + "-mig")
+          for (const auto& [k, v] : cs.counters)
+            capacity[cs.name + "/" + k] = std::stoull(v);
+      for (const auto& d : s.devices)
+        if (d.kind == DeviceKind::mig && d.accelerator == gpu && !d.mig_instance)
+          placements.push_back(&d);
+    }
+    for (const Device* d : placements)
+      for (unsigned k = d->mig_start; k < d->mig_start + d->mig_size; ++k)
+        EXPECT_FALSE(held[k]) << d->name << " overlaps an existing instance";
+    if (compute_held == g->compute_slices) {
+      EXPECT_TRUE(placements.empty()) << "GPU " << gpu;
+    }
+    for (size_t i = 0; i < placements.size(); ++i) {
+      for (size_t j = i + 1; j < placements.size(); ++j) {
+        auto a = consumption(*placements[i]), b = consumption(*placements[j]);
         bool fits = true;
         for (const auto& [k, v] : b)
           if (a[k] + v > capacity.at(k)) fits = false;
-        const MigProfile* pa = g->profile(mig[i]->mig_profile);
-        const MigProfile* pb = g->profile(mig[j]->mig_profile);
-        bool overlap = mig[i]->mig_start < mig[j]->mig_start + mig[j]->mig_size &&
-                       mig[j]->mig_start < mig[i]->mig_start + mig[i]->mig_size;
-        bool both_me = mig[i]->mig_profile.find("+me") != std::string::npos &&
-                       mig[j]->mig_profile.find("+me") != std::string::npos;
+        const MigProfile* pa = g->profile(placements[i]->mig_profile);
+        const MigProfile* pb = g->profile(placements[j]->mig_profile);
+        bool overlap =
+            placements[i]->mig_start < placements[j]->mig_start + placements[j]->mig_size &&
+            placements[j]->mig_start < placements[i]->mig_start + placements[i]->mig_size;
+        bool both_me = placements[i]->mig_profile.find("+me") != std::string::npos &&
+                       placements[j]->mig_profile.find("+me") != std::string::npos;
         bool geometry_allows =
-            !overlap && !both_me && pa->compute_slices + pb->compute_slices <= g->compute_slices;
-        EXPECT_EQ(fits, geometry_allows) << mig[i]->name << " + " << mig[j]->name;
+            !overlap && !both_me &&
+            compute_held + pa->compute_slices + pb->compute_slices <= g->compute_slices;
+        EXPECT_EQ(fits, geometry_allows) << placements[i]->name << " + " << placements[j]->name;
         ++checked;
       }
     }
-    EXPECT_GT(checked, 100u);
+  }
+  EXPECT_GT(checked, 500u);
+}
+
+// A server that drops counters (DRAPartitionableDevices off): no counter anywhere, and only what
+// cannot be over-committed without them: the existing instances, whatever `mig` says.
+TEST(DraSlices, WithoutCountersOnlyExistingInstancesArePublished) {
+  HostModel m = h200_mig();
+  SliceOptions o;
+  o.node = "node-1";
+  o.mig = MigDevices::all;
+  o.counters = false;
+  Pool p = pool_of(m, o);
+  expect_valid(p);
+  SliceOptions existing;
+  existing.node = "node-1";
+  Pool e = pool_of(m, existing);
+  ASSERT_EQ(p.device_count(), e.device_count());
+  for (const auto& s : p.slices) {
+    EXPECT_TRUE(s.shared_counters.empty());
+    for (const auto& d : s.devices) {
+      EXPECT_TRUE(d.consumes.empty()) << d.name;
+      if (d.kind == DeviceKind::mig) {
+        EXPECT_TRUE(d.mig_instance) << d.name;
+      }
+    }
   }
 }
 

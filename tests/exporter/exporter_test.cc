@@ -9,6 +9,7 @@
 #include <atomic>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -76,12 +77,16 @@ class Exporter : public ::testing::Test {
     o.version = "test";
     o.stall_after = stall_after;
     Sources s{[this] { return monitor_->snapshot(); }, nullptr,
-              [this] { return std::make_shared<const PodAssignments>(pods_); }};
+              [this] { return std::make_shared<const PodAssignments>(pods_); },
+              [this]() -> std::shared_ptr<const DraStatus> {
+                return dra_ ? std::make_shared<const DraStatus>(*dra_) : nullptr;
+              }};
     return std::make_shared<Scraper>(make_all_collectors(), o, s);
   }
 
   std::unique_ptr<AcceleratorMonitor> monitor_;
   PodAssignments pods_;
+  std::optional<DraStatus> dra_;  // none: the agent runs without --dra
 };
 
 // A whole scrape of the H100 and MI300X scenarios (every name set, pod labels): the text the
@@ -214,6 +219,30 @@ TEST_F(Exporter, PodLabelsOneSeriesPerPod) {
   // AMD's exporter always has the labels, empty without a pod.
   EXPECT_EQ(count(f, "gpu_gfx_activity", {{"pod", ""}}), 8u);
   EXPECT_EQ(value(f, "polyaccel_pod_resources_up", {}), 1);
+}
+
+// The DRA driver's state: nothing without --dra; with it, whether the API server keeps counters
+// and taints (only once known), and how the pool's slices are kept published.
+TEST_F(Exporter, DraStateOnlyWithTheDriver) {
+  start_monitor();
+  Families none = scraper()->scrape();
+  EXPECT_EQ(count(none, "polyaccel_dra_published_devices", {}), 0u);
+  dra_ = DraStatus{};
+  Families unknown = scraper()->scrape();
+  EXPECT_EQ(count(unknown, "polyaccel_dra_server_keeps_counters", {}), 0u) << "not asked yet";
+  dra_->server_fields_known = true;
+  dra_->server_keeps_counters = false;
+  dra_->server_keeps_taints = true;
+  dra_->devices = 27;
+  dra_->restores = 2;
+  dra_->watching = true;
+  Families f = scraper()->scrape();
+  EXPECT_EQ(value(f, "polyaccel_dra_server_keeps_counters", {}), 0);
+  EXPECT_EQ(value(f, "polyaccel_dra_server_keeps_taints", {}), 1);
+  EXPECT_EQ(value(f, "polyaccel_dra_published_devices", {}), 27);
+  EXPECT_EQ(value(f, "polyaccel_dra_slices_restored_total", {}), 2);
+  EXPECT_EQ(value(f, "polyaccel_dra_slices_watch_up", {}), 1);
+  EXPECT_THAT(text_format(f), HasSubstr("# TYPE polyaccel_dra_slices_restored_total counter"));
 }
 
 TEST_F(Exporter, CompatChoosesTheNameSets) {
