@@ -18,6 +18,7 @@
 
 #include "exporter/web_config.h"
 #include "kube/nic_resources.h"
+#include "share/amd_partition_config.h"
 #include "share/time_slicing.h"
 #include "support/k8s_schema.h"
 #include "support/test_support.h"
@@ -320,7 +321,7 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
       auto binding = one(all, "ClusterRoleBinding", "polyaccel-dra");
       EXPECT_EQ(binding["subjects"][0]["name"], a.pod["serviceAccountName"]);
       EXPECT_FALSE(of_kind(all, "DeviceClass").empty());
-    } else if (a.flags.count("--mig-manager")) {
+    } else if (a.flags.count("--mig-manager") || a.flags.count("--amd-partition-manager")) {
       EXPECT_EQ(a.pod["automountServiceAccountToken"], true);
     } else {
       EXPECT_EQ(a.pod["automountServiceAccountToken"], false);
@@ -345,7 +346,9 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
     // tests/dra/api_server_test.cc and MigManagerGrantsOnlyWhatItUses check grants against use).
     for (const auto& kind : {"Role", "RoleBinding"}) {
       for (const auto& object : of_kind(all, kind))
-        EXPECT_EQ(object["metadata"]["name"], "polyaccel-mig-manager") << kind;
+        EXPECT_TRUE(object["metadata"]["name"] == "polyaccel-mig-manager" ||
+                    object["metadata"]["name"] == "polyaccel-partition-manager")
+            << kind << " " << object["metadata"]["name"];
     }
   }
 }
@@ -496,6 +499,37 @@ TEST(Manifests, MigManagerGrantsOnlyWhatItUses) {
     EXPECT_EQ(a.volumes[a.mounts["/var/lib/polyaccel"]]["hostPath"]["path"], "/var/lib/polyaccel");
     ASSERT_TRUE(a.mounts.count("/run/lock"));
   }
+}
+
+// The AMD partition manager's overlay: the same least privilege, its one ConfigMap of DCM profiles
+// (config-manager-config, config.json), which the agent's own parser reads and whose every
+// profile fits an 8-GPU node, as DCM checks it.
+TEST(Manifests, AmdPartitionManagerGrantsOnlyWhatItUses) {
+  auto all = render(kKube / "overlays/amd-partition-manager");
+  ASSERT_FALSE(all.empty());
+  Agent a = agent_of(one(all, "DaemonSet"));
+  EXPECT_TRUE(a.flags.count("--amd-partition-manager"));
+  EXPECT_FALSE(a.flags.count("--mig-manager"));
+  EXPECT_EQ(a.flags["--amd-config-map"], "polyaccel-system/config-manager-config");
+  EXPECT_EQ(
+      one(all, "ClusterRole", "polyaccel-partition-manager")["rules"],
+      json::parse(R"([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}])"));
+  EXPECT_EQ(one(all, "Role", "polyaccel-partition-manager")["rules"], json::parse(R"([
+      {"apiGroups": [""], "resources": ["configmaps"],
+       "resourceNames": ["config-manager-config"], "verbs": ["get"]},
+      {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])"));
+  auto cm = one(all, "ConfigMap", "config-manager-config");
+  EXPECT_EQ(cm["metadata"]["namespace"], "polyaccel-system");
+  auto config = parse_amd_partition_config(cm["data"]["config.json"].get<std::string>(),
+                                           "config-manager-config/config.json");
+  ASSERT_TRUE(config) << config.error().message();
+  EXPECT_EQ(config->profiles.size(), 5u);
+  for (const auto& [name, profile] : config->profiles) {
+    auto targets = select_amd_partition_profile(*config, name, 8);
+    EXPECT_TRUE(targets) << name << ": " << targets.error().message();
+  }
+  ASSERT_TRUE(a.mounts.count("/var/lib/polyaccel"));
+  ASSERT_TRUE(a.mounts.count("/run/lock"));
 }
 
 TEST(Manifests, DraWithTimeSlicingKeepsTheSharingConfig) {

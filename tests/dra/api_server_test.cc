@@ -254,13 +254,16 @@ RbacAttributes rbac_attributes(const std::string& method, const std::string& tar
   return {group, resource, verb};
 }
 
-// Every (apiGroup, resource, verb) the RBAC in deploy/ grants the agent's service account, from
-// each Role and ClusterRole bound to it.
+// Every (apiGroup, resource, verb) the RBAC of the DRA overlays (and the base they build on)
+// grants the agent's service account, from each Role and ClusterRole bound to it. The partition
+// manager's overlays grant what it asks (tests/partition_manager, tests/deploy).
 std::set<RbacAttributes> granted_to_agent() {
   const fs::path kube = fs::path(POLYACCEL_SOURCE_DIR) / "deploy/kubernetes";
   std::vector<YAML::Node> docs;
   for (const auto& e : fs::recursive_directory_iterator(kube)) {
     if (e.path().extension() != ".yaml" || e.path().filename() == "kustomization.yaml") continue;
+    const std::string dir = e.path().parent_path().lexically_relative(kube).string();
+    if (dir != "base" && dir.rfind("overlays/dra", 0) != 0) continue;
     for (const auto& d : YAML::LoadAllFromFile(e.path().string()))
       if (d.IsMap() && d["kind"]) docs.push_back(d);
   }
@@ -289,11 +292,11 @@ std::set<RbacAttributes> granted_to_agent() {
   return grants;
 }
 
-// Least privilege (issue 29): what the RBAC in deploy/ grants the agent is exactly what its code
-// asks of the API server. Every call site of KubeClient::request and ::watch in src/ is exercised
-// here (the publisher's list, create, update, delete and dry-run create; the runner's watch of
-// the pool's slices; the plugin's claim lookup), and the requests the server saw are turned into
-// (apiGroup, resource, verb) as its authorizer would.
+// Least privilege (issue 29): what the RBAC of the DRA overlays grants the agent is exactly what
+// the DRA driver asks of the API server. Every call site of KubeClient::request and ::watch in
+// src/dra/ is exercised here (the publisher's list, create, update, delete and dry-run create;
+// the runner's watch of the pool's slices; the plugin's claim lookup), and the requests the
+// server saw are turned into (apiGroup, resource, verb) as its authorizer would.
 TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
   SlicePublisher pub(*client_);
   ASSERT_TRUE(pub.sync(pool()));
@@ -332,7 +335,8 @@ TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
   std::regex call(R"re(\.request\(\s*"(GET|POST|PUT|PATCH|DELETE)")re");
   std::regex watch_call(R"re(->watch\(\s*path)re");
   std::vector<std::string> sites;
-  for (const auto& e : fs::recursive_directory_iterator(fs::path(POLYACCEL_SOURCE_DIR) / "src")) {
+  for (const auto& e :
+       fs::recursive_directory_iterator(fs::path(POLYACCEL_SOURCE_DIR) / "src/dra")) {
     if (e.path().extension() != ".cc") continue;
     std::ifstream in(e.path());
     std::string text((std::istreambuf_iterator<char>(in)), {});
