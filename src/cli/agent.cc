@@ -17,6 +17,7 @@
 #include "cli/build_info.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "core/log.h"
 #include "core/number.h"
 #include "discover/accel/backends.h"
 #include "discover/accel/monitor.h"
@@ -42,14 +43,15 @@ std::atomic<const char*> g_stopping{"the agent"};
 void wait_for_signal(const sigset_t& signals, std::vector<std::string> sockets) {
   int sig = 0;
   ::sigwait(&signals, &sig);
-  std::cerr << "polyaccel agent: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", stopping\n";
+  log_line(std::string("polyaccel agent: ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+           ", stopping");
   // A call that never returns (a vendor library, an API server) would keep a thread from joining.
   std::thread([sockets = std::move(sockets)] {
     std::this_thread::sleep_for(std::chrono::seconds(5));
     for (const auto& s : sockets)
       ::unlink(s.c_str());
-    std::cerr << "polyaccel agent: stopping " << g_stopping.load()
-              << " still hangs after 5 s, exiting anyway\n";
+    log_line(std::string("polyaccel agent: stopping ") + g_stopping.load() +
+             " still hangs after 5 s, exiting anyway");
     std::_Exit(0);
   }).detach();
 }
@@ -199,9 +201,9 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   say_why_no_node_labels(options);
   if (!global.quiet) {
     // With port 0 the kernel chose: this line is where people (and scripts) read which.
-    std::cerr << "polyaccel agent: serving /metrics and /healthz on port " << (*http)->port()
-              << " (--listen " << options.listen << "), sampling every " << interval->count()
-              << " ms\n";
+    log_line("polyaccel agent: serving /metrics and /healthz on port " +
+             std::to_string((*http)->port()) + " (--listen " + options.listen +
+             "), sampling every " + std::to_string(interval->count()) + " ms");
   }
   std::vector<std::string> sockets;
   if (*dra) sockets = {(*dra)->plugin().registration_socket(), (*dra)->plugin().endpoint()};

@@ -2,9 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
-#include <iostream>
 
 #include "cli/dra_commands.h"
+#include "core/log.h"
 #include "dra/cdi_hook.h"
 
 namespace polyaccel::cli {
@@ -73,8 +73,8 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
     if (control) {
       ro.plugin.mig = std::shared_ptr<MigControl>(std::move(*control));
     } else {
-      std::cerr << "polyaccel agent: dra: no MIG control (" << control.error().message()
-                << "): a claim for a MIG device that does not exist yet is refused\n";
+      log_line("polyaccel agent: dra: no MIG control (" + control.error().message() +
+               "): a claim for a MIG device that does not exist yet is refused");
     }
   }
   ro.root = o.dra_root.empty() ? filesystem_root(discover) : o.dra_root;
@@ -82,9 +82,9 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
   ro.host_driver_root = o.host_driver_root;
   ro.plugin.cdi.hook_path = o.cdi_hook_path.empty() ? dra::self_path() : o.cdi_hook_path;
   if (o.cdi_hook_path.empty() && std::getenv("KUBERNETES_SERVICE_HOST")) {
-    std::cerr << "polyaccel agent: dra: the CDI specs' hooks name " << ro.plugin.cdi.hook_path
-              << ", this binary's path in its container, which the runtime on the host cannot "
-                 "run: give --cdi-hook-path on a hostPath volume (docs/dra.md)\n";
+    log_line("polyaccel agent: dra: the CDI specs' hooks name " + ro.plugin.cdi.hook_path +
+             ", this binary's path in its container, which the runtime on the host cannot "
+             "run: give --cdi-hook-path on a hostPath volume (docs/dra.md)");
   }
   if (!o.cdi_hook_path.empty()) {
     Status installed = dra::install_hook_binary(o.cdi_hook_path);
@@ -100,8 +100,8 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
   auto runner = std::make_unique<dra::DraRunner>(monitor, ro, std::move(client));
   Status st = runner->start(std::chrono::seconds(60));
   if (!st) return st.error();
-  std::cerr << "polyaccel agent: DRA driver " << ro.slices.driver << " for node " << ro.slices.node
-            << " on " << runner->plugin().endpoint() << "\n";
+  log_line("polyaccel agent: DRA driver " + ro.slices.driver + " for node " + ro.slices.node +
+           " on " + runner->plugin().endpoint());
   return runner;
 }
 

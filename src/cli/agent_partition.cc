@@ -3,10 +3,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
-#include <iostream>
 #include <mutex>
 
 #include "cli/dra_commands.h"
+#include "core/log.h"
 #include "core/number.h"
 #include "discover/discover.h"
 #include "dra/slices.h"
@@ -140,9 +140,9 @@ Result<std::unique_ptr<PartitionAgent>> start_partition_agent(const AcceleratorM
     auto manager = std::make_unique<PartitionLabelManager>(*agent->client, mo, std::move(hooks));
     if (auto st = manager->recover(); !st) return st;
     manager->start();
-    std::cerr << "polyaccel agent: following " << mo.labels.config << " on node " << node
-              << " (ConfigMap " << config_map << ", "
-              << (mo.evict_pods ? "evicting" : "waiting for") << " pods)\n";
+    log_line("polyaccel agent: following " + mo.labels.config + " on node " + node +
+             " (ConfigMap " + config_map + ", " + (mo.evict_pods ? "evicting" : "waiting for") +
+             " pods)");
     agent->managers.push_back(std::move(manager));
     return Ok{};
   };

@@ -1,8 +1,8 @@
 #include "cli/agent_plugin.h"
 
 #include <filesystem>
-#include <iostream>
 
+#include "core/log.h"
 #include "kube/nic_resources.h"
 #include "render/labels.h"
 #include "share/time_slicing.h"
@@ -62,12 +62,12 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
   const DevicePluginOptions& o = p.options;
   if (o.kubelet_dir.empty()) return std::unique_ptr<DevicePluginRunner>();
   if (!is_directory(o.kubelet_dir)) {
-    std::cerr << "polyaccel agent: no device plugin: " << o.kubelet_dir
-              << " is not a directory (no kubelet on this host?)\n";
+    log_line("polyaccel agent: no device plugin: " + o.kubelet_dir +
+             " is not a directory (no kubelet on this host?)");
     return std::unique_ptr<DevicePluginRunner>();
   }
-  std::cerr << "polyaccel agent: device plugin: device list strategy "
-            << to_string(o.allocate.device_list) << " (" << p.device_list_reason << ")\n";
+  log_line("polyaccel agent: device plugin: device list strategy " +
+           std::string(to_string(o.allocate.device_list)) + " (" + p.device_list_reason + ")");
   auto runner = std::make_unique<DevicePluginRunner>(monitor, o);
   Status st = runner->start(std::chrono::seconds(60));
   if (!st) return st.error();
@@ -83,8 +83,8 @@ void say_why_no_node_labels(const AgentOptions& options) {
       is_directory(options.nfd_features_dir)) {
     return;
   }
-  std::cerr << "polyaccel agent: no node labels: " << options.nfd_features_dir
-            << " is not a directory (no node-feature-discovery on this host?)\n";
+  log_line("polyaccel agent: no node labels: " + options.nfd_features_dir +
+           " is not a directory (no node-feature-discovery on this host?)");
 }
 
 int subscribe_node_labels(AcceleratorMonitor& monitor, const AgentOptions& options) {
@@ -100,8 +100,7 @@ int subscribe_node_labels(AcceleratorMonitor& monitor, const AgentOptions& optio
         lo.mig_strategy = strategy;
         auto w = write_feature_file(path, node_labels(*snap.host, lo));
         std::string error = w ? std::string() : w.error().message();
-        if (!error.empty() && error != *failed)
-          std::cerr << "polyaccel agent: node labels: " << error << "\n";
+        if (!error.empty() && error != *failed) log_line("polyaccel agent: node labels: " + error);
         *failed = error;
       });
 }

@@ -8,12 +8,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include <filesystem>
-#include <iostream>
 #include <mutex>
 #include <set>
 
 #include "core/file_io.h"
 #include "core/json.h"
+#include "core/log.h"
 #include "core/socket_path.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/dra_v1beta1.grpc.pb.h"
@@ -201,7 +201,7 @@ struct DraPlugin::Impl {
     if (options.log) {
       options.log(line);
     } else {
-      std::cerr << "polyaccel agent: dra: " << line << "\n";
+      log_line("polyaccel agent: dra: " + line);
     }
   }
 

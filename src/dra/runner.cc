@@ -1,8 +1,8 @@
 #include "dra/runner.h"
 
-#include <iostream>
-
 #include <nlohmann/json.hpp>
+
+#include "core/log.h"
 
 namespace polyaccel::dra {
 
@@ -45,7 +45,7 @@ void DraRunner::log(const std::string& line) const {
   if (options_.log) {
     options_.log(line);
   } else {
-    std::cerr << "polyaccel agent: dra: " << line << "\n";
+    log_line("polyaccel agent: dra: " + line);
   }
 }
 

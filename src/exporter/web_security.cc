@@ -13,10 +13,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <iostream>
 #include <optional>
 
 #include "core/file_io.h"
+#include "core/log.h"
 #include "core/strings.h"
 
 namespace polyaccel::exporter {
@@ -399,7 +399,7 @@ bool WebSecurity::reload_if_changed() {
     std::lock_guard lock(mu_);
     if (error != last_reload_error_) {
       // Only paths and reasons: web_config.cc and make_tls_context never put a secret in one.
-      std::cerr << "polyaccel agent: keeping the previous web config: " << error << "\n";
+      log_line("polyaccel agent: keeping the previous web config: " + error);
       last_reload_error_ = error;
     }
     return false;
@@ -408,7 +408,7 @@ bool WebSecurity::reload_if_changed() {
   current_ = *fresh;
   verdicts_.clear();
   last_reload_error_.clear();
-  std::cerr << "polyaccel agent: web config " << path_ << " reloaded\n";
+  log_line("polyaccel agent: web config " + path_ + " reloaded");
   return true;
 }
 

@@ -3,8 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
-#include <iostream>
-
+#include "core/log.h"
 #include "kube/proto/podresources_v1.grpc.pb.h"
 
 namespace polyaccel {
@@ -109,7 +108,7 @@ void PodResourcesClient::run() {
     // "No socket" is the normal state of a host without kubelet: not worth a log line.
     bool absent = !next->reachable && next->error.find("no such socket") != std::string::npos;
     if (!next->reachable && !absent && next->error != last_error_) {
-      std::cerr << "polyaccel agent: pod-resources: " << next->error << "\n";
+      log_line("polyaccel agent: pod-resources: " + next->error);
     }
     last_error_ = next->reachable || absent ? std::string() : next->error;
     snapshot_ = std::move(next);

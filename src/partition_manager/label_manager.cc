@@ -1,7 +1,6 @@
 #include "partition_manager/label_manager.h"
 
-#include <iostream>
-
+#include "core/log.h"
 #include "core/strings.h"
 #include "partition_manager/mig_apply.h"
 #include "partition_manager/node_api.h"
@@ -31,7 +30,7 @@ void PartitionLabelManager::log(const std::string& line) const {
   if (options_.log) {
     options_.log(line);
   } else {
-    std::cerr << "polyaccel agent: " << options_.labels.config << ": " << line << "\n";
+    log_line("polyaccel agent: " + options_.labels.config + ": " + line);
   }
 }
 
