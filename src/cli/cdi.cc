@@ -39,9 +39,9 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
   auto specs = dra::node_specs(*model, *pool, host, co, &skipped);
   for (const auto& n : host.nvidia_driver.notes)
     skipped.push_back(n);
-  if (!options.output.empty()) {
+  if (!options.cdi_dir.empty()) {
     for (const auto& s : specs) {
-      Status st = dra::write_cdi_spec(options.output, s);
+      Status st = dra::write_cdi_spec(options.cdi_dir, s);
       if (!st) return fail(st.error());
     }
   }
@@ -56,7 +56,7 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
   }
   for (const auto& s : specs) {
     out << s.kind << " (" << s.devices.size() << " devices)"
-        << (options.output.empty() ? "" : " written to " + options.output + "/" + s.file_name())
+        << (options.cdi_dir.empty() ? "" : " written to " + options.cdi_dir + "/" + s.file_name())
         << "\n";
     for (const auto& d : s.devices)
       out << "  " << s.qualified_name(d.name) << "\n";

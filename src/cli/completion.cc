@@ -8,6 +8,7 @@
 
 #include "cli/build_info.h"
 #include "cli/commands.h"
+#include "cli/conventions.h"
 #include "core/file_io.h"
 
 namespace polyaccel::cli {
@@ -321,9 +322,9 @@ std::string man_page(const CLI::App& command) {
 void add_completion_commands(CLI::App& app, CompletionOptions& options) {
   auto* completion =
       app.add_subcommand("completion", "print the shell completion script: bash, zsh or fish");
-  completion->add_option("SHELL", options.shell, "bash, zsh or fish")
-      ->required()
-      ->check(CLI::IsMember({"bash", "zsh", "fish"}));
+  one_of(completion->add_option("SHELL", options.shell, "bash, zsh or fish"),
+         std::vector<std::string>{"bash", "zsh", "fish"})
+      ->required();
   auto* man = app.add_subcommand("man", "write a man page per command into DIR");
   man->add_option("DIR", options.man_dir, "where polyaccel.1, polyaccel-topo.1, ... go")
       ->required()

@@ -74,7 +74,9 @@ TEST(Conventions, ParseErrorsAreOneLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_EQ(r.output.find("Run with --help"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output, "polyaccel: The following argument was not expected: --no-such-flag\n");
+  EXPECT_EQ(r.output,
+            "polyaccel topo: unknown option --no-such-flag (polyaccel topo --help lists the "
+            "options)\n");
 }
 
 TEST(Conventions, HelpHasOurNameAndNoParserInternals) {
@@ -185,6 +187,99 @@ TEST(ConfigFile, UnknownKeyIsRefusedWithFileAndLine) {
   r = run_command(bin() + " topo --config " + (tmp.path() / "absent.yaml").string() + " 2>&1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("no such config file"), std::string::npos) << r.output;
+}
+
+// issue 32: an option typo is named with the closest option of the command, not "the following
+// arguments were not expected: VALUE --option".
+TEST(Conventions, UnknownOptionNamesTheClosest) {
+  std::string topo = topology_fixture(kXe8640).string();
+  struct Case {
+    std::string args;
+    std::string said;
+  };
+  for (const Case& c : {
+           Case{"topo --topolgy " + topo,
+                "polyaccel topo: unknown option --topolgy (did you mean --topology?)\n"},
+           Case{"place --mem 4GiB --topology " + topo,
+                "polyaccel place: unknown option --mem (did you mean --memory?)\n"},
+           Case{"agent --port 9477",
+                "polyaccel agent: unknown option --port (did you mean "
+                "--listen?)\n"},
+           Case{"topo --zzzzzzzzzz=1",
+                "polyaccel topo: unknown option --zzzzzzzzzz (polyaccel topo --help lists the "
+                "options)\n"},
+       }) {
+    auto r = run_command(bin() + " " + c.args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_EQ(r.output, c.said) << c.args;
+  }
+  // A value that looks like an option, after an option that takes one, is the value.
+  auto r = run_command(bin() + " topo -q --topology " + topo + " -C gpu0 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// Every option with a fixed set of values says which in words, and takes no number for a word.
+TEST(Conventions, EnumValuesInWordsAndNoNumbers) {
+  std::string topo = " --topology " + topology_fixture(kXe8640).string();
+  struct Case {
+    std::string args;
+    std::string said;
+  };
+  for (const Case& c : {
+           Case{"topo --color blue", "--color: 'blue' is not auto, always or never"},
+           Case{"topo --color 1" + topo, "--color: '1' is not auto, always or never"},
+           Case{"topo --accel-backends 2" + topo, "'2' is not auto, on or off"},
+           Case{"audit --role 0" + topo, "'0' is not auto, hypervisor or compute"},
+           Case{"audit --fail-on x" + topo, "'x' is not critical, warning or info"},
+           Case{"place --strategy best" + topo, "'best' is not polyaccel or first-fit"},
+           Case{"cdi generate --cdi-version 1" + topo, "'1' is not 0.5.0, 0.6.0, 0.7.0 or 0.8.0"},
+       }) {
+    auto r = run_command(bin() + " " + c.args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_NE(r.output.find(c.said), std::string::npos) << c.args << ": " << r.output;
+    EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("->"), std::string::npos) << r.output;
+  }
+  auto r = run_command(bin() + " topo -q --color always" + topo);
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST(Conventions, EmptyPathIsRefused) {
+  for (const char* args : {"topo --topology ''", "topo --fsroot ''", "audit --root ''",
+                           "nccl-topo --output-file ''", "cdi generate --cdi-dir ''"}) {
+    auto r = run_command(bin() + " " + args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("an empty value"), std::string::npos) << args << ": " << r.output;
+  }
+}
+
+// issue 29 (12): -o is the output format in every command; a value that is no format names the
+// option that was meant.
+TEST(Conventions, DashOIsTheFormatEverywhere) {
+  std::string topo = " --topology " + topology_fixture(kXe8640).string();
+  TempDir tmp;
+  struct Case {
+    std::string args;
+    std::string said;
+  };
+  for (const Case& c : {
+           Case{"topo -o xml" + topo, "(hwloc XML: --of xml)"},
+           Case{"nccl-topo -o " + (tmp.path() / "t.xml").string() + topo, "--output-file"},
+           Case{"cdi generate -o " + (tmp.path() / "cdi").string() + topo, "--cdi-dir DIR"},
+       }) {
+    auto r = run_command("cd " + tmp.path().string() + " && " + bin() + " " + c.args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_NE(r.output.find(c.said), std::string::npos) << c.args << ": " << r.output;
+  }
+  for (const char* command : {"nccl-topo", "cdi generate", "topo", "flavors", "report"}) {
+    auto r = run_command("cd " + tmp.path().string() + " && " + bin() + " " + command + topo +
+                         " -o yaml 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.output;
+    EXPECT_NO_THROW(YAML::Load(r.output)) << command;
+    EXPECT_EQ(r.output.find('{'), std::string::npos) << command << ": YAML, not JSON";
+  }
+  // Nothing was written where -o's value would name a file or directory.
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.path()));
 }
 
 TEST(Completion, ScriptsNameEveryCommandAndParse) {
