@@ -12,6 +12,7 @@
 #include "audit/remedy_files.h"
 #include "cli/audit_view.h"
 #include "cli/commands.h"
+#include "cli/hugepage_options.h"
 #include "core/byte_size.h"
 #include "core/file_io.h"
 #include "core/json.h"
@@ -101,20 +102,10 @@ Result<AuditRequest> parse_request(const GlobalOptions& g, const AuditCommandOpt
     if (!a) return bad_input("--passthrough", "'" + bdf + "' is not a PCI address");
     r.intent.passthrough.push_back(*a);
   }
-  auto page = parse_byte_size(o.hugepage_size);
-  if (!page || *page < 4096 || (*page & (*page - 1)) != 0) {
-    return bad_input("--hugepage-size",
-                     "'" + o.hugepage_size + "' is not a page size (2MiB, 1GiB)");
-  }
-  r.intent.hugepage_size = *page;
-  if (!o.hugepages_per_node.empty()) {
-    auto bytes = parse_byte_size(o.hugepages_per_node);
-    if (!bytes || *bytes < *page) {
-      return bad_input("--hugepages-per-node",
-                       "'" + o.hugepages_per_node + "' is not a size of at least one page");
-    }
-    r.intent.hugepages_per_node_bytes = *bytes;
-  }
+  auto hugepages = parse_hugepage_options(o.hugepages);
+  if (!hugepages) return hugepages.error();
+  r.intent.hugepage_size = hugepages->page_size;
+  r.intent.hugepages_per_node_bytes = hugepages->per_node_bytes;
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/hugepage_options.h"
 #include "cli/output.h"
 #include "discover/discover.h"
 
@@ -63,6 +64,7 @@ struct PlaceOptions {
   bool libvirt = false;
   std::string strategy = "polyaccel";  // or first-fit (Nova's choice, for comparison)
   HostPolicyOptions host;
+  HugepageOptions hugepages;  // the what-if: fit as if every node had reserved these pages
 };
 
 struct FlavorsOptions {
@@ -78,8 +80,7 @@ struct AuditCommandOptions {
   std::string role = "auto";             // --role auto|hypervisor|compute
   std::string pinned_cpus;               // --pinned-cpus LIST
   std::vector<std::string> passthrough;  // --passthrough BDF...
-  std::string hugepages_per_node;        // --hugepages-per-node SIZE
-  std::string hugepage_size = "2MiB";    // --hugepage-size SIZE
+  HugepageOptions hugepages;             // --hugepages-per-node SIZE --hugepage-size SIZE
   std::string emit_dir;                  // --emit DIR
   bool fix = false;                      // --fix
 };

@@ -202,8 +202,9 @@ std::string unknown_word(const CLI::App& app, int argc, const char* const* argv)
       continue;
     }
     std::vector<std::string> names;
-    for (const CLI::App* s : subs)
-      names.push_back(s->get_name());
+    for (const CLI::App* s : subs) {
+      if (!s->get_group().empty()) names.push_back(s->get_name());  // hidden ones stay unnamed
+    }
     // The word is the user's: escaped and cut short, so that the error stays one line.
     std::string message = path + ": unknown command " + quote_input(word);
     if (std::string closest = closest_name(word, names); !closest.empty()) {

@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   TopoOptions topo_options;
   topo->add_option("-C,--device", topo_options.device,
                    "one device's affinity: CPUs, NUMA node, links (gpu0, nic1, a PCI address)")
-      ->type_name("ID");
+      ->type_name("DEVICE");
   one_of(topo->add_option("--of", topo_options.of, "xml: the model as hwloc XML, for --topology"),
          std::vector<std::string>{"xml"})
       ->type_name("FORMAT");
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   run->add_option("--gpus", run_options.gpu_count, "take N GPUs, chosen by topology")
       ->type_name("N");
   run->add_option("--gpu", run_options.gpu_ids, "take these GPUs (gpu0 or a PCI address)")
-      ->type_name("ID")
+      ->type_name("DEVICE")
       ->allow_extra_args(false);
   run->add_option("--local-rank", run_options.local_rank,
                   "this rank's GPU and share of its CPUs (default: $LOCAL_RANK)")
@@ -134,10 +134,16 @@ int main(int argc, char** argv) {
   place->add_option("--cpu-dedicated-set", place_options.host.cpu_dedicated_set,
                     "Nova's cpu_dedicated_set");
   place->add_option("--cpu-shared-set", place_options.host.cpu_shared_set, "Nova's cpu_shared_set");
-  place->add_option("--cpu-allocation-ratio", place_options.host.cpu_allocation_ratio);
-  place->add_option("--ram-allocation-ratio", place_options.host.ram_allocation_ratio);
-  place->add_option("--reserved-memory-per-node", place_options.host.reserved_memory_per_node)
+  place->add_option("--cpu-allocation-ratio", place_options.host.cpu_allocation_ratio,
+                    "Nova's cpu_allocation_ratio: shared vCPUs per PU (default 16)");
+  place->add_option("--ram-allocation-ratio", place_options.host.ram_allocation_ratio,
+                    "Nova's ram_allocation_ratio (default 1)");
+  place
+      ->add_option("--reserved-memory-per-node", place_options.host.reserved_memory_per_node,
+                   "memory kept for the host on every NUMA node (Nova's reserved_host_memory_mb)")
       ->type_name("SIZE");
+  add_hugepage_options(place, place_options.hugepages,
+                       "fit as if every node had reserved them (a capture, a host to be set up)");
   std::string release_name;
   auto* release = app.add_subcommand("release", "free a placement committed with place --commit");
   add_globals(release);
@@ -152,9 +158,17 @@ int main(int argc, char** argv) {
   auto* flavors =
       app.add_subcommand("flavors", "OpenStack accelerator flavors that tile this host");
   add_globals(flavors);
-  flavors->add_option("--reserve-cores-per-node", flavors_options.reserve_cores_per_node);
-  flavors->add_option("--reserve-memory-per-node", flavors_options.reserve_memory_per_node)
-      ->type_name("SIZE");
+  flavors
+      ->add_option("--reserve-cores-per-node", flavors_options.reserve_cores_per_node,
+                   "cores of every NUMA node kept for the host and emulator threads "
+                   "(cpu_shared_set)")
+      ->type_name("N")
+      ->capture_default_str();
+  flavors
+      ->add_option("--reserve-memory-per-node", flavors_options.reserve_memory_per_node,
+                   "memory of every NUMA node kept for the host, not given to guests")
+      ->type_name("SIZE")
+      ->capture_default_str();
   flavors
       ->add_option("--page-size", flavors_options.page_size,
                    "guests' huge page size (default: the largest the host reserves, else 1GiB)")
@@ -178,12 +192,7 @@ int main(int argc, char** argv) {
       ->type_name("LIST");
   audit->add_option("--passthrough", a.passthrough, "devices meant for guests (vfio-pci)")
       ->type_name("BDF");
-  audit
-      ->add_option("--hugepages-per-node", a.hugepages_per_node,
-                   "hugepages wanted on every NUMA node (64GiB)")
-      ->type_name("SIZE");
-  audit->add_option("--hugepage-size", a.hugepage_size, "page size for --hugepages-per-node")
-      ->type_name("SIZE");
+  add_hugepage_options(audit, a.hugepages, "the pages wanted, checked against what is reserved");
   audit->add_option("--emit", a.emit_dir, "write the remedies as files to review and install")
       ->type_name("DIR");
   audit->add_flag("--fix", a.fix, "apply the changes that are safe at run time");

@@ -1,5 +1,6 @@
 // `polyaccel release NAME`: frees a placement that `place --commit` recorded.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,13 @@ int run_release(const GlobalOptions& g, const std::string& state_path, const std
   // The same guard as place: a state file of another host is not ours to rewrite.
   auto model = discover_host(g.discover);
   if (!model) return fail(model.error());
+  // Nothing to release in a state that does not exist: said before the store's update, which
+  // would leave its lock file behind in the state's directory.
+  std::error_code ec;
+  if (!std::filesystem::exists(state_path, ec)) {
+    return fail(bad_input(name, "is not allocated: " + state_path + " does not exist",
+                          "place --commit records placements there; --state names another file"));
+  }
   place::AllocationStore store(state_path);
   size_t remaining = 0;
   auto s = store.update([&](place::AllocationState& state) -> Result<bool> {
@@ -36,8 +44,8 @@ int run_release(const GlobalOptions& g, const std::string& state_path, const std
                                     {"remaining", remaining}})
         << "\n";
   } else {
-    out << "released " << name << " (" << remaining << " allocations left in " << state_path
-        << ")\n";
+    out << "released " << name << " (" << plural(remaining, "allocation") << " left in "
+        << state_path << ")\n";
   }
   return kExitOk;
 }

@@ -305,6 +305,62 @@ TEST(Completion, ScriptsNameEveryCommandAndParse) {
   EXPECT_EQ(run_command(bin() + " completion tcsh 2>/dev/null").exit_code, 2);
 }
 
+// issue 32: after an enum option its values, after a device option the host's device ids (as
+// kubectl completes resource names), after -o the formats (issue 29: not files).
+TEST(Completion, EnumValuesAndDeviceIds) {
+  auto bash = run_command(bin() + " completion bash");
+  ASSERT_EQ(bash.exit_code, 0);
+  TempDir tmp;
+  std::ofstream(tmp.path() / "c.bash") << bash.output;
+  std::string bin_dir = std::filesystem::path(bin()).parent_path().string();
+  auto complete = [&](const std::string& words, int cword) {
+    auto r = run_command("bash -c 'PATH=" + bin_dir + ":$PATH; source " +
+                         (tmp.path() / "c.bash").string() + "; COMP_WORDS=(" + words +
+                         "); COMP_CWORD=" + std::to_string(cword) +
+                         "; _polyaccel; echo ${COMPREPLY[*]}'");
+    EXPECT_EQ(r.exit_code, 0) << words;
+    return r.output;
+  };
+  EXPECT_EQ(complete("polyaccel topo --accel-backends \"\"", 3), "auto on off\n");
+  EXPECT_EQ(complete("polyaccel topo --color a", 3), "auto always\n");
+  EXPECT_EQ(complete("polyaccel nccl-topo -o \"\"", 3), "table json yaml\n");
+  EXPECT_EQ(complete("polyaccel cdi generate --format y", 4), "yaml\n");
+  EXPECT_EQ(complete("polyaccel audit --role h", 3), "hypervisor\n");
+  std::string topo = topology_fixture(kXe8640).string();
+  EXPECT_EQ(complete("polyaccel topo --topology " + topo + " -C g", 5), "gpu0 gpu1 gpu2 gpu3\n");
+  EXPECT_EQ(complete("polyaccel run --topology " + topo + " --gpu 0000:5", 5),
+            "0000:5f:00.0 0000:5e:00.0\n");  // the GPU, and the NIC beside it
+  auto fish = run_command(bin() + " completion fish");
+  EXPECT_NE(fish.output.find("-l color -x -a 'auto always never'"), std::string::npos);
+  EXPECT_NE(fish.output.find("-s C -l device -x -a '(polyaccel __devices)'"), std::string::npos);
+  // The hidden command is no command a user is offered.
+  EXPECT_EQ(bash.output.find("__devices'"), std::string::npos);
+  auto r = run_command(bin() + " zzzzzzzz 2>&1");
+  EXPECT_EQ(r.output.find("__devices"), std::string::npos) << r.output;
+}
+
+// issue 32: the man pages have the sections a man page has, not only --help as troff.
+TEST(ManPages, ExamplesExitStatusFilesSeeAlso) {
+  TempDir tmp;
+  ASSERT_EQ(run_command(bin() + " man " + tmp.path().string()).exit_code, 0);
+  for (const char* page :
+       {"polyaccel.1", "polyaccel-place.1", "polyaccel-mig-plan.1", "polyaccel-sriov-set.1"}) {
+    std::ifstream in(tmp.path() / page);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    for (const char* section :
+         {".SH EXAMPLES\n", ".SH EXIT STATUS\n", ".SH FILES\n", ".SH SEE ALSO\n"}) {
+      EXPECT_NE(text.find(section), std::string::npos) << page << " lacks " << section;
+    }
+  }
+  std::ifstream in(tmp.path() / "polyaccel-place.1");
+  std::string place((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(place.find("/var/lib/polyaccel/allocations.json"), std::string::npos);
+  EXPECT_NE(place.find("\\-\\-hugepages\\-per\\-node"), std::string::npos);
+  std::ifstream top(tmp.path() / "polyaccel.1");
+  std::string root((std::istreambuf_iterator<char>(top)), {});
+  EXPECT_NE(root.find("\\fBpolyaccel\\-topo\\fR(1)"), std::string::npos);
+}
+
 TEST(ManPages, OnePerCommandFromTheOptionDefinitions) {
   TempDir tmp;
   auto r = run_command(bin() + " man " + tmp.path().string());
