@@ -170,11 +170,11 @@ int run_nccl_topo(const GlobalOptions& options, const NcclTopoCliOptions& cli, s
 int run_sriov_set(const GlobalOptions& options, const std::string& pf, const std::string& count,
                   std::ostream& out);
 
-// The topology for people: summary, then the link matrix (shared by topo and report).
-void print_topology(const HostModel& model, std::ostream& out, const OutputStyle& style = {});
-// ... with each NUMA node's free memory (numactl --hardware), where it was read.
-void print_topology(const HostModel& model, const std::map<unsigned, std::uint64_t>& free_bytes,
-                    std::ostream& out, const OutputStyle& style);
+// The topology for people: summary, the NUMA table with each node's free memory (numactl
+// --hardware) read under `root` (the live host's or --fsroot's; "" for an XML capture), then the
+// link matrix. One table for topo and report.
+void print_topology(const HostModel& model, const std::string& root, std::ostream& out,
+                    const OutputStyle& style);
 
 // `polyaccel topo` (topo.cc).
 struct TopoOptions {
