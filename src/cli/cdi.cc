@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/dra_commands.h"
+#include "core/strings.h"
 #include "dra/cdi.h"
 #include "dra/cdi_hook.h"
 
@@ -45,6 +46,9 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
       if (!st) return fail(st.error());
     }
   }
+  // Every device skipped (no spec of any): nothing was written, which is not success (exit 1, as
+  // "no fit"); a node without devices at all is, as there is nothing to describe.
+  const bool nothing_described = specs.empty() && !skipped.empty();
   if (global.json) {
     nlohmann::json j = {{"schema_version", kCdiSchemaVersion},
                         {"specs", nlohmann::json::array()},
@@ -52,7 +56,7 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
     for (const auto& s : specs)
       j["specs"].push_back(dra::to_json(s));
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    return kExitOk;
+    return nothing_described ? kExitFindings : kExitOk;
   }
   for (const auto& s : specs) {
     out << s.kind << " (" << s.devices.size() << " devices)"
@@ -61,9 +65,13 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
     for (const auto& d : s.devices)
       out << "  " << s.qualified_name(d.name) << "\n";
   }
+  // Skips are diagnostics, not output: stderr, so that stdout stays the list of specs.
   for (const auto& k : skipped)
-    out << "skipped: " << k << "\n";
-  return kExitOk;
+    std::cerr << "polyaccel cdi generate: skipped: " << printable(k) << "\n";
+  if (nothing_described) {
+    std::cerr << "polyaccel cdi generate: no device could be described, nothing written\n";
+  }
+  return nothing_described ? kExitFindings : kExitOk;
 }
 
 int run_cdi_hook(bool create_symlinks, const DraCliOptions& options, std::istream& state) {

@@ -242,6 +242,22 @@ TEST_F(Cdi, CommandsPrintSlicesAndWriteSpecs) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("Bad_Name"), std::string::npos);
 
+  // issue 32: every device skipped (no device minors under the root): the skips on stderr, exit 1
+  // (nothing written is no success), stdout without them.
+  fs::path none = dir_.path() / "none";
+  std::string all_skipped = polyaccel::testing::polyaccel_binary() + " cdi generate --topology '" +
+                            topo + "' --root '" + (dir_.path() / "empty-root").string() +
+                            "' --cdi-dir '" + none.string() + "'";
+  fs::create_directories(dir_.path() / "empty-root");
+  auto skips = run_command(all_skipped + " 2>/dev/null");
+  EXPECT_EQ(skips.exit_code, 1) << skips.output;
+  EXPECT_EQ(skips.output.find("skipped"), std::string::npos) << skips.output;
+  auto said = run_command(all_skipped + " 2>&1 >/dev/null");
+  EXPECT_NE(said.output.find("skipped: "), std::string::npos) << said.output;
+  EXPECT_NE(said.output.find("nothing written"), std::string::npos) << said.output;
+  EXPECT_FALSE(fs::exists(none) && !fs::is_empty(none));
+  EXPECT_EQ(run_command(all_skipped + " --json 2>/dev/null").exit_code, 1);
+
   write_text(root() / "proc/driver/nvidia/gpus/0000:4e:00.0/information", "Device Minor: 0\n");
   fs::path out = dir_.path() / "cdi";
   auto g =
