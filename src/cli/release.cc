@@ -17,8 +17,10 @@ int run_release(const GlobalOptions& g, const std::string& state_path, const std
   if (!model) return fail(model.error());
   // Nothing to release in a state that does not exist: said before the store's update, which
   // would leave its lock file behind in the state's directory.
+  // Only an absent name: a link loop or an unreadable file is the store's to explain.
   std::error_code ec;
-  if (!std::filesystem::exists(state_path, ec)) {
+  if (std::filesystem::symlink_status(state_path, ec).type() ==
+      std::filesystem::file_type::not_found) {
     return fail(bad_input(name, "is not allocated: " + state_path + " does not exist",
                           "place --commit records placements there; --state names another file"));
   }
