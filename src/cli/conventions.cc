@@ -151,6 +151,8 @@ std::string unknown_option_message(const CLI::App* app, const std::string& path,
   }
   std::string message = path + ": unknown option " + printable("--" + name).substr(0, 120);
   if (!closest.empty()) return message + " (did you mean --" + closest + "?)";
+  // run CMD: the command's own options belong after "--".
+  if (app->get_option_no_throw("CMD")) return message + " (the command's own options go after --)";
   return message + " (" + path + " --help lists the options)";
 }
 

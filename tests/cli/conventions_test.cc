@@ -213,6 +213,12 @@ TEST(Conventions, UnknownOptionNamesTheClosest) {
     EXPECT_EQ(r.exit_code, 2) << c.args;
     EXPECT_EQ(r.output, c.said) << c.args;
   }
+  auto run = run_command(bin() + " run --dry-run --local-rank 0 --topology " + topo +
+                         " echo --zzzzzz 2>&1");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("unknown option --zzzzzz (the command's own options go after --)"),
+            std::string::npos)
+      << run.output;
   // A value that looks like an option, after an option that takes one, is the value.
   auto r = run_command(bin() + " topo -q --topology " + topo + " -C gpu0 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
