@@ -8,7 +8,7 @@ export CCACHE_NOHASHDIR := true
 PREFIX ?= /usr/local
 
 .PHONY: deps configure build install image deb run test build-asan test-asan test-tsan test-sanitize \
-  fuzz bench format clean
+  fuzz bench bench-check format clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -88,6 +88,13 @@ test-sanitize: test-asan test-tsan
 bench: build
 	@bash scripts/install-deps.sh bench
 	bash bench/run.sh $(BUILD_DIR)
+
+# The instruction counts of a one-cell and a four-cell fit, the DRA pool of 8 GPUs with every MIG
+# placement and one full scrape, against bench/instruction-counts.txt (callgrind: the clock of a
+# shared machine cannot fool it). Fails on growth over 25%. scripts/bench-check.sh, bench/README.md.
+bench-check: build
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target instruction_counts
+	bash scripts/bench-check.sh $(BUILD_DIR)
 
 format:
 	@find src tests bench -name '*.cc' -o -name '*.h' -o -name '*.c' | xargs clang-format -i

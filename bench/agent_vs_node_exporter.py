@@ -7,7 +7,11 @@ Prints for each: scrape latency p50/p99, CPU seconds the exporter process used p
 and its RSS after N scrapes (default 10,000; RSS is also sampled every 1000 to show whether it
 stays flat). Not run by CI.
 
-  bench/agent_vs_node_exporter.py [BUILD_DIR] [--scrapes N]
+  bench/agent_vs_node_exporter.py [BUILD_DIR] [--scrapes N] [--full-node]
+
+--full-node: the node at full size, 8 H200 GPUs each in MIG with 7 instances and GPM on
+(tests/inject/nvml/scenarios/hgx-8xh200-mig7-gpm.json) on the captured Dell XE8640 (its PCIe
+tree, switches and RDMA NICs, --topology), with the host families of this machine.
 
 node_exporter comes from Debian's prometheus-node-exporter package; when it is not installed the
 script says so and measures the agent alone.
@@ -60,6 +64,18 @@ def wait_ready(port, timeout=30):
     return False
 
 
+def wait_for(port, text, timeout=60):
+    """Until a scrape holds `text` (GPM's rates need two samples of the agent's interval)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/metrics")
+        if text in c.getresponse().read():
+            return True
+        time.sleep(0.5)
+    return False
+
+
 def measure(name, pid, port, scrapes):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     headers = {"Accept-Encoding": "gzip", "Accept": "text/plain"}
@@ -91,6 +107,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build", nargs="?", default=os.path.join(SOURCE, "build"))
     ap.add_argument("--scrapes", type=int, default=10000)
+    ap.add_argument("--full-node", action="store_true")
     args = ap.parse_args()
 
     polyaccel = os.path.join(args.build, "src/polyaccel")
@@ -103,14 +120,21 @@ def main():
     procs, results = [], []
     try:
         port = free_port()
+        scenario = "hgx-8xh200-mig7-gpm.json" if args.full_node else "hgx-8xh100.json"
         env = dict(os.environ, POLYACCEL_NVML_LIB=nvml,
-                   NVML_INJECT_SCENARIO=os.path.join(SOURCE, "tests/inject/nvml/scenarios/hgx-8xh100.json"),
+                   NVML_INJECT_SCENARIO=os.path.join(SOURCE, "tests/inject/nvml/scenarios", scenario),
                    POLYACCEL_ROCM_SMI_LIB="/nonexistent", POLYACCEL_HLML_LIB="/nonexistent")
-        agent = subprocess.Popen([polyaccel, "agent", "--accel-backends", "on", "--listen",
-                                  f"127.0.0.1:{port}", "--interval", "10s"], env=env,
-                                 stderr=subprocess.DEVNULL)
+        command = [polyaccel, "agent", "--accel-backends", "on", "--listen",
+                   f"127.0.0.1:{port}", "--interval", "2s" if args.full_node else "10s"]
+        name = "polyaccel agent (8 GPUs + host)"
+        if args.full_node:
+            command += ["--topology", os.path.join(
+                SOURCE, "../shared/fixtures/topologies",
+                "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml")]
+            name = "polyaccel agent (8 GPUs x 7 MIG, GPM)"
+        agent = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
         procs.append(agent)
-        targets = [("polyaccel agent (8 GPUs + host)", agent.pid, port)]
+        targets = [(name, agent.pid, port)]
         if node_exporter:
             ne_port = free_port()
             ne = subprocess.Popen([node_exporter, f"--web.listen-address=127.0.0.1:{ne_port}"],
@@ -123,6 +147,8 @@ def main():
         for name, pid, p in targets:
             if not wait_ready(p):
                 sys.exit(f"{name} did not answer on port {p}")
+        if args.full_node and not wait_for(port, b"DCGM_FI_PROF_SM_ACTIVE"):
+            sys.exit("the agent gave no GPM (DCGM_FI_PROF_*) families within 60 s")
         for name, pid, p in targets:
             results.append(measure(name, pid, p, args.scrapes))
     finally:
@@ -131,10 +157,10 @@ def main():
             proc.wait(timeout=10)
 
     print(f"{args.scrapes} sequential scrapes each, gzip, on {os.cpu_count()} CPUs")
-    print(f"{'exporter':34} {'p50 ms':>8} {'p99 ms':>8} {'CPU s/1000':>11} {'RSS MiB':>8} {'gzip B':>8}  RSS every 1000")
+    print(f"{'exporter':38} {'p50 ms':>8} {'p99 ms':>8} {'CPU s/1000':>11} {'RSS MiB':>8} {'gzip B':>8}  RSS every 1000")
     for r in results:
         track = " ".join(f"{x:.1f}" for x in r["rss_track"])
-        print(f"{r['name']:34} {r['p50_ms']:8.3f} {r['p99_ms']:8.3f} {r['cpu_s_per_1000']:11.3f} "
+        print(f"{r['name']:38} {r['p50_ms']:8.3f} {r['p99_ms']:8.3f} {r['cpu_s_per_1000']:11.3f} "
               f"{r['rss_mib']:8.1f} {r['gzip_bytes']:8d}  {track}")
     if len(results) == 2:
         a, n = results

@@ -12,5 +12,6 @@ build=${1:-build}
 "$build/bench/exporter_bench" --benchmark_min_time=0.2
 echo
 python3 "$(dirname "$0")/agent_vs_node_exporter.py" "$build"
+python3 "$(dirname "$0")/agent_vs_node_exporter.py" "$build" --full-node --scrapes 2000
 "$build/bench/kube_bench" --benchmark_min_time=0.2
 "$build/bench/dra_bench" --benchmark_min_time=0.2

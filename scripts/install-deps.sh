@@ -14,6 +14,8 @@ packages=(
   prometheus libvirt-clients libxml2-utils libxml2-dev
   bzip2 tar curl pci.ids
   libcurl4-openssl-dev libcivetweb-dev zlib1g-dev
+  # the agent's TLS (OpenSSL) and basic_auth_users' bcrypt (libxcrypt): src/exporter/web_security.cc
+  libssl-dev libcrypt-dev
   # a real TLS server in front of the test API server (tests/dra/tls_api_server_test.cc)
   socat openssl
   # the live multi-NUMA guest of tests/guest: QEMU (TCG), Debian's kernel, busybox for its init
@@ -32,6 +34,10 @@ packages=(
   # (CPU torch, gloo), Open MPI's and MPICH's mpirun, Slurm's srun with its own slurmctld and
   # slurmd (on a host with systemd, their packages also start services of their own)
   python3-torch openmpi-bin mpich slurmd slurmctld slurm-client
+  # node for the CEL evaluator of tests/deploy (npm's @bufbuild/cel, installed below)
+  nodejs
+  # `make bench-check` counts instructions under callgrind (scripts/bench-check.sh)
+  valgrind
 )
 # `install-deps.sh bench` (make bench) adds the peer of bench/agent_vs_node_exporter.py. Not for
 # the tests: on a host with systemd the package starts a node_exporter service on :9100.
@@ -68,10 +74,20 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# A CEL evaluator, pinned, for tests/deploy: the DRA overlay's ValidatingAdmissionPolicy has its
+# expressions evaluated on requests for the agent's own node and for another. npm comes with a
+# nodejs from elsewhere (NodeSource); Debian's nodejs needs Debian's npm.
+cel_dir=/usr/local/lib/polyaccel-test/cel
+if [ ! -f "$cel_dir/node_modules/@bufbuild/cel/package.json" ]; then
+  if ! command -v npm > /dev/null; then
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm >/dev/null
+  fi
+  $sudo npm install --silent --no-audit --no-fund --prefix "$cel_dir" @bufbuild/cel@0.6.1 >&2
+fi

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "audit/finding.h"
+#include "core/accel_sample.h"
 #include "core/host_model.h"
-#include "discover/accel/backend.h"
 #include "discover/tuning.h"
 
 namespace polyaccel {

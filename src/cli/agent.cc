@@ -6,11 +6,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
 
 #include "cli/agent_dra.h"
+#include "cli/agent_partition.h"
 #include "cli/agent_plugin.h"
 #include "cli/build_info.h"
 #include "cli/commands.h"
@@ -32,15 +34,22 @@ std::string local_hostname(const HostModel& model) {
   return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
 }
 
+// What the agent is stopping now, for the watchdog's message: a static string.
+std::atomic<const char*> g_stopping{"the agent"};
+
 // Waits for SIGINT or SIGTERM, blocked in every thread the agent starts (see run_agent).
-void wait_for_signal(const sigset_t& signals) {
+// `sockets` are removed should the stop hang: kubelet must not dial a driver that is gone.
+void wait_for_signal(const sigset_t& signals, std::vector<std::string> sockets) {
   int sig = 0;
   ::sigwait(&signals, &sig);
   std::cerr << "polyaccel agent: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", stopping\n";
-  // A vendor call that never returns would keep the monitor's threads from joining.
-  std::thread([] {
+  // A call that never returns (a vendor library, an API server) would keep a thread from joining.
+  std::thread([sockets = std::move(sockets)] {
     std::this_thread::sleep_for(std::chrono::seconds(5));
-    std::cerr << "polyaccel agent: a vendor call still hangs after 5 s, exiting anyway\n";
+    for (const auto& s : sockets)
+      ::unlink(s.c_str());
+    std::cerr << "polyaccel agent: stopping " << g_stopping.load()
+              << " still hangs after 5 s, exiting anyway\n";
     std::_Exit(0);
   }).detach();
 }
@@ -139,6 +148,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   if (pods) pods->start();
   exporter::ExporterOptions eo;
   eo.listen = options.listen;
+  eo.web_config_file = options.web_config_file;
   eo.names = *names;
   eo.hostname = options.hostname.empty() ? local_hostname(*model) : options.hostname;
   eo.cluster_name = options.cluster_name;
@@ -169,13 +179,16 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   }
   // The port first: a bad --listen fails before the device plugin registers with kubelet.
   auto http = exporter::HttpExporter::start(scraper);
-  if (!http) return fail(http.error());
+  if (!http) return fail(with_option_input(http.error(), "--listen"));
   std::unique_ptr<DevicePluginRunner> plugin;  // on the same monitor (agent_plugin.h)
   auto started = start_device_plugin(monitor, *prepared_plugin);
   if (!started) return fail(started.error());
   plugin = std::move(*started);
   auto dra = start_dra(monitor, options, discover);  // on the same monitor (agent_dra.h)
   if (!dra) return fail(dra.error());
+  // After both: it withdraws the GPUs it changes from each (agent_partition.h).
+  auto partitions = start_partition_agent(monitor, options, discover, plugin.get(), dra->get());
+  if (!partitions) return fail(partitions.error());
   say_why_no_node_labels(options);
   if (!global.quiet) {
     // With port 0 the kernel chose: this line is where people (and scripts) read which.
@@ -183,12 +196,22 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
               << " (--listen " << options.listen << "), sampling every " << interval->count()
               << " ms\n";
   }
-  wait_for_signal(signals);
+  std::vector<std::string> sockets;
+  if (*dra) sockets = {(*dra)->plugin().registration_socket(), (*dra)->plugin().endpoint()};
+  wait_for_signal(signals, std::move(sockets));
+  g_stopping = "the HTTP server";
   http->reset();
+  g_stopping = "the partition manager";
+  if (*partitions) (*partitions)->stop();
+  g_stopping = "the DRA driver (an API server call)";
   if (*dra) (*dra)->stop();
+  g_stopping = "the device plugin";
   if (plugin) plugin->stop();
+  g_stopping = "the pod-resources client";
   if (pods) pods->stop();
+  g_stopping = "the host sampler";
   host.stop();
+  g_stopping = "the accelerator monitor (a vendor call)";
   monitor.stop();
   return kExitOk;
 }

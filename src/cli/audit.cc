@@ -16,6 +16,7 @@
 #include "core/byte_size.h"
 #include "core/file_io.h"
 #include "core/json.h"
+#include "core/page_size.h"
 #include "core/strings.h"
 #include "discover/accel/backends.h"
 

@@ -59,6 +59,7 @@ struct PlaceOptions {
   std::vector<std::string> pci_aliases;  // --pci-alias NAME=VENDOR:DEVICE
   std::string pci_alias_file;            // --pci-alias-file FILE (Nova's alias JSON)
   std::string state = "/var/lib/polyaccel/allocations.json";
+  std::string libvirt_domains;  // --libvirt-domains DIR|none (libvirt_status_dir)
   bool commit = false;
   std::string name;
   bool libvirt = false;
@@ -89,7 +90,8 @@ int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& a
 
 // `polyaccel agent` (agent.cc, docs/exporter.md).
 struct AgentOptions {
-  std::string listen = "0.0.0.0:9477";  // exporter::kDefaultPort
+  std::string listen = ":9477";  // exporter::kDefaultPort, every IPv6 and IPv4 address
+  std::string web_config_file;  // exporter-toolkit's web config: TLS, basic auth (docs/exporter.md)
   std::string interval = "10s";
   std::string compat = "all";
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
@@ -120,12 +122,28 @@ struct AgentOptions {
   std::string driver_root = "/";  // --driver-root: the NVIDIA driver's user space for CDI
   std::string host_driver_root;   // --host-driver-root: the same root's path on the host
   std::string cdi_hook_path;      // --cdi-hook-path: copied there, run by the runtime as hooks
+  // The partition managers (agent_partition.cc; docs/kubernetes.md).
+  bool mig_manager = false;  // nvidia.com/mig.config
+  std::string mig_config_map = "polyaccel-system/default-mig-parted-config";
+  bool amd_partition_manager = false;  // dcm.amd.com/gpu-config-profile
+  std::string amd_config_map = "polyaccel-system/config-manager-config";
+  bool partition_evict_pods = false;
+  std::string partition_pod_wait = "10m";
+  std::string partition_state_dir = "/var/lib/polyaccel";
 };
 
 int run_place(const GlobalOptions& options, const PlaceOptions& place, std::ostream& out);
-int run_release(const GlobalOptions& options, const std::string& state, const std::string& name,
-                std::ostream& out);
-int run_allocations(const GlobalOptions& options, const std::string& state, std::ostream& out);
+// Where libvirt's running domains are read (place/libvirt_domains.h), from --libvirt-domains:
+// "none" for none, a directory as given, else <root>/run/libvirt/qemu for the live host and a
+// --fsroot tree, none for a --topology capture (it has no /run). docs/placement.md.
+std::string libvirt_status_dir(const GlobalOptions& options, const std::string& libvirt_domains);
+// Adds --libvirt-domains to a command that counts allocations.
+void add_libvirt_domains_option(CLI::App* command, std::string& libvirt_domains);
+
+int run_release(const GlobalOptions& options, const std::string& state,
+                const std::string& libvirt_domains, const std::string& name, std::ostream& out);
+int run_allocations(const GlobalOptions& options, const std::string& state,
+                    const std::string& libvirt_domains, std::ostream& out);
 int run_flavors(const GlobalOptions& options, const FlavorsOptions& flavors, std::ostream& out);
 int run_report(const GlobalOptions& options, std::ostream& out);
 int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ostream& out);
@@ -155,7 +173,8 @@ struct RunCliOptions {
   std::string reserve;                                        // --reserve NAME
   std::vector<std::string> specs;                             // --spec KEY=VALUE (with --reserve)
   std::string state = "/var/lib/polyaccel/allocations.json";  // --state FILE
-  std::vector<std::string> argv;                              // CMD ARGS... after --
+  std::string libvirt_domains;    // --libvirt-domains DIR|none (libvirt_status_dir)
+  std::vector<std::string> argv;  // CMD ARGS... after --
 };
 int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream& out);
 

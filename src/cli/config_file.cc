@@ -26,6 +26,7 @@ constexpr ConfigKey kKeys[] = {
     {"reserved_memory_per_node", "--reserved-memory-per-node"},
     {"state", "--state"},
     {"listen", "--listen"},
+    {"web_config_file", "--web-config-file"},
     {"interval", "--interval"},
     {"audit_interval", "--audit-interval"},
 };
@@ -34,6 +35,11 @@ constexpr ConfigKey kKeys[] = {
 std::map<std::string, std::string>& given_by_file() {
   static std::map<std::string, std::string> given;
   return given;
+}
+// Option → the value the config file gave it.
+std::map<std::string, std::string>& values_from_file() {
+  static std::map<std::string, std::string> values;
+  return values;
 }
 
 std::string key_list() {
@@ -125,6 +131,7 @@ Status apply_config_file(CLI::App& app, const std::string& given) {
         return bad_input(at(path, it->second.Mark()), key + ": " + e.what());
       }
       given_by_file()[known->option] = at(path, it->second.Mark()) + ": " + key;
+      values_from_file()[known->option] = it->second.Scalar();
       break;
     }
   }
@@ -134,6 +141,33 @@ Status apply_config_file(CLI::App& app, const std::string& given) {
 std::string option_input(const std::string& option) {
   auto it = given_by_file().find(option);
   return it == given_by_file().end() ? option : it->second;
+}
+
+Error with_config_file_input(Error error) {
+  for (const auto& [option, value] : values_from_file()) {
+    if (error.input.starts_with(given_by_file()[option])) return error;  // named already
+  }
+  for (const auto& [option, value] : values_from_file()) {
+    if (error.input == option || error.input.starts_with(option + " "))
+      return with_option_input(std::move(error), option);
+    // An error about the file a path option named ("state: /var/lib/x: is a directory").
+    if (!value.empty() && error.input == value) {
+      error.input = given_by_file()[option] + " " + value;
+      return error;
+    }
+  }
+  return error;
+}
+
+Error with_option_input(Error error, const std::string& option) {
+  const std::string input = option_input(option);
+  if (input == option) return error;
+  if (error.input == option) {
+    error.input = input;
+  } else if (error.input.starts_with(option + " ")) {
+    error.input = input + error.input.substr(option.size());
+  }
+  return error;
 }
 
 }  // namespace polyaccel::cli

@@ -27,5 +27,12 @@ Status apply_config_file(CLI::App& app, const std::string& path);
 // The input a value of `option` came from, for an error about that value: the option itself
 // ("--cpu-allocation-ratio"), or "FILE:LINE: key" when the config file gave it.
 std::string option_input(const std::string& option);
+// An error a lower layer made about `option`'s value ("--listen 127.0.0.1:99999"), its input
+// renamed to option_input(option) when the config file gave the value: the file and line, not
+// an option nobody typed.
+Error with_option_input(Error error, const std::string& option);
+// The same for any error that names an option the config file gave, or the value it gave (the
+// path of `state:`): what `fail` prints.
+Error with_config_file_input(Error error);
 
 }  // namespace polyaccel::cli

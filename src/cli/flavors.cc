@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "core/byte_size.h"
 #include "core/json.h"
+#include "core/page_size.h"
 #include "render/openstack.h"
 
 namespace polyaccel::cli {
@@ -18,8 +19,9 @@ Result<render::FlavorOptions> flavor_options(const FlavorsOptions& o) {
   f.reserve_memory_per_node = *memory;
   if (!o.page_size.empty()) {
     auto page = parse_byte_size(o.page_size);
-    if (!page || *page < 4096 || (*page & (*page - 1)) != 0)
-      return bad_input("--page-size " + o.page_size, "is not a page size like 2MiB or 1GiB");
+    if (!page || !is_page_size(*page))
+      return bad_input("--page-size " + o.page_size,
+                       "is not a page size: a power of two from 4KiB to 16GiB, like 2MiB or 1GiB");
     f.page_size_bytes = *page;
   }
   return f;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/byte_size.h"
+#include "core/page_size.h"
 
 namespace polyaccel::cli {
 
@@ -19,15 +20,20 @@ void add_hugepage_options(CLI::App* cmd, HugepageOptions& options, const std::st
 Result<HugepageWhatIf> parse_hugepage_options(const HugepageOptions& o) {
   HugepageWhatIf w;
   auto page = parse_byte_size(o.page_size);
-  if (!page || *page < 4096 || (*page & (*page - 1)) != 0) {
-    return bad_input("--hugepage-size", "'" + o.page_size + "' is not a page size (2MiB, 1GiB)");
+  // The page size first: a per-node size below a page it cannot be is the page size's fault.
+  if (!page || !is_page_size(*page)) {
+    return bad_input("--hugepage-size", "'" + o.page_size +
+                                            "' is not a page size: a power of two from 4KiB to "
+                                            "16GiB, like 2MiB or 1GiB");
   }
   w.page_size = *page;
   if (!o.per_node.empty()) {
     auto bytes = parse_byte_size(o.per_node);
-    if (!bytes || *bytes < *page) {
-      return bad_input("--hugepages-per-node",
-                       "'" + o.per_node + "' is not a size of at least one page");
+    if (!bytes) return bad_input("--hugepages-per-node", "'" + o.per_node + "' is not a size");
+    if (*bytes < *page) {
+      return bad_input("--hugepages-per-node", "'" + o.per_node +
+                                                   "' is less than one --hugepage-size page (" +
+                                                   format_byte_size(*page) + ")");
     }
     w.per_node_bytes = *bytes;
   }

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "cli/agent_dra.h"
+#include "cli/agent_partition.h"
 #include "cli/commands.h"
 #include "cli/completion.h"
 #include "cli/config_file.h"
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
                   "record the placement as NAME in the allocation state while CMD runs")
       ->type_name("NAME");
   run->add_option("--state", run_options.state, "allocation state file")->type_name("FILE");
+  add_libvirt_domains_option(run, run_options.libvirt_domains);
   run->add_option("--spec", run_options.specs,
                   "a flavor extra spec for the placement engine (with --reserve)")
       ->type_name("KEY=VALUE");
@@ -124,6 +126,7 @@ int main(int argc, char** argv) {
                    "Nova [pci] alias JSON objects")
       ->type_name("FILE");
   place->add_option("--state", place_options.state, "allocation state file")->type_name("FILE");
+  add_libvirt_domains_option(place, place_options.libvirt_domains);
   place->add_flag("--commit", place_options.commit, "reserve the placement under --name");
   place->add_option("--name", place_options.name, "the allocation's name");
   place->add_flag("--libvirt", place_options.libvirt, "print libvirt domain XML");
@@ -149,11 +152,13 @@ int main(int argc, char** argv) {
   add_globals(release);
   release->add_option("name", release_name, "the allocation's name")->required();
   release->add_option("--state", place_options.state, "allocation state file")->type_name("FILE");
+  add_libvirt_domains_option(release, place_options.libvirt_domains);
   auto* allocations =
       app.add_subcommand("allocations", "list the placements committed on this host");
   add_globals(allocations);
   allocations->add_option("--state", place_options.state, "allocation state file")
       ->type_name("FILE");
+  add_libvirt_domains_option(allocations, place_options.libvirt_domains);
   FlavorsOptions flavors_options;
   auto* flavors =
       app.add_subcommand("flavors", "OpenStack accelerator flavors that tile this host");
@@ -202,6 +207,11 @@ int main(int argc, char** argv) {
       "agent", "node agent: Prometheus exporter of accelerators and host (/metrics, /healthz)");
   add_globals(agent);
   agent->add_option("--listen", agent_options.listen, "serve on ADDR:PORT")->capture_default_str();
+  agent
+      ->add_option("--web-config-file", agent_options.web_config_file,
+                   "TLS and basic auth for /metrics and /healthz: exporter-toolkit's web config "
+                   "(node_exporter's --web.config.file)")
+      ->type_name("FILE");
   agent->add_option("--interval", agent_options.interval, "sample every (10s, 500ms, 1m)")
       ->capture_default_str();
   agent
@@ -263,6 +273,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   add_dra_agent_options(agent, agent_options);
+  add_partition_agent_options(agent, agent_options);
   DraCliOptions dra_options;
   DraCommands dra = add_dra_commands(app, dra_options, add_globals);
 
@@ -296,8 +307,11 @@ int main(int argc, char** argv) {
   if (*sriov_set) return run_sriov_set(g, sriov_pf, sriov_count, std::cout);
 
   if (*place) return run_place(g, place_options, std::cout);
-  if (*release) return run_release(g, place_options.state, release_name, std::cout);
-  if (*allocations) return run_allocations(g, place_options.state, std::cout);
+  if (*release)
+    return run_release(g, place_options.state, place_options.libvirt_domains, release_name,
+                       std::cout);
+  if (*allocations)
+    return run_allocations(g, place_options.state, place_options.libvirt_domains, std::cout);
   if (*flavors) return run_flavors(g, flavors_options, std::cout);
   if (*audit) return run_audit_command(g, a, std::cout);
   if (*agent) return run_agent(g, agent_options, std::cout);

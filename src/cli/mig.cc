@@ -37,13 +37,6 @@ Result<MigRequest> parse_request(const std::vector<std::string>& args) {
   return request;
 }
 
-// The geometry a GPU is planned with: our table by PCI id or name, else what NVML lists.
-const MigGeometry* geometry_for(const MigGpu& gpu) {
-  if (const MigGeometry* g = find_mig_geometry(gpu.pci_id)) return g;
-  if (const MigGeometry* g = find_mig_geometry(gpu.name)) return g;
-  return gpu.library_geometry ? &*gpu.library_geometry : nullptr;
-}
-
 nlohmann::json planned_json(const std::vector<MigPlannedInstance>& planned) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& p : planned) {
@@ -216,7 +209,7 @@ Result<MigHost> open_mig_host(const MigOptions& options) {
     if (!found) return bad_input("--gpu-index " + std::to_string(i), "no MIG-capable GPU has it");
   }
   for (auto& g : host.gpus) {
-    const MigGeometry* geo = geometry_for(g);
+    const MigGeometry* geo = mig_geometry_for(g);
     for (auto& inst : g.instances) {
       const MigProfile* p = geo ? geo->profile_by_id(inst.profile_id) : nullptr;
       if (p) inst.profile = p->name;  // the table's name, else the library's

@@ -2,86 +2,19 @@
 // change (destroy what goes, create what is new at its planned place), under a lock so that two
 // applies never interleave. A failure half way stops there and reports what was done: every
 // step is a driver call that either happened or not, and the final layout is read back.
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/mig.h"
 #include "core/json.h"
+#include "partition_manager/mig_apply.h"
 
 namespace polyaccel::cli {
 
 namespace {
 
-// flock(2) on a lock file; released when the process ends, however it ends.
-class ApplyLock {
- public:
-  ApplyLock() = default;
-  ApplyLock(const ApplyLock&) = delete;
-  ApplyLock& operator=(const ApplyLock&) = delete;
-  ~ApplyLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Status acquire() {
-    const char* dir = std::getenv("POLYACCEL_LOCK_DIR");
-    std::string path = std::string(dir && *dir ? dir : "/run/lock") + "/polyaccel-mig.lock";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
-      return Error{ErrorCode::io, path, "cannot open the lock file",
-                   "run as root or set POLYACCEL_LOCK_DIR"};
-    }
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      return Error{ErrorCode::io, path, "another polyaccel mig apply is running", "retry later"};
-    }
-    return Ok{};
-  }
-
- private:
-  int fd_ = -1;
-};
-
-struct GpuReport {
-  unsigned index = 0;
-  std::string mode = "unchanged";  // unchanged, enabled, disabled, pending_reset
-  std::vector<MigPlacedInstance> destroyed;
-  std::vector<MigPlacedInstance> created;
-  std::vector<MigPlacedInstance> instances;  // read back after the changes
-};
-
-// Applies one GPU's plan; the first failure ends it (what was done stays in `report`).
-Status apply_gpu(MigControl& control, const MigGpuPlan& plan, GpuReport& report) {
-  if (plan.mode_change && plan.mig_enabled) {
-    auto mode = control.set_mig_mode(plan.index, true);
-    if (!mode) return mode.error();
-    if (*mode == MigModeChange::pending_reset) {
-      report.mode = "pending_reset";  // instances can be made after the GPU reset
-      return Ok{};
-    }
-    report.mode = "enabled";
-  }
-  for (const auto& d : plan.destroy) {
-    if (auto st = control.destroy(plan.index, d.gpu_instance_id); !st) return st.error();
-    report.destroyed.push_back(d);
-  }
-  if (plan.mode_change && !plan.mig_enabled) {
-    auto mode = control.set_mig_mode(plan.index, false);
-    if (!mode) return mode.error();
-    report.mode = *mode == MigModeChange::pending_reset ? "pending_reset" : "disabled";
-  }
-  for (const auto& c : plan.create) {
-    auto made = control.create(plan.index, c.profile_id, c.start);
-    if (!made) return made.error();
-    made->profile = c.profile;
-    report.created.push_back(*made);
-  }
-  return Ok{};
-}
-
-nlohmann::json report_json(const MigPlan& plan, const std::vector<GpuReport>& reports,
+nlohmann::json report_json(const MigPlan& plan, const std::vector<MigGpuApplyReport>& reports,
                            const std::optional<Error>& error) {
   nlohmann::json doc = plan_json(plan);
   doc["applied"] = !error.has_value();
@@ -99,7 +32,7 @@ nlohmann::json report_json(const MigPlan& plan, const std::vector<GpuReport>& re
   return doc;
 }
 
-void print_report(const std::vector<GpuReport>& reports, const std::optional<Error>& error,
+void print_report(const std::vector<MigGpuApplyReport>& reports, const std::optional<Error>& error,
                   std::ostream& out) {
   for (const auto& r : reports) {
     out << "GPU " << r.index << ": " << r.destroyed.size() << " destroyed, " << r.created.size()
@@ -118,18 +51,18 @@ void print_report(const std::vector<GpuReport>& reports, const std::optional<Err
 }  // namespace
 
 int run_mig_apply(const GlobalOptions& global, const MigOptions& options, std::ostream& out) {
-  ApplyLock lock;
+  MigApplyLock lock;
   if (auto st = lock.acquire(); !st) return fail(st.error());
   auto host = open_mig_host(options);
   if (!host) return fail(host.error());
   auto plan = plan_for(options, host->inputs);
   if (!plan) return fail(plan.error());
   if (!plan->fit) return report_plan(*plan, global.json, out);
-  std::vector<GpuReport> reports;
+  std::vector<MigGpuApplyReport> reports;
   std::optional<Error> error;
   for (const auto& g : plan->gpus) {
     reports.push_back({g.index, "unchanged", {}, {}, {}});
-    if (auto st = apply_gpu(*host->control, g, reports.back()); !st) {
+    if (auto st = apply_mig_gpu_plan(*host->control, g, reports.back()); !st) {
       error = st.error();
       break;
     }

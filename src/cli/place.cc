@@ -183,7 +183,7 @@ int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) 
   auto view = place::build_host_view(*model, *policy);
   if (!view) return fail(view.error());
 
-  place::AllocationStore store(o.state);
+  place::AllocationStore store(o.state, libvirt_status_dir(g, o.libvirt_domains));
   place::FitResult result;
   auto decide = [&](place::AllocationState& state) -> Result<bool> {
     if (!state.host.empty() && !view->hostname.empty() && state.host != view->hostname)
@@ -194,7 +194,7 @@ int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) 
     if (o.commit && state.find(o.name))
       return bad_input("--name " + o.name, "is already allocated in " + o.state,
                        "release it first or choose another name");
-    auto r = place::fit(*view, state.placements, *request, strategy);
+    auto r = place::fit(*view, state.all(), *request, strategy);
     if (!r) return bad_input(o.state, r.error().message(), "move the state file away");
     result = std::move(*r);
     if (!result.fit || !o.commit) return false;

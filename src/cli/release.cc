@@ -6,12 +6,31 @@
 
 #include "cli/commands.h"
 #include "core/json.h"
+#include "core/strings.h"
 #include "place/allocation_store.h"
+#include "place/libvirt_domains.h"
 
 namespace polyaccel::cli {
 
-int run_release(const GlobalOptions& g, const std::string& state_path, const std::string& name,
-                std::ostream& out) {
+int run_release(const GlobalOptions& g, const std::string& state_path,
+                const std::string& libvirt_domains, const std::string& name, std::ostream& out) {
+  // A guest libvirt runs is counted, never ours to free: it stops counting when it stops.
+  if (name.starts_with(place::kLibvirtNamePrefix)) {
+    const std::string domain = name.substr(std::string_view(place::kLibvirtNamePrefix).size());
+    auto state = place::AllocationStore(state_path, libvirt_status_dir(g, libvirt_domains)).load();
+    const bool running =
+        state && std::any_of(state->domains.begin(), state->domains.end(),
+                             [&](const place::Placement& p) { return p.name == name; });
+    return fail(bad_input(
+        quote_input(name),
+        std::string(running ? "is a guest libvirt runs" : "names a libvirt guest") + " (domain " +
+            quote_input(domain) +
+            "), not a placement of polyaccel's: release frees only what `place --commit` "
+            "recorded",
+        "stop the guest where it was started, in Nova (openstack server stop) or with virsh "
+        "destroy " +
+            quote_input(domain) + "; it stops counting when it stops running"));
+  }
   // The same guard as place: a state file of another host is not ours to rewrite.
   auto model = discover_host(g.discover);
   if (!model) return fail(model.error());

@@ -115,7 +115,8 @@ void print_plan(const LaunchPlan& plan, bool json, std::ostream& out) {
 
 // --reserve: the placement engine chooses, the store records, a supervisor waits for CMD and
 // releases. Returns the exit code.
-int run_reserved(const HostModel& model, const RunCliOptions& cli, LaunchRequest request,
+int run_reserved(const HostModel& model, const RunCliOptions& cli,
+                 const std::string& libvirt_domains_dir, LaunchRequest request,
                  const LaunchPlan& preliminary, std::ostream& out) {
   if (!request.gpu_ids.empty()) {
     return fail(bad_input("--gpu/--reserve", "a reservation lets the placement engine choose",
@@ -123,6 +124,7 @@ int run_reserved(const HostModel& model, const RunCliOptions& cli, LaunchRequest
   }
   RunReservationRequest r;
   r.name = cli.reserve;
+  r.libvirt_status_dir = libvirt_domains_dir;
   if (request.local_rank) {
     // Every local rank runs the same command line: each reserves under its own name.
     r.name += ".rank" + std::to_string(*request.local_rank);
@@ -233,13 +235,17 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
   // An absent state file holds nothing; one that cannot be read (not a regular file, not ours,
   // a link loop) is refused like any bad input, as `place` does, rather than run on GPUs that
   // it may say are taken.
-  auto state = place::AllocationStore(cli.state).load();
+  // libvirt's running guests (Nova's) count too: their passed-through GPUs are taken.
+  const std::string libvirt_domains_dir = libvirt_status_dir(options, cli.libvirt_domains);
+  auto state = place::AllocationStore(cli.state, libvirt_domains_dir).load();
   if (!state) return fail(state.error());
-  std::vector<place::Placement> placements = state->placements;
-  for (const auto& p : state->placements) {
+  std::vector<place::Placement> placements = state->all();
+  for (const auto& p : placements) {
     for (const auto& d : p.devices) {
       auto a = PciAddress::parse(d.pci_bus_id);
-      if (a && d.kind == "accelerator") request.unavailable_gpus.push_back(*a);
+      // A domain's <hostdev> has no kind: any address it holds is out (a NIC matches no GPU).
+      if (a && (d.kind == "accelerator" || !p.owner.empty()))
+        request.unavailable_gpus.push_back(*a);
     }
   }
   // --gpus N: the placement engine chooses, as it would for --reserve, recording nothing.
@@ -273,7 +279,8 @@ int run_run(const GlobalOptions& options, const RunCliOptions& cli, std::ostream
     print_plan(*plan, options.json, out);
     return kExitOk;
   }
-  if (!cli.reserve.empty()) return run_reserved(*model, cli, request, *plan, out);
+  if (!cli.reserve.empty())
+    return run_reserved(*model, cli, libvirt_domains_dir, request, *plan, out);
   out.flush();
   return fail(exec_bound(*plan));
 }

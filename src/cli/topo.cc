@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "core/byte_size.h"
 #include "core/file_io.h"
 #include "core/host_model_json.h"
@@ -18,7 +19,8 @@
 namespace polyaccel::cli {
 
 int fail(const Error& error) {
-  std::cerr << "polyaccel: " << error.message() << "\n";
+  // A value from the config file is blamed on its file and line, whichever layer refused it.
+  std::cerr << "polyaccel: " << with_config_file_input(error).message() << "\n";
   return kExitError;
 }
 

@@ -89,6 +89,23 @@ std::optional<unsigned> CpuSet::first() const {
   return std::nullopt;
 }
 
+unsigned CpuSet::count_without(const CpuSet& o) const {
+  unsigned n = 0;
+  for (size_t w = 0; w < words_.size(); ++w)
+    n += static_cast<unsigned>(std::popcount(words_[w] & ~(w < o.words_.size() ? o.words_[w] : 0)));
+  return n;
+}
+
+void CpuSet::append_without(const CpuSet& o, std::vector<unsigned>& out) const {
+  for (size_t w = 0; w < words_.size(); ++w) {
+    std::uint64_t bits = words_[w] & ~(w < o.words_.size() ? o.words_[w] : 0);
+    while (bits) {
+      out.push_back(static_cast<unsigned>(w * 64 + std::countr_zero(bits)));
+      bits &= bits - 1;
+    }
+  }
+}
+
 std::vector<unsigned> CpuSet::to_vector() const {
   std::vector<unsigned> out;
   for (size_t w = 0; w < words_.size(); ++w) {

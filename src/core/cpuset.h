@@ -26,6 +26,9 @@ class CpuSet {
   std::optional<unsigned> first() const;
   // Sorted indexes.
   std::vector<unsigned> to_vector() const;
+  // Without allocating a set: the count of this set less o, and its indexes appended to out.
+  unsigned count_without(const CpuSet& o) const;
+  void append_without(const CpuSet& o, std::vector<unsigned>& out) const;
   // "0-3,8", empty string for the empty set.
   std::string to_list() const;
 

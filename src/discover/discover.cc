@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 
+#include "core/strings.h"
 #include "discover/accel/backends.h"
 #include "discover/hwloc_source.h"
 #include "discover/links.h"
@@ -18,6 +19,71 @@ std::string filesystem_root(const DiscoverOptions& options) {
   return "/";
 }
 
+namespace {
+
+// Part of check_fsroot: no FIFO, socket or device (nor a link to one) under DIR's sys/ and proc/,
+// which hwloc would open and wait on for ever.
+Status check_tree_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // The live host's own root: sysfs and procfs hold no FIFO that hwloc reads, and walking all of
+  // /proc would meet every process's pipes.
+  if (fs::equivalent(dir, "/", ec)) return Ok{};
+  auto kind = [](fs::file_type t) -> const char* {
+    switch (t) {
+      case fs::file_type::fifo:
+        return "a FIFO";
+      case fs::file_type::socket:
+        return "a socket";
+      case fs::file_type::character:
+        return "a character device";
+      case fs::file_type::block:
+        return "a block device";
+      default:
+        return nullptr;
+    }
+  };
+  // hwloc opens what it reads under sys/ and proc/ with a plain open(2), which waits for ever on
+  // a FIFO that nobody writes: the tree is refused before hwloc sees it. Our own readers refuse
+  // such files one by one (core/file_io.h).
+  constexpr size_t kMaxEntries = 1'000'000;
+  size_t entries = 0;
+  for (const char* top : {"sys", "proc"}) {
+    const fs::path base = fs::path(dir) / top;
+    if (!fs::is_directory(base, ec)) continue;
+    fs::recursive_directory_iterator it(base, fs::directory_options::skip_permission_denied, ec);
+    for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (++entries > kMaxEntries)
+        return bad_input(dir,
+                         "holds more than a million files under sys/ and proc/: not a "
+                         "gathered sysfs/procfs tree");
+      const fs::directory_entry& entry = *it;
+      std::error_code type_ec;
+      fs::file_type type = entry.symlink_status(type_ec).type();
+      std::string what;
+      if (type == fs::file_type::symlink) {
+        // Where the link leads is what hwloc would open (a dangling link is only absent).
+        const char* target = kind(fs::status(entry.path(), type_ec).type());
+        if (target) what = std::string("a link to ") + target;
+      } else if (const char* k = kind(type)) {
+        what = k;
+      }
+      if (!what.empty()) {
+        return bad_input(dir,
+                         "holds " + what + " at " +
+                             printable(entry.path().lexically_relative(dir).string()) +
+                             ": a gathered tree holds regular files (hwloc would wait for "
+                             "ever opening it)",
+                         "remove it, or gather the tree again with hwloc-gather-topology");
+      }
+    }
+    if (ec) return bad_input(base.string(), "cannot be walked: " + ec.message());
+  }
+  return Ok{};
+}
+
+}  // namespace
+
 Status check_fsroot(const std::string& dir) {
   std::error_code ec;
   const auto status = std::filesystem::status(dir, ec);  // links followed
@@ -30,7 +96,7 @@ Status check_fsroot(const std::string& dir) {
     return bad_input(dir, "holds no sys/devices/system/cpu: not a gathered sysfs/procfs tree",
                      "make one with `hwloc-gather-topology --io NAME` and extract it");
   }
-  return Ok{};
+  return check_tree_files(dir);
 }
 
 Status check_sources(const DiscoverOptions& options) {

@@ -1,11 +1,17 @@
 #include "discover/pci_ids.h"
 
 #include <charconv>
-#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "core/file_io.h"
 
 namespace polyaccel {
 
 namespace {
+
+// pci.ids is 1.4 MiB (2024); past this it is not one.
+constexpr std::uint64_t kMaxPciIdsBytes = std::uint64_t{16} << 20;
 bool parse_id(const std::string& line, size_t pos, std::uint16_t& out) {
   if (line.size() < pos + 4) return false;
   unsigned v = 0;
@@ -28,17 +34,15 @@ PciNames load_pci_names(const std::set<std::pair<std::uint16_t, std::uint16_t>>&
   std::set<std::uint16_t> vendors;
   for (const auto& w : wanted)
     vendors.insert(w.first);
-  std::ifstream in;
-  if (!path.empty()) {
-    in.open(path);
-  } else {
-    for (const char* p : {"/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids"}) {
-      in.open(p);
-      if (in) break;
-      in.clear();
-    }
+  // Through the one reader of input files: a FIFO named as pci.ids would block a plain open.
+  std::optional<std::string> text;
+  for (const char* p : {"/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids"}) {
+    auto t = read_input_file(path.empty() ? std::string(p) : path, kMaxPciIdsBytes, "pci.ids");
+    if (t) text = std::move(*t);
+    if (t || !path.empty()) break;
   }
-  if (!in) return names;
+  if (!text) return names;
+  std::istringstream in(*text);
   std::string line;
   std::uint16_t vendor = 0;
   bool in_wanted_vendor = false;

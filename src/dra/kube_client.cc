@@ -8,6 +8,8 @@
 #include <filesystem>
 
 #include "core/file_io.h"
+#include "core/number.h"
+#include "core/strings.h"
 #include "discover/accel/library.h"
 
 namespace polyaccel::dra {
@@ -77,10 +79,32 @@ const Result<const Curl*>& curl_library() {
   return loaded;
 }
 
-std::optional<std::string> read_small(const fs::path& p) {
-  auto text = read_input_file(p, kMaxCredentialBytes, "credential file");
-  if (!text) return std::nullopt;
-  return std::move(*text);
+Result<std::string> read_small(const fs::path& p) {
+  return read_input_file(p, kMaxCredentialBytes, "credential file");
+}
+
+// Why a credential file cannot be used, for an error: its path and the reader's reason ("no such
+// file", "is a FIFO, not a regular credential file", "Permission denied"), never its content.
+std::string unreadable(const fs::path& p, const Error& e) {
+  return p.string() + " cannot be read: " + e.problem;
+}
+
+// A value that goes into an HTTP header or the URL (a token, the server) must hold no control
+// character: CR/LF would add a header of the file's choosing to every request and a NUL would cut
+// the value short without a word. The value is a secret: the error says where, never what.
+std::optional<std::string> control_character(std::string_view value) {
+  for (size_t i = 0; i < value.size(); ++i) {
+    auto ch = static_cast<unsigned char>(value[i]);
+    if (ch < 0x20 || ch == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      std::string byte = "0x";
+      byte += hex[ch >> 4];
+      byte += hex[ch & 15];
+      return "holds a control character (byte " + byte + " at offset " + std::to_string(i) +
+             "), which would end or add an HTTP header";
+    }
+  }
+  return std::nullopt;
 }
 
 std::string trim(std::string s) {
@@ -124,6 +148,11 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   return len;
 }
 
+// libcurl asks about once a second, and at every transfer step: nonzero ends the request.
+int on_progress(void* cancelled, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<const std::atomic<bool>*>(cancelled)->load() ? 1 : 0;
+}
+
 // A kubeconfig field given as a file (relative to the kubeconfig) or inline as base64.
 Result<std::string> file_or_data(const YAML::Node& node, const std::string& file_key,
                                  const std::string& data_key, const fs::path& base,
@@ -137,7 +166,7 @@ Result<std::string> file_or_data(const YAML::Node& node, const std::string& file
     fs::path p = node[file_key].as<std::string>();
     if (p.is_relative()) p = base / p;
     auto t = read_small(p);
-    if (!t) return bad_input(input, file_key + " " + p.string() + " cannot be read");
+    if (!t) return bad_input(input, file_key + " " + unreadable(p, t.error()));
     return *t;
   }
   return std::string();
@@ -192,7 +221,32 @@ Result<std::string> api_server_url(std::string server, const std::string& input)
   auto host_end = server.find('/', host_begin);
   std::string host = server.substr(
       host_begin, host_end == std::string::npos ? std::string::npos : host_end - host_begin);
-  if (host.empty() || host.front() == ':' || host.front() == '@') return refuse("has no host");
+  // Never echo the authority: with user:password@ it holds a secret.
+  if (host.find('@') != std::string::npos)
+    return refuse(
+        "holds credentials (user:password@): they would travel and be logged with "
+        "every request URL; give a token or client certificate in the user entry");
+  if (host.empty() || host.front() == ':') return refuse("has no host");
+  // host, [v6]:port or host:port; the port as the kernel takes it, 1..65535 (not wrapped).
+  std::string port;
+  if (host.front() == '[') {
+    auto close = host.find(']');
+    if (close == std::string::npos) return refuse("has an IPv6 address without its closing ']'");
+    if (close + 1 < host.size()) {
+      if (host[close + 1] != ':') return refuse("has text after its IPv6 address");
+      port = host.substr(close + 2);
+      if (port.empty()) return refuse("has an empty port after ':'");
+    }
+  } else if (auto colon = host.find(':'); colon != std::string::npos) {
+    if (host.find(':', colon + 1) != std::string::npos)
+      return refuse("has an IPv6 address without [brackets] or more than one ':'");
+    port = host.substr(colon + 1);
+    if (port.empty()) return refuse("has an empty port after ':'");
+  }
+  if (!port.empty()) {
+    auto number = parse_unsigned(port, "port", 1, 65535);
+    if (!number) return refuse("has port " + printable(port) + ": not a port in 1..65535");
+  }
   while (server.back() == '/')
     server.pop_back();
   return server;
@@ -210,20 +264,32 @@ Result<KubeConfig> in_cluster_config(const std::string& sa_dir) {
   std::string h = host;
   if (h.find(':') != std::string::npos) h = "[" + h + "]";  // IPv6
   KubeConfig c;
-  c.server = "https://" + h + ":" + port;
+  auto server = api_server_url("https://" + h + ":" + port,
+                               "KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT");
+  if (!server) return server.error();
+  c.server = *server;
   c.token_file = (fs::path(sa_dir) / "token").string();
+  c.credential = "the service account token " + c.token_file;
   auto token = read_small(c.token_file);
-  if (!token) return Error{ErrorCode::not_found, c.token_file, "cannot be read", {}};
+  if (!token)
+    return Error{
+        ErrorCode::not_found, "service account token", unreadable(c.token_file, token.error()), {}};
   c.token = trim(*token);
+  if (auto bad = control_character(c.token))
+    return bad_input("service account token " + c.token_file, *bad);
   auto ca = read_small(fs::path(sa_dir) / "ca.crt");
-  if (!ca) return Error{ErrorCode::not_found, sa_dir + "/ca.crt", "cannot be read", {}};
+  if (!ca)
+    return Error{ErrorCode::not_found,
+                 "service account CA",
+                 unreadable(fs::path(sa_dir) / "ca.crt", ca.error()),
+                 {}};
   c.ca_pem = *ca;
   return c;
 }
 
 Result<KubeConfig> kubeconfig_file(const std::string& path) {
   auto text = read_small(path);
-  if (!text) return bad_input("--kubeconfig " + path, "cannot be read");
+  if (!text) return bad_input("--kubeconfig " + path, "cannot be read: " + text.error().problem);
   try {
     YAML::Node root = YAML::Load(*text);
     std::string current = root["current-context"] ? root["current-context"].as<std::string>() : "";
@@ -254,15 +320,26 @@ Result<KubeConfig> kubeconfig_file(const std::string& path) {
         cluster["insecure-skip-tls-verify"] && cluster["insecure-skip-tls-verify"].as<bool>();
     YAML::Node user = named("users", user_name, "user");
     if (user) {
-      if (user["token"]) c.token = user["token"].as<std::string>();
+      if (user["token"]) {
+        c.token = user["token"].as<std::string>();
+        if (auto bad = control_character(c.token))
+          return bad_input("--kubeconfig " + path,
+                           "user " + printable(user_name) + ": token " + *bad);
+      }
       if (user["tokenFile"]) {
         fs::path token_file = user["tokenFile"].as<std::string>();
         if (token_file.is_relative()) token_file = base / token_file;  // as kubectl resolves it
         c.token_file = token_file.string();
         auto t = read_small(c.token_file);
-        if (!t) return bad_input("--kubeconfig " + path, "tokenFile cannot be read");
+        if (!t)
+          return bad_input("--kubeconfig " + path, "user " + printable(user_name) + ": tokenFile " +
+                                                       unreadable(c.token_file, t.error()));
         c.token = trim(*t);
+        if (auto bad = control_character(c.token))
+          return bad_input("--kubeconfig " + path, "user " + printable(user_name) + ": tokenFile " +
+                                                       c.token_file + " " + *bad);
       }
+
       auto cert = file_or_data(user, "client-certificate", "client-certificate-data", base,
                                "--kubeconfig " + path);
       if (!cert) return cert.error();
@@ -270,6 +347,16 @@ Result<KubeConfig> kubeconfig_file(const std::string& path) {
       if (!key) return key.error();
       c.client_cert_pem = *cert;
       c.client_key_pem = *key;
+      // What a 401 blames: the credential this kubeconfig presents, not a service account's.
+      std::vector<std::string> presented;
+      if (!c.client_cert_pem.empty()) presented.push_back("client certificate");
+      if (!c.token_file.empty())
+        presented.push_back("tokenFile " + c.token_file);
+      else if (!c.token.empty())
+        presented.push_back("token");
+      if (!presented.empty())
+        c.credential = "user " + printable(user_name) + "'s " + join(presented, " and ") +
+                       " in the kubeconfig " + path;
       if (c.client_cert_pem.empty() != c.client_key_pem.empty())
         return bad_input("--kubeconfig " + path,
                          "gives a client certificate without its key, or a key without its "
@@ -323,7 +410,14 @@ Result<HttpResponse> KubeClient::request(const std::string& method, const std::s
   if (!c) return Error{ErrorCode::internal, "libcurl", "curl_easy_init failed", {}};
   curl.easy_reset(c);
   std::string url = config_.server + path;
+  if (cancelled_)
+    return Error{ErrorCode::io, method + " " + url, "cancelled: the agent is stopping", {}};
   HttpResponse r;
+  r.credential = config_.credential;
+  if (r.credential.empty() && !config_.client_cert_pem.empty())
+    r.credential = "the client certificate";
+  if (r.credential.empty() && (!config_.token.empty() || !config_.token_file.empty()))
+    r.credential = "the bearer token";
   curl.easy_setopt(c, CURLOPT_URL, url.c_str());
   curl.easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
   curl.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -332,16 +426,29 @@ Result<HttpResponse> KubeClient::request(const std::string& method, const std::s
   curl.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   curl.easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+  curl.easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl.easy_setopt(c, CURLOPT_XFERINFODATA, &cancelled_);
   curl_slist* headers = nullptr;
   headers = curl.slist_append(headers, "Accept: application/json");
   std::string token = config_.token;
   if (!config_.token_file.empty()) {
-    if (auto t = read_small(config_.token_file)) token = trim(*t);
+    // Re-read: bound tokens rotate. One that now holds a control character is not sent.
+    if (auto t = read_small(config_.token_file)) {
+      token = trim(*t);
+      if (auto bad = control_character(token)) {
+        curl.slist_free_all(headers);
+        return bad_input(config_.token_file, "the token file " + *bad);
+      }
+    }
   }
   std::string auth = "Authorization: Bearer " + token;
   if (!token.empty()) headers = curl.slist_append(headers, auth.c_str());
   if (method == "POST" || method == "PUT" || method == "PATCH") {
-    headers = curl.slist_append(headers, "Content-Type: application/json");
+    // The API server takes a PATCH only as a named patch type: a JSON merge patch here.
+    headers =
+        curl.slist_append(headers, method == "PATCH" ? "Content-Type: application/merge-patch+json"
+                                                     : "Content-Type: application/json");
     curl.easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
     curl.easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
   }
@@ -373,6 +480,8 @@ Result<HttpResponse> KubeClient::request(const std::string& method, const std::s
   CURLcode rc = curl.easy_perform(c);
   curl.slist_free_all(headers);
   curl.easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);  // `detail` goes out of scope
+  if (rc == CURLE_ABORTED_BY_CALLBACK)
+    return Error{ErrorCode::io, method + " " + url, "cancelled: the agent is stopping", {}};
   if (rc != CURLE_OK) return transport_error(curl, rc, method + " " + url, detail);
   curl.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
   if (method != "GET" && r.status >= 200 && r.status < 300) ++writes_;

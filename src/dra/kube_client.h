@@ -1,8 +1,10 @@
 // A small Kubernetes API-server client over libcurl (HTTPS, bearer token or client certificate),
 // for the few calls the DRA driver makes: ResourceSlices (list, create, update, delete) and
-// ResourceClaims (get). No HTTP or TLS of our own: libcurl does both.
+// ResourceClaims (get); and the partition manager's (src/partition_manager/node_api.h): its Node
+// (get, PATCH as a JSON merge patch), a ConfigMap, evictions, Events. No HTTP or TLS of our own: libcurl does both.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -19,6 +21,9 @@ struct KubeConfig {
   std::string ca_pem;      // the cluster's CA, PEM; empty: the system's CAs
   std::string client_cert_pem, client_key_pem;  // kubeconfig client certificates
   bool insecure_skip_tls_verify = false;
+  // The credential presented, for people ("the service account token /var/run/.../token",
+  // "user ci's token in the kubeconfig /etc/k.yaml"): what a 401 blames. Empty: none.
+  std::string credential;
   std::chrono::milliseconds timeout{10000};
 };
 
@@ -33,6 +38,7 @@ Result<KubeConfig> kubeconfig_file(const std::string& path);
 struct HttpResponse {
   long status = 0;
   std::string body;
+  std::string credential;  // KubeConfig::credential of the request: what a 401 is about
 };
 
 class KubeClient {
@@ -49,12 +55,16 @@ class KubeClient {
   const KubeConfig& config() const { return config_; }
   // Requests that changed something on the server (POST, PUT, DELETE answered 2xx).
   std::uint64_t writes() const;
+  // Ends the request in flight (an API server that hangs keeps it up to `timeout`) and refuses
+  // every later one: the agent is stopping. Safe from any thread.
+  void cancel() { cancelled_ = true; }
 
  private:
   KubeConfig config_;
   mutable std::mutex mu_;  // one curl handle, used by one request at a time
   void* curl_ = nullptr;
   std::uint64_t writes_ = 0;
+  std::atomic<bool> cancelled_{false};
 };
 
 // Percent-encoding for a query value (field selectors).

@@ -14,6 +14,7 @@
 
 #include "core/file_io.h"
 #include "core/json.h"
+#include "core/socket_path.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/dra_v1beta1.grpc.pb.h"
 #include "kube/proto/pluginregistration_v1.grpc.pb.h"
@@ -600,7 +601,7 @@ Status DraPlugin::start(HostModel model, Pool pool, CdiHost host) {
   }
   // Our own stale sockets only: both names are ours.
   std::string endpoint = m.endpoint();
-  ::unlink(endpoint.c_str());
+  if (Status st = prepare_socket_path(endpoint); !st) return st;
   m.v1 = std::make_unique<V1Service>(*this);
   m.v1beta1 = std::make_unique<V1beta1Service>(*this);
   {
@@ -616,7 +617,12 @@ Status DraPlugin::start(HostModel model, Pool pool, CdiHost host) {
   // The registration socket last: kubelet dials dra.sock as soon as it sees it.
   fs::create_directories(m.options.registry_dir, ec);
   std::string reg = m.registration_socket();
-  ::unlink(reg.c_str());
+  if (Status st = prepare_socket_path(reg); !st) {
+    m.dra_server->Shutdown();
+    m.dra_server.reset();
+    ::unlink(endpoint.c_str());
+    return st;
+  }
   m.registration = std::make_unique<RegistrationService>(m, endpoint);
   grpc::ServerBuilder b;
   b.AddListeningPort("unix:" + reg, grpc::InsecureServerCredentials());

@@ -38,10 +38,12 @@ Error api_error(const std::string& what, const HttpResponse& r) {
   std::string remedy;
   if (r.status == 403) {
     remedy =
-        "grant the agent's service account resourceslices get/list/watch/create/update/delete "
-        "and resourceclaims get (deploy/kubernetes/overlays/dra/rbac.yaml)";
+        "grant the agent's service account resourceslices list/create/update/delete and "
+        "resourceclaims get (deploy/kubernetes/overlays/dra/rbac.yaml)";
   } else if (r.status == 401) {
-    remedy = "the service account token is not accepted";
+    remedy = r.credential.empty() ? "the request carried no credential: give a token or client "
+                                    "certificate in the kubeconfig, or run in a pod"
+                                  : "the API server does not accept " + r.credential;
   } else if (r.status == 404) {
     remedy = "does the API server serve resource.k8s.io/v1 (Kubernetes 1.34+)?";
   }

@@ -49,7 +49,19 @@ void DraRunner::log(const std::string& line) const {
 Result<Pool> DraRunner::build(const HostModel& model, const AcceleratorSnapshot& snap) const {
   SliceOptions so = options_.slices;
   so.unhealthy = unhealthy_of(snap);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    so.unhealthy.insert(withdrawn_.begin(), withdrawn_.end());
+  }
   return build_pool(model, so);
+}
+
+void DraRunner::set_withdrawn(std::set<std::string> bus_ids) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    withdrawn_ = std::move(bus_ids);
+  }
+  withdrawn_changed_ = true;
 }
 
 Pool DraRunner::pool() const {
@@ -95,11 +107,13 @@ void DraRunner::follow(std::uint64_t generation) {
   std::string layouts = mig_layouts(*keep);
   while (!stopping_) {
     auto snap = monitor_.wait_newer(generation, std::chrono::milliseconds(200));
-    if (snap->generation != generation && snap->ready) {
+    bool withdrawn_changed = withdrawn_changed_.exchange(false);
+    if ((snap->generation != generation || withdrawn_changed) && snap->ready) {
       generation = snap->generation;
       auto now_unhealthy = unhealthy_of(*snap);
       auto now_layouts = mig_layouts(*snap);
-      if (snap->host.get() != host || now_unhealthy != unhealthy || now_layouts != layouts) {
+      if (snap->host.get() != host || now_unhealthy != unhealthy || now_layouts != layouts ||
+          withdrawn_changed) {
         host = snap->host.get();
         unhealthy = now_unhealthy;
         layouts = now_layouts;
@@ -150,6 +164,7 @@ void DraRunner::follow(std::uint64_t generation) {
 
 void DraRunner::stop() {
   stopping_ = true;
+  if (client_) client_->cancel();  // an API server that hangs must not hold the stop
   if (follower_.joinable()) follower_.join();
   if (plugin_) plugin_->stop();
 }

@@ -12,6 +12,8 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "discover/accel/monitor.h"
@@ -50,6 +52,9 @@ class DraRunner {
   std::uint64_t api_writes() const { return client_ ? client_->writes() : 0; }
   // The pool as last built.
   Pool pool() const;
+  // GPUs (PCI bus ids) the partition manager is changing: handled as unhealthy ones (left out of
+  // the slice with withdraw_unhealthy, else tainted NoSchedule) until an empty set is given.
+  void set_withdrawn(std::set<std::string> bus_ids);
 
  private:
   void follow(std::uint64_t generation);
@@ -63,6 +68,8 @@ class DraRunner {
   std::unique_ptr<DraPlugin> plugin_;
   mutable std::mutex mu_;
   Pool pool_;
+  std::set<std::string> withdrawn_;  // under mu_
+  std::atomic<bool> withdrawn_changed_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> syncs_{0};
   std::thread follower_;

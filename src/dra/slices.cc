@@ -566,9 +566,26 @@ Result<Pool> build_pool(const HostModel& model, const SliceOptions& options) {
 
 std::string slice_name(const Pool& pool, size_t index) {
   std::string suffix = "-polyaccel-" + std::to_string(index);
-  std::string node = pool.node.substr(0, 253 - suffix.size());
-  while (!node.empty() && (node.back() == '.' || node.back() == '-'))
-    node.pop_back();
+  std::string node = pool.node;
+  if (node.size() + suffix.size() > 253) {
+    // Cut, the cut marked by a hash of the whole node name: two long names that share their
+    // first 230 characters must not name the same slices (each node would overwrite the other's).
+    // FNV-1a, 64 bits: a name, not a secret; spec.nodeName and the admission policy decide whose
+    // slice it is.
+    std::uint64_t hash = 14695981039346656037ull;
+    for (unsigned char c : pool.node) {
+      hash ^= c;
+      hash *= 1099511628211ull;
+    }
+    static const char* hex = "0123456789abcdef";
+    std::string mark = "-";
+    for (int shift = 60; shift >= 0; shift -= 4)
+      mark += hex[(hash >> shift) & 15];
+    node = node.substr(0, 253 - suffix.size() - mark.size());
+    while (!node.empty() && (node.back() == '.' || node.back() == '-'))
+      node.pop_back();
+    node += mark;
+  }
   return node + suffix;
 }
 

@@ -12,6 +12,7 @@
 #include "exporter/http_front.h"
 #include "exporter/listen_address.h"
 #include "exporter/text_format.h"
+#include "exporter/web_security.h"
 
 namespace polyaccel::exporter {
 namespace {
@@ -23,16 +24,28 @@ using Clock = std::chrono::steady_clock;
 // found here. It answers every request: /metrics, /healthz and /; anything else is civetweb's 404.
 std::atomic<const HttpExporter*> g_exporter{nullptr};
 
-void answer(mg_connection* conn, int status, const char* encoding, const std::string& body,
+const char* status_text(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 401:
+      return "Unauthorized";
+    case 429:
+      return "Too Many Requests";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Internal Server Error";
+  }
+}
+
+// `fields`: more header fields, each ending in CRLF.
+void answer(mg_connection* conn, int status, const std::string& fields, const std::string& body,
             bool head) {
   mg_printf(conn,
             "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n%s"
             "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-            status,
-            status == 200   ? "OK"
-            : status == 503 ? "Service Unavailable"
-                            : "Internal Server Error",
-            encoding, body.size());
+            status, status_text(status), fields.c_str(), body.size());
   if (!head) mg_write(conn, body.data(), body.size());
 }
 
@@ -41,6 +54,22 @@ int answer_request(mg_connection* conn) {
   const HttpExporter* exporter = g_exporter.load();
   if (!ri || !ri->local_uri || !exporter) return 0;
   bool head = ri->request_method && std::strcmp(ri->request_method, "HEAD") == 0;
+  // The web config (web_security.h): rate limit, then basic auth, for every path but the
+  // excluded ones; its headers on every answer of ours.
+  std::string fields;
+  if (WebSecurity* security = exporter->security()) {
+    for (const auto& [name, value] : security->headers())
+      fields += name + ": " + value + "\r\n";
+    if (!security->take_token()) {
+      answer(conn, 429, fields, "Too Many Requests\n", head);
+      return 429;
+    }
+    if (!security->authorized(mg_get_header(conn, "Authorization")) &&
+        !security->excluded_from_auth(ri->local_uri)) {
+      answer(conn, 401, fields + "WWW-Authenticate: Basic\r\n", "Unauthorized\n", head);
+      return 401;
+    }
+  }
   if (std::strcmp(ri->local_uri, "/metrics") == 0) {
     std::string text = exporter->metrics_text();
     // gzip when the client takes it (Prometheus always does), as prometheus-cpp's handler did.
@@ -48,20 +77,20 @@ int answer_request(mg_connection* conn) {
     if (accept && std::strstr(accept, "gzip")) {
       std::string compressed = gzip(text);
       if (!compressed.empty()) {
-        answer(conn, 200, "Content-Encoding: gzip\r\n", compressed, head);
+        answer(conn, 200, fields + "Content-Encoding: gzip\r\n", compressed, head);
         return 200;
       }
     }
-    answer(conn, 200, "", text, head);
+    answer(conn, 200, fields, text, head);
     return 200;
   }
   if (std::strcmp(ri->local_uri, "/healthz") == 0) {
     Health h = exporter->health();
-    answer(conn, h.ok ? 200 : 503, "", h.text + "\n", head);
+    answer(conn, h.ok ? 200 : 503, fields, h.text + "\n", head);
     return h.ok ? 200 : 503;
   }
   if (std::strcmp(ri->local_uri, "/") == 0) {
-    answer(conn, 200, "", "polyaccel agent: /metrics, /healthz\n", head);
+    answer(conn, 200, fields, "polyaccel agent: /metrics, /healthz\n", head);
     return 200;
   }
   return 0;
@@ -195,8 +224,14 @@ Result<std::unique_ptr<HttpExporter>> HttpExporter::start(std::shared_ptr<Scrape
   }();
   const ExporterOptions& o = scraper->options();
   // Our words for a bad address, before civetweb's "null context" (listen_address.h).
-  auto address = parse_listen_address(o.listen, mg_check_feature(8) != 0);
+  auto address = parse_listen_address(o.listen);
   if (!address) return address.error();
+  if (!o.web_config_file.empty()) {
+    // Read before the port is taken: a bad file fails the start, naming the file and reason.
+    auto security = WebSecurity::load(o.web_config_file);
+    if (!security) return security.error();
+    ex->security_ = std::move(*security);
+  }
   auto listen_fd = open_listen_socket(*address, o.listen);
   if (!listen_fd) return listen_fd.error();
   try {
@@ -225,6 +260,7 @@ Result<std::unique_ptr<HttpExporter>> HttpExporter::start(std::shared_ptr<Scrape
   }
   HttpFrontOptions front;
   front.head_timeout = o.request_timeout;
+  front.security = ex->security_;
   auto started = HttpFront::start(*listen_fd, backend_ports.front(), front);
   if (!started) return started.error();
   ex->front_ = std::move(*started);

@@ -30,7 +30,7 @@ struct Sources {
 };
 
 struct ExporterOptions {
-  std::string listen = "0.0.0.0:" + std::to_string(kDefaultPort);
+  std::string listen = ":" + std::to_string(kDefaultPort);  // IPv6 and IPv4, as node_exporter
   std::set<NameSet> names = {NameSet::polyaccel, NameSet::dcgm, NameSet::amd, NameSet::habana};
   std::string hostname;
   // AMD's opt-in cluster_name label (empty: the label is there, empty, as AMD's exporter has it).
@@ -46,6 +46,8 @@ struct ExporterOptions {
   // client must send its request head within request_timeout.
   std::size_t threads = 4;
   std::chrono::milliseconds request_timeout{3000};
+  // The exporter-toolkit web config (web_config.h): TLS, basic auth; empty for clear text.
+  std::string web_config_file;
   // /healthz fails when accelerators are known but no snapshot came for this long.
   std::chrono::milliseconds stall_after{60000};
 };
@@ -81,6 +83,7 @@ Health agent_health(const AcceleratorSnapshot& snapshot, std::chrono::system_clo
                     std::chrono::milliseconds stall_after);
 
 class HttpFront;
+class WebSecurity;
 
 class HttpExporter {
  public:
@@ -92,11 +95,13 @@ class HttpExporter {
 
   int port() const;  // the bound port (useful with :0)
   Health health() const;
-  std::string metrics_text() const;  // a scrape in the text format
+  std::string metrics_text() const;                          // a scrape in the text format
+  WebSecurity* security() const { return security_.get(); }  // null without --web-config-file
 
  private:
   HttpExporter() = default;
   std::shared_ptr<Scraper> scraper_;
+  std::shared_ptr<WebSecurity> security_;
   std::unique_ptr<CivetServer> server_;  // civetweb on 127.0.0.1, behind front_
   std::unique_ptr<HttpFront> front_;     // the --listen address
 };

@@ -1,8 +1,8 @@
 #include "exporter/host_sampler.h"
 
 #include <cerrno>
-
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include "audit/audit.h"
@@ -12,6 +12,7 @@
 #include "discover/tuning.h"
 #include "place/allocation_store.h"
 #include "place/host_view.h"
+#include "place/libvirt_domains.h"
 
 namespace polyaccel::exporter {
 namespace {
@@ -68,7 +69,8 @@ HostSample read_host_sample(const HostModel& host, const std::string& root) {
   return s;
 }
 
-PlacementSample read_placement(const HostModel& host, const std::string& state_path) {
+PlacementSample read_placement(const HostModel& host, const std::string& state_path,
+                               const std::string& libvirt_status_dir) {
   PlacementSample s;
   s.time = std::chrono::system_clock::now();
   // The default policy (every PU pinnable): the agent does not know Nova's cpu_dedicated_set.
@@ -77,17 +79,17 @@ PlacementSample read_placement(const HostModel& host, const std::string& state_p
     s.error = view.error().message();
     return s;
   }
-  auto state = place::AllocationStore(state_path).load();
+  auto state = place::AllocationStore(state_path, libvirt_status_dir).load();
   if (!state) {
     s.error = state.error().message();
     return s;
   }
-  auto usage = place::usage_of(*view, state->placements);
+  auto usage = place::usage_of(*view, state->all());
   if (!usage) {
     s.error = state_path + ": " + usage.error().message();
     return s;
   }
-  s.allocations = state->placements.size();
+  s.allocations = state->placements.size() + state->domains.size();
   for (size_t i = 0; i < view->cells.size(); ++i) {
     const place::HostCell& cell = view->cells[i];
     const place::CellUsage& used = usage->cells[i];
@@ -177,8 +179,12 @@ std::shared_ptr<const HostSample> HostSampler::snapshot() const {
 void HostSampler::sample_once() {
   auto next = std::make_shared<HostSample>(read_host_sample(host_, root_));
   if (!extras_.state_path.empty()) {
-    next->placement =
-        std::make_shared<const PlacementSample>(read_placement(*next->host, extras_.state_path));
+    // The guests libvirt runs on this host (its status files under the same root) count too.
+    const std::string libvirt =
+        root_.empty() ? std::string()
+                      : (std::filesystem::path(root_) / place::kLibvirtStatusDir).string();
+    next->placement = std::make_shared<const PlacementSample>(
+        read_placement(*next->host, extras_.state_path, libvirt));
   }
   auto now = std::chrono::steady_clock::now();
   std::shared_ptr<const HostModel> model;

@@ -84,7 +84,10 @@ HostSample read_host_sample(const HostModel& host, const std::string& root);
 
 // The allocation state at `state_path` against `host` (as just refreshed). An absent file is
 // nothing allocated; a broken file, or one naming PUs or devices this host lacks, sets `error`.
-PlacementSample read_placement(const HostModel& host, const std::string& state_path);
+// libvirt's running guests in `libvirt_status_dir` (place/libvirt_domains.h) count with it; empty:
+// none.
+PlacementSample read_placement(const HostModel& host, const std::string& state_path,
+                               const std::string& libvirt_status_dir = {});
 
 // The tuning audit of the host under `root` with the given accelerator samples.
 AuditSample run_host_audit(const HostModel& host, const std::string& root,

@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -22,6 +24,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kMaxAnswerBytes = std::size_t{256} << 20;  // far above any /metrics
 constexpr auto kSweepEvery = std::chrono::milliseconds(100);
+// How often the web config's files are looked at (a stat each); a rotated certificate is in use
+// this long after it is written at most.
+constexpr auto kReloadCheckEvery = std::chrono::seconds(1);
 
 bool equals_lower(std::string_view text, std::string_view lower) {
   if (text.size() != lower.size()) return false;
@@ -120,12 +125,15 @@ namespace {
 struct Connection {
   int client = -1;
   int backend = -1;
-  bool relaying = false;           // the head went (or a refusal goes) out; now answering
-  bool backend_connected = false;  // the non-blocking connect finished
-  bool answer_done = false;        // civetweb closed: all of the answer is in to_client
-  bool closing = false;            // all sent and our side shut: waiting for the client's EOF
-  bool head_marked = false;        // the answer's head says `Connection: close` (or is sent as is)
-  std::string received;            // the client's bytes while its head is incomplete
+  SSL* ssl = nullptr;                     // with TLS: the session on `client`
+  std::shared_ptr<const TlsContext> tls;  // what `ssl` was made from (its verify callback's data)
+  std::string peer;                       // the client's address, 4 or 16 bytes
+  bool relaying = false;                  // the head went (or a refusal goes) out; now answering
+  bool backend_connected = false;         // the non-blocking connect finished
+  bool answer_done = false;               // civetweb closed: all of the answer is in to_client
+  bool closing = false;      // all sent and our side shut: waiting for the client's EOF
+  bool head_marked = false;  // the answer's head says `Connection: close` (or is sent as is)
+  std::string received;      // the client's bytes while its head is incomplete
   std::string to_backend, to_client;
   std::size_t to_backend_sent = 0, to_client_sent = 0;
   Clock::time_point deadline;
@@ -174,6 +182,62 @@ bool drain(int fd, std::string* into, std::size_t limit) {
   }
 }
 
+// flush and drain for a client connection: through its TLS session when it has one. OpenSSL's
+// "want read" and "want write" are "later": the socket is registered for both directions
+// (edge-triggered), and every event on it retries both.
+bool flush_client(Connection& c) {
+  if (!c.ssl) return flush(c.client, c.to_client, c.to_client_sent);
+  while (c.to_client_sent < c.to_client.size()) {
+    ERR_clear_error();
+    std::size_t left = std::min<std::size_t>(c.to_client.size() - c.to_client_sent, 1 << 30);
+    int n = SSL_write(c.ssl, c.to_client.data() + c.to_client_sent, static_cast<int>(left));
+    if (n > 0) {
+      c.to_client_sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    int err = SSL_get_error(c.ssl, n);
+    return err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ;
+  }
+  return true;
+}
+
+bool drain_client(Connection& c, std::string* into, std::size_t limit) {
+  if (!c.ssl) return drain(c.client, into, limit);
+  char chunk[16384];
+  for (;;) {
+    ERR_clear_error();
+    int n = SSL_read(c.ssl, chunk, sizeof chunk);
+    if (n > 0) {
+      if (into) {
+        std::size_t room = limit - std::min(limit, into->size());
+        into->append(chunk, std::min(room, static_cast<std::size_t>(n)));
+        if (static_cast<std::size_t>(n) > room) return false;
+      }
+      continue;
+    }
+    int err = SSL_get_error(c.ssl, n);
+    // A failed handshake (no or a refused client certificate, a plain-HTTP client, an old
+    // protocol) ends here too: the connection is closed, and nothing is logged for it.
+    return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE;
+  }
+}
+
+// The client's address as bytes: an IPv4 client of the dual-stack socket (::ffff:a.b.c.d) is
+// the same client as over IPv4.
+std::string peer_key(const sockaddr_storage& sa) {
+  if (sa.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(sa);
+    return std::string(reinterpret_cast<const char*>(&v4.sin_addr), 4);
+  }
+  if (sa.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(sa);
+    if (IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr))
+      return std::string(reinterpret_cast<const char*>(&v6.sin6_addr) + 12, 4);
+    return std::string(reinterpret_cast<const char*>(&v6.sin6_addr), 16);
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<HttpFront>> HttpFront::start(int listen_fd, int backend_port,
@@ -219,12 +283,17 @@ int HttpFront::port() const {
 void HttpFront::run() {
   // epoll's u64: 0 the listener, 1 the stop signal, else 2 * id + (1 for the civetweb side).
   std::unordered_map<std::uint64_t, Connection> connections;
+  std::unordered_map<std::string, std::size_t> per_client;  // peer → connections held
   std::uint64_t next_id = 1;
   auto close_connection = [&](std::uint64_t id) {
     auto it = connections.find(id);
     if (it == connections.end()) return;
-    if (it->second.backend >= 0) ::close(it->second.backend);
-    ::close(it->second.client);
+    Connection& c = it->second;
+    if (c.backend >= 0) ::close(c.backend);
+    if (c.ssl) SSL_free(c.ssl);
+    ::close(c.client);
+    if (auto p = per_client.find(c.peer); p != per_client.end() && --p->second == 0)
+      per_client.erase(p);
     connections.erase(it);
   };
   // Sends what civetweb answered; the connection ends once all of it is out.
@@ -242,11 +311,15 @@ void HttpFront::run() {
           !has_connection_field(std::string_view(c.to_client).substr(0, head_end)))
         c.to_client.insert(status_end + 2, "Connection: close\r\n");
     }
-    if (!flush(c.client, c.to_client, c.to_client_sent)) return close_connection(id);
+    if (!flush_client(c)) return close_connection(id);
     if (c.answer_done && c.to_client_sent == c.to_client.size() && !c.closing) {
       // Closing with unread bytes (the rest of an oversized head, a pipelined request) would
       // send a reset that can destroy the answer before the client reads it: shut our side,
       // read until the client closes, for a short while at most.
+      if (c.ssl) {
+        ERR_clear_error();
+        SSL_shutdown(c.ssl);  // close_notify; the client's own is not waited for
+      }
       ::shutdown(c.client, SHUT_WR);
       c.closing = true;
       c.deadline = std::min(c.deadline, Clock::now() + std::chrono::seconds(2));
@@ -290,15 +363,16 @@ void HttpFront::run() {
   auto on_client = [&](std::uint64_t id, std::uint32_t events) {
     Connection& c = connections.at(id);
     if (!c.relaying) {
-      bool open = drain(c.client, &c.received, kMaxRequestHeadBytes + 1);
+      bool open = drain_client(c, &c.received, kMaxRequestHeadBytes + 1);
       RequestHead head = read_request_head(c.received);
       if (head.state == RequestHead::State::complete) return open_backend(id, c, head.size);
       if (head.state == RequestHead::State::refused) return answer_refusal(id, c, head);
       if (!open || (events & (EPOLLERR | EPOLLHUP))) return close_connection(id);
       return;
     }
-    // Answering: what the client sends now (pipelined requests) is not served.
-    bool open = drain(c.client, nullptr, 0);
+    // Answering: what the client sends now (pipelined requests) is not served. Once our side
+    // is shut, only the client's EOF is waited for: its bytes are dropped without TLS.
+    bool open = c.closing ? drain(c.client, nullptr, 0) : drain_client(c, nullptr, 0);
     if (events & (EPOLLERR | EPOLLHUP)) return close_connection(id);
     if (c.closing) {
       if (!open) close_connection(id);
@@ -326,11 +400,13 @@ void HttpFront::run() {
     }
     to_client(id, c);
   };
-  // Past max_connections the oldest connection still sending its head goes.
-  auto evict_oldest_incomplete = [&]() -> bool {
+  // Past max_connections the oldest connection still sending its head goes (of `peer` only,
+  // when given: past max_connections_per_client).
+  auto evict_oldest_incomplete = [&](const std::string* peer = nullptr) -> bool {
     auto oldest = connections.end();
     for (auto it = connections.begin(); it != connections.end(); ++it) {
       if (it->second.relaying) continue;
+      if (peer && it->second.peer != *peer) continue;
       if (oldest == connections.end() || it->second.deadline < oldest->second.deadline) oldest = it;
     }
     if (oldest == connections.end()) return false;
@@ -339,20 +415,47 @@ void HttpFront::run() {
   };
   auto accept_all = [&] {
     for (;;) {
-      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      sockaddr_storage address{};
+      socklen_t address_size = sizeof address;
+      int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&address), &address_size,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR) continue;
         if ((errno == EMFILE || errno == ENFILE) && evict_oldest_incomplete()) continue;
         return;
       }
+      std::string peer = peer_key(address);
+      auto held = per_client.find(peer);
+      if (held != per_client.end() && held->second >= options_.max_connections_per_client &&
+          !evict_oldest_incomplete(&peer)) {
+        ::close(fd);
+        continue;
+      }
       if (connections.size() >= options_.max_connections && !evict_oldest_incomplete()) {
         ::close(fd);
         continue;
+      }
+      SSL* ssl = nullptr;
+      std::shared_ptr<const TlsContext> tls;
+      if (options_.security && options_.security->tls()) {
+        tls = options_.security->tls_context();  // the newest: a rotated certificate from now on
+        ssl = SSL_new(tls->ctx);
+        if (!ssl || SSL_set_fd(ssl, fd) != 1) {
+          if (ssl) SSL_free(ssl);
+          ERR_clear_error();
+          ::close(fd);
+          continue;
+        }
+        SSL_set_accept_state(ssl);
       }
       set_nodelay(fd);
       std::uint64_t id = next_id++;
       Connection& c = connections[id];
       c.client = fd;
+      c.ssl = ssl;
+      c.tls = std::move(tls);
+      c.peer = peer;
+      ++per_client[peer];
       c.deadline = Clock::now() + options_.head_timeout;
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
@@ -362,6 +465,7 @@ void HttpFront::run() {
   };
 
   auto last_sweep = Clock::now();
+  auto last_reload_check = last_sweep;
   epoll_event events[256];
   while (!stop_) {
     int n = ::epoll_wait(epoll_fd_, events, 256, static_cast<int>(kSweepEvery.count()));
@@ -390,9 +494,14 @@ void HttpFront::run() {
       for (auto id : expired)
         close_connection(id);
     }
+    if (options_.security && now - last_reload_check >= kReloadCheckEvery) {
+      last_reload_check = now;
+      options_.security->reload_if_changed();
+    }
   }
   for (auto& [id, c] : connections) {
     if (c.backend >= 0) ::close(c.backend);
+    if (c.ssl) SSL_free(c.ssl);
     ::close(c.client);
   }
 }

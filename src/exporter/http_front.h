@@ -5,6 +5,12 @@
 // complete heads to civetweb (on a loopback port, one request per connection), then relays the
 // answer back. A slow client costs the front a buffer, never a worker: a scrape never waits
 // behind one. Slow readers likewise: the front takes the whole answer from civetweb at once.
+//
+// The front also owns what faces the network, so that civetweb's build does not decide it:
+// IPv6 and IPv4 (Debian's civetweb has no IPv6; the front's socket is dual-stack), and TLS
+// (the web config's tls_server_config, OpenSSL in non-blocking mode on the same epoll loop: the
+// handshake is part of the request head and shares its deadline). civetweb stays on 127.0.0.1
+// in clear text, reachable from this host only.
 #pragma once
 
 #include <atomic>
@@ -16,6 +22,7 @@
 
 #include "core/error.h"
 #include "exporter/listen_address.h"
+#include "exporter/web_security.h"
 
 namespace polyaccel::exporter {
 
@@ -40,6 +47,12 @@ struct HttpFrontOptions {
   std::chrono::milliseconds answer_timeout{30000};
   // Connections held at once; past it the oldest still sending its head is closed.
   std::size_t max_connections = 4096;
+  // Connections from one client address (IPv4-mapped IPv6 counts as the IPv4 address); past it
+  // that client's oldest connection still sending its head is closed, else the new one. One
+  // client, however many sockets it opens, holds at most this share of max_connections.
+  std::size_t max_connections_per_client = 64;
+  // TLS and the web config's reload (null: clear text, nothing to reload).
+  std::shared_ptr<WebSecurity> security;
 };
 
 class HttpFront {

@@ -13,15 +13,10 @@
 namespace polyaccel::exporter {
 namespace {
 
-constexpr const char* kForms = "write PORT, :PORT, IPv4:PORT or [IPv6]:PORT, e.g. :9477 or [::1]:0";
+constexpr const char* kForms =
+    "write PORT, :PORT, IPv4:PORT or [IPv6]:PORT, e.g. :9477, 127.0.0.1:9477 or [::1]:0";
 
 }  // namespace
-
-std::string ListenAddress::civetweb_ports() const {
-  std::string port_text = std::to_string(port);
-  if (host.empty()) return ipv6 ? "+" + port_text : "0.0.0.0:" + port_text;
-  return (ipv6 ? "[" + host + "]" : host) + ":" + port_text;
-}
 
 std::string ListenAddress::to_string() const {
   std::string port_text = std::to_string(port);
@@ -29,7 +24,7 @@ std::string ListenAddress::to_string() const {
   return (ipv6 ? "[" + host + "]" : host) + ":" + port_text;
 }
 
-Result<ListenAddress> parse_listen_address(const std::string& text, bool ipv6_supported) {
+Result<ListenAddress> parse_listen_address(const std::string& text) {
   const std::string input = "--listen " + text;
   ListenAddress a;
   std::string port_text;
@@ -67,19 +62,19 @@ Result<ListenAddress> parse_listen_address(const std::string& text, bool ipv6_su
     return bad_input(input, "port " + port_text + " is out of range (0-65535; 0 picks a free one)");
   }
   a.port = *port;
-  if (a.host.empty()) a.ipv6 = ipv6_supported;  // every address: dual-stack where civetweb can
-  if (a.ipv6 && !a.host.empty() && !ipv6_supported) {
-    return bad_input(input,
-                     "this civetweb is built without IPv6 (Debian's libcivetweb1 is), so the "
-                     "exporter listens on IPv4 only",
-                     "listen on an IPv4 address, e.g. 127.0.0.1:9477 or :9477");
-  }
+  if (a.host.empty()) a.ipv6 = true;  // every address: dual-stack (open_listen_socket)
   return a;
 }
 
 Result<int> open_listen_socket(const ListenAddress& address, const std::string& option_text) {
   int family = address.ipv6 ? AF_INET6 : AF_INET;
   int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0 && errno == EAFNOSUPPORT && address.ipv6 && address.host.empty()) {
+    // A kernel without IPv6: every address is every IPv4 address.
+    ListenAddress v4 = address;
+    v4.ipv6 = false;
+    return open_listen_socket(v4, option_text);
+  }
   if (fd < 0) {
     return bad_input("--listen " + option_text,
                      std::string("cannot listen: ") + std::strerror(errno));
@@ -93,7 +88,7 @@ Result<int> open_listen_socket(const ListenAddress& address, const std::string& 
     sa.sin6_port = htons(static_cast<std::uint16_t>(address.port));
     if (address.host.empty()) {
       sa.sin6_addr = in6addr_any;
-      int zero = 0;  // dual-stack, as civetweb's "+PORT"
+      int zero = 0;  // dual-stack: IPv4 clients arrive as ::ffff:a.b.c.d
       ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
     } else {
       ::inet_pton(AF_INET6, address.host.c_str(), &sa.sin6_addr);
@@ -111,6 +106,12 @@ Result<int> open_listen_socket(const ListenAddress& address, const std::string& 
   int err = errno;
   if (rc == 0) return fd;
   ::close(fd);
+  if (address.ipv6 && address.host.empty() && (err == EADDRNOTAVAIL || err == EAFNOSUPPORT)) {
+    // IPv6 turned off (disable_ipv6 in a container): every address is every IPv4 address.
+    ListenAddress v4 = address;
+    v4.ipv6 = false;
+    return open_listen_socket(v4, option_text);
+  }
   std::string remedy = err == EADDRINUSE      ? "another process listens there; pick another port"
                        : err == EADDRNOTAVAIL ? "not an address of this host (ip -br addr)"
                        : err == EACCES        ? "ports below 1024 need CAP_NET_BIND_SERVICE"

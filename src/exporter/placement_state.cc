@@ -18,8 +18,10 @@ class PlacementStateCollector : public Collector {
     if (!s.error.empty()) {
       return Error{ErrorCode::bad_input, "placement state", s.error, {}};
     }
-    auto allocations = family("polyaccel_placement_allocations",
-                              "Placements committed in the allocation state.", MetricType::Gauge);
+    auto allocations =
+        family("polyaccel_placement_allocations",
+               "Placements committed in the allocation state, and guests libvirt runs.",
+               MetricType::Gauge);
     auto pinned = family("polyaccel_placement_pinned_pus",
                          "PUs of a NUMA node held alone by placements.", MetricType::Gauge);
     auto free = family("polyaccel_placement_free_pus",

@@ -35,16 +35,19 @@ void append_int(std::string& out, Int value) {
   out.append(buf, r.ptr);
 }
 
-// A label value with \, " and newline escaped; runs without them are appended whole.
+// A label value with \, " and newline escaped; runs without them are appended whole. A plain
+// loop: find_first_of with a set calls memchr once per character (a fifth of a scrape's time).
 void append_escaped(std::string& out, std::string_view value) {
-  while (!value.empty()) {
-    size_t special = value.find_first_of("\\\"\n");
-    out.append(value.substr(0, special));
-    if (special == std::string_view::npos) return;
+  size_t run = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (c != '\\' && c != '"' && c != '\n') continue;
+    out.append(value.data() + run, i - run);
     out += '\\';
-    out += value[special] == '\n' ? 'n' : value[special];
-    value.remove_prefix(special + 1);
+    out += c == '\n' ? 'n' : c;
+    run = i + 1;
   }
+  out.append(value.data() + run, value.size() - run);
 }
 
 // name{labels[,extra="value"]} and the space before the value.

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "core/file_io.h"
+#include "core/socket_path.h"
 #include "kube/nic_resources.h"
 #include "kube/preferred_allocation.h"
 #include "kube/proto/deviceplugin_v1beta1.grpc.pb.h"
@@ -592,7 +593,7 @@ struct DevicePlugin::Impl {
   Status start_server(Server& s) {
     const std::string socket = path(s.socket_name);
     // Our own stale socket only: the name is ours, never kubelet.sock or its checkpoint.
-    ::unlink(socket.c_str());
+    if (Status st = prepare_socket_path(socket); !st) return st;
     s.service = std::make_unique<ResourceService>(s.resource, board);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());

@@ -7,13 +7,6 @@ namespace polyaccel {
 
 namespace {
 
-std::map<std::string, bool> health_of(const AcceleratorSnapshot& s) {
-  std::map<std::string, bool> out;
-  for (const auto& d : s.devices)
-    out[d.pci_bus_id] = d.health.healthy && d.listed;
-  return out;
-}
-
 // The monitor's HostModel is made when it opens the backends; a GPU a backend lists only later
 // (lost at start, then back: the monitor's rescan) is in the snapshot's devices with its
 // inventory, but not in that model. Gives such GPUs their inventory; returns their bus ids.
@@ -32,6 +25,22 @@ std::set<std::string> complete_inventories(HostModel& model, const AcceleratorSn
 }
 
 }  // namespace
+
+std::map<std::string, bool> DevicePluginRunner::health_of(const AcceleratorSnapshot& s) const {
+  std::lock_guard<std::mutex> lock(withdrawn_mu_);
+  std::map<std::string, bool> out;
+  for (const auto& d : s.devices)
+    out[d.pci_bus_id] = d.health.healthy && d.listed && !withdrawn_.count(d.pci_bus_id);
+  return out;
+}
+
+void DevicePluginRunner::set_withdrawn(std::set<std::string> bus_ids) {
+  {
+    std::lock_guard<std::mutex> lock(withdrawn_mu_);
+    withdrawn_ = std::move(bus_ids);
+  }
+  plugin_.set_health(health_of(*monitor_.snapshot()));
+}
 
 DevicePluginRunner::DevicePluginRunner(const AcceleratorMonitor& monitor,
                                        DevicePluginOptions options)

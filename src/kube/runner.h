@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -32,11 +34,20 @@ class DevicePluginRunner {
 
   const DevicePlugin& plugin() const { return plugin_; }
 
+  // GPUs (PCI bus ids) not to advertise whatever their health: the partition manager changes
+  // them (src/partition_manager). Their devices go Unhealthy in ListAndWatch at once; an empty
+  // set advertises every GPU by its health again.
+  void set_withdrawn(std::set<std::string> bus_ids);
+
  private:
   void follow(std::uint64_t generation, const HostModel* host);
 
+  std::map<std::string, bool> health_of(const AcceleratorSnapshot& s) const;
+
   const AcceleratorMonitor& monitor_;
   DevicePlugin plugin_;
+  mutable std::mutex withdrawn_mu_;
+  std::set<std::string> withdrawn_;
   std::atomic<bool> stopping_{false};
   std::thread follower_;
   // Bus ids of GPUs whose inventory came from the monitor's devices, not its model (runner.cc).

@@ -1,5 +1,6 @@
 #include "launch/local_rank.h"
 
+#include <cstdint>
 #include <vector>
 
 #include "core/number.h"
@@ -59,8 +60,9 @@ Result<std::optional<std::pair<unsigned, std::string>>> slurm_size(const EnvLook
 }  // namespace
 
 std::optional<unsigned> slurm_tasks_on_node(const std::string& text, unsigned node) {
-  // Each item: COUNT or COUNT(xREPEAT).
-  unsigned at = 0;
+  // Each item: COUNT or COUNT(xREPEAT). `at` counts nodes in 64 bits: an environment string may
+  // hold some ten thousand items of a million nodes each.
+  std::uint64_t at = 0;
   size_t i = 0;
   while (i < text.size()) {
     size_t end = text.find(',', i);
@@ -76,7 +78,7 @@ std::optional<unsigned> slurm_tasks_on_node(const std::string& text, unsigned no
     auto repeat = parse_count(repeat_text);
     if (!count || !repeat || *count > 1'000'000 || *repeat > 1'000'000) return std::nullopt;
     if (node < at + *repeat) return static_cast<unsigned>(*count);
-    at += static_cast<unsigned>(*repeat);
+    at += *repeat;
   }
   return std::nullopt;
 }

@@ -182,7 +182,7 @@ Result<RunReservation> reserve_for_run(const HostModel& model, const fs::path& s
                                        const ProcessIdentity& owner) {
   auto view = place::build_host_view(model, place::HostPolicy{});
   if (!view) return view.error();
-  place::AllocationStore store(state_path);
+  place::AllocationStore store(state_path, r.libvirt_status_dir);
   RunReservation out;
   bool no_fit = false;
   auto status = store.update([&](place::AllocationState& state) -> Result<bool> {
@@ -205,7 +205,7 @@ Result<RunReservation> reserve_for_run(const HostModel& model, const fs::path& s
       return bad_input("--reserve " + r.name, "is already allocated in " + state_path.string(),
                        "choose another name or release it");
     }
-    auto chosen = engine_choice(*view, state.placements, r);
+    auto chosen = engine_choice(*view, state.all(), r);
     if (!chosen) return chosen.error();
     // Stale records were removed: worth writing even without a fit.
     const bool changed = !out.reclaimed.empty();

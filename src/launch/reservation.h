@@ -39,6 +39,8 @@ struct RunReservationRequest {
   // Flavor extra specs for the engine (--spec KEY=VALUE): hw:mem_page_size, hw:numa_nodes,
   // polyaccel:nic_affinity, ...; a key given here replaces the run's own default for it.
   std::vector<std::pair<std::string, std::string>> extra_specs;
+  // Where libvirt's running domains are read (place/libvirt_domains.h); empty: none.
+  std::filesystem::path libvirt_status_dir;
 };
 
 struct RunReservation {

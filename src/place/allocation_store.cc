@@ -12,6 +12,7 @@
 #include "core/file_io.h"
 #include "core/json.h"
 #include "core/strings.h"
+#include "place/libvirt_domains.h"
 
 namespace polyaccel::place {
 
@@ -22,9 +23,20 @@ const Placement* AllocationState::find(const std::string& name) const {
   return nullptr;
 }
 
+std::vector<Placement> AllocationState::all() const {
+  std::vector<Placement> out = placements;
+  out.insert(out.end(), domains.begin(), domains.end());
+  return out;
+}
+
 Status check_placement_name(const std::string& name, const std::string& input) {
   const std::string what = input + " " + quote_input(name);
   if (name.empty()) return bad_input(input, "a placement name cannot be empty");
+  if (name.starts_with(kLibvirtNamePrefix))
+    return bad_input(what,
+                     std::string("starts with '") + kLibvirtNamePrefix +
+                         "', which names the guests libvirt runs",
+                     "choose another name");
   if (name.size() > 253) return bad_input(what, "is longer than 253 bytes");
   if (!valid_utf8(name)) return bad_input(what, "is not UTF-8");
   for (unsigned char c : name) {
@@ -138,10 +150,25 @@ Result<AllocationState> read_state(const std::filesystem::path& path) {
 
 }  // namespace
 
+Status AllocationStore::add_domains(AllocationState& state) const {
+  if (libvirt_status_dir_.empty()) return Ok{};
+  auto domains = read_running_domains(libvirt_status_dir_);
+  if (!domains) return domains.error();
+  for (auto& d : *domains) {
+    // `place --libvirt --name X` renders <name>X</name>: the running domain X is placement X.
+    if (state.find(d.name.substr(std::string_view(kLibvirtNamePrefix).size()))) continue;
+    state.domains.push_back(std::move(d));
+  }
+  return Ok{};
+}
+
 Result<AllocationState> AllocationStore::load() const {
   // No lock: every write is a rename, so a reader sees a whole old or new file, and a user who
   // may not write the state directory can still ask for a fit.
-  return read_state(path_);
+  auto state = read_state(path_);
+  if (!state) return state;
+  if (auto s = add_domains(*state); !s) return s.error();
+  return state;
 }
 
 Status AllocationStore::update(const std::function<Result<bool>(AllocationState&)>& change) const {
@@ -169,6 +196,7 @@ Status AllocationStore::update(const std::function<Result<bool>(AllocationState&
   remove_stale_temporaries(target);
   auto state = read_state(path_);
   if (!state) return state.error();
+  if (auto s = add_domains(*state); !s) return s.error();
   auto write = change(*state);
   if (!write) return write.error();
   if (!*write) return Ok{};

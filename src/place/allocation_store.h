@@ -21,9 +21,15 @@ inline constexpr const char* kDefaultStatePath = "/var/lib/polyaccel/allocations
 
 struct AllocationState {
   std::string host;  // hostname of the host the placements belong to; empty until first commit
-  std::vector<Placement> placements;
+  std::vector<Placement> placements;  // polyaccel's own: what the file holds and is written back
+  // The guests libvirt runs that no placement above records (a domain named as a placement is
+  // that placement, started from `place --libvirt`): read at each load, never written.
+  std::vector<Placement> domains;
 
+  // Among polyaccel's own placements.
   const Placement* find(const std::string& name) const;
+  // What the host holds: the placements, then the domains.
+  std::vector<Placement> all() const;
 };
 
 // A placement's name, the key the store records it by: 1 to 253 bytes of UTF-8 without control
@@ -36,18 +42,26 @@ std::string serialize_state(const AllocationState& state);
 
 class AllocationStore {
  public:
-  explicit AllocationStore(std::filesystem::path path) : path_(std::move(path)) {}
+  // `libvirt_status_dir`: where libvirt's running domains are read (read_running_domains), empty
+  // for none (a captured machine without them, or --libvirt-domains none).
+  explicit AllocationStore(std::filesystem::path path,
+                           std::filesystem::path libvirt_status_dir = {})
+      : path_(std::move(path)), libvirt_status_dir_(std::move(libvirt_status_dir)) {}
   const std::filesystem::path& path() const { return path_; }
 
-  // The current state; an absent file is an empty state.
+  // The current state, with the running domains; an absent file is an empty state.
   Result<AllocationState> load() const;
 
-  // Runs `change` under the exclusive lock on the current state; writes the state back when it
-  // returns true, leaves the file untouched when it returns false or an error.
+  // Runs `change` under the exclusive lock on the current state (domains read after the lock is
+  // taken); writes the placements back when it returns true, leaves the file untouched when it
+  // returns false or an error. The domains are never written.
   Status update(const std::function<Result<bool>(AllocationState&)>& change) const;
 
  private:
+  Status add_domains(AllocationState& state) const;
+
   std::filesystem::path path_;
+  std::filesystem::path libvirt_status_dir_;
 };
 
 }  // namespace polyaccel::place

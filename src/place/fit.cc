@@ -117,12 +117,27 @@ bool fit_pages(const HostCell& hc, const CellUsage& u, const Request& r, std::ui
 // Nova's _pack_instance_onto_cores on the free threads of each core; returns the PUs in vCPU
 // order followed by the emulator PU when one is reserved. Among the cores Nova's rule allows,
 // polyaccel takes the ones with the fewest free threads first, so whole cores stay free.
+// The free threads of each core of a cell, in one buffer: core c's are pus[start[c]..start[c+1]).
+struct FreeThreads {
+  std::vector<unsigned> pus;
+  std::vector<size_t> start;
+  FreeThreads(const HostCell& hc, const CpuSet& held) {
+    start.reserve(hc.cores.size() + 1);
+    start.push_back(0);
+    for (const auto& core : hc.cores) {
+      core.append_without(held, pus);
+      start.push_back(pus.size());
+    }
+  }
+  size_t cores() const { return start.size() - 1; }
+  size_t size(size_t c) const { return start[c + 1] - start[c]; }
+  unsigned at(size_t c, size_t t) const { return pus[start[c] + t]; }
+};
+
 std::optional<std::vector<unsigned>> pack(const HostCell& hc, const CpuSet& held, unsigned want,
                                           const Request& r, bool legacy, Strategy strategy,
                                           CpuSet& holds, std::string& lack) {
-  std::vector<std::vector<unsigned>> free_threads;
-  for (const auto& core : hc.cores)
-    free_threads.push_back((core - held).to_vector());
+  const FreeThreads free_threads(hc, held);
   const unsigned tpc = hc.threads_per_core;
   if (r.thread_policy == ThreadPolicy::isolate && tpc > 1) {
     if (!legacy) {
@@ -133,8 +148,8 @@ std::optional<std::vector<unsigned>> pack(const HostCell& hc, const CpuSet& held
     }
     std::vector<unsigned> chain;
     for (size_t c = 0; c < hc.cores.size() && chain.size() < want; ++c) {
-      if (free_threads[c].size() != hc.cores[c].count()) continue;
-      chain.push_back(free_threads[c].front());
+      if (free_threads.size(c) != hc.cores[c].count()) continue;
+      chain.push_back(free_threads.at(c, 0));
       holds |= hc.cores[c];  // a legacy host's claim marks the siblings used too
     }
     if (chain.size() < want) {
@@ -151,19 +166,19 @@ std::optional<std::vector<unsigned>> pack(const HostCell& hc, const CpuSet& held
   }
   for (unsigned k = tpc; k >= lowest_k; --k) {
     std::vector<size_t> candidates;
-    for (size_t c = 0; c < free_threads.size(); ++c) {
-      if (free_threads[c].size() >= k) candidates.push_back(c);
+    for (size_t c = 0; c < free_threads.cores(); ++c) {
+      if (free_threads.size(c) >= k) candidates.push_back(c);
     }
     if (candidates.size() * k < want) continue;
     if (strategy == Strategy::polyaccel) {
       std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
-        return free_threads[a].size() < free_threads[b].size();
+        return free_threads.size(a) < free_threads.size(b);
       });
     }
     std::vector<unsigned> chain;
     for (size_t c : candidates) {
       for (unsigned t = 0; t < k && chain.size() < want; ++t)
-        chain.push_back(free_threads[c][t]);
+        chain.push_back(free_threads.at(c, t));
       if (chain.size() == want) break;
     }
     for (unsigned pu : chain)
@@ -172,16 +187,16 @@ std::optional<std::vector<unsigned>> pack(const HostCell& hc, const CpuSet& held
   }
   if (r.thread_policy == ThreadPolicy::require) {
     size_t pairs = 0;
-    for (const auto& f : free_threads)
-      pairs += f.size() >= 2 ? 1 : 0;
+    for (size_t c = 0; c < free_threads.cores(); ++c)
+      pairs += free_threads.size(c) >= 2 ? 1 : 0;
     lack = "hw:cpu_thread_policy=require needs " + std::to_string((want + 1) / 2) +
            " cores with at least 2 free siblings, has " + std::to_string(pairs);
     return std::nullopt;
   }
   std::vector<unsigned> chain;  // last resort: every free thread as its own core
-  for (const auto& f : free_threads) {
-    for (unsigned pu : f) {
-      if (chain.size() < want) chain.push_back(pu);
+  for (size_t c = 0; c < free_threads.cores(); ++c) {
+    for (size_t t = 0; t < free_threads.size(c); ++t) {
+      if (chain.size() < want) chain.push_back(free_threads.at(c, t));
     }
   }
   if (chain.size() < want) {
@@ -220,7 +235,7 @@ CellFit fit_cell(const HostView& host, size_t h, const CellUsage& u, const Reque
   const std::uint64_t memory_free =
       hc.memory_bytes > u.memory_used ? hc.memory_bytes - u.memory_used : 0;
   if (pins) {
-    const unsigned free_pcpus = (hc.pcpus - u.held).count();
+    const unsigned free_pcpus = hc.pcpus.count_without(u.held);
     if (want > free_pcpus)
       return lacking(hc, "needs " + std::to_string(want) + " free dedicated PUs, has " +
                              std::to_string(free_pcpus));
@@ -391,120 +406,445 @@ std::vector<size_t> nova_cell_order(const HostView& host, const HostUsage& u, co
 // guest whose cells talk across the socket interconnect is slower than any packing gain.
 using Score = std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, std::uint64_t>;
 
-// The part of the score that only grows as cells are added: a lower bound for a partial choice.
-std::pair<unsigned, unsigned> spread_of(const HostView& host, const std::vector<size_t>& cells) {
-  std::set<unsigned> sockets;
-  unsigned unknown = 0, distance = 0;
-  for (size_t i = 0; i < cells.size(); ++i) {
-    const auto& socket = host.cells[cells[i]].socket;
-    if (socket)
-      sockets.insert(*socket);
-    else
-      ++unknown;
-    for (size_t j = 0; j < i; ++j)
-      distance += host.distance(cells[i], cells[j]);
-  }
-  return {static_cast<unsigned>(sockets.size()) + unknown, distance};
+// Each guest cell's fit on each host cell. Identical guest cells (same vCPU count, pinned count
+// and memory, no emulator PU reserved on cell 0) fit every host cell alike: then only guest cell
+// 0's row is computed, and the chosen cells' own placements at the end.
+struct CellTable {
+  std::vector<std::vector<CellFit>> rows;
+  bool identical = false;
+  const CellFit& at(size_t g, size_t h) const { return rows[identical ? 0 : g][h]; }
+};
+
+// The host cells and device choice that hold the request, and what is kept while searching.
+struct Choice {
+  bool found = false;
+  std::vector<size_t> cells;  // host cell per guest cell
+  DeviceChoice devices;
+  std::string device_reason;  // the first device refusal met, when nothing fits
+};
+
+bool wants_devices(const Request& r) {
+  return !r.devices.empty() || r.rdma_nics > 0;
 }
 
-struct Search {
-  Search(const HostView& h, const HostUsage& u, const Request& r, Strategy st)
-      : host(h), usage(u), request(r), strategy(st) {
-    no_devices.ok = true;
-  }
-
+// Device choices per set of host cells (the order of the guest cells does not change them).
+struct DeviceMemo {
   const HostView& host;
   const HostUsage& usage;
   const Request& request;
   Strategy strategy;
-  std::vector<std::vector<CellFit>> table;  // [guest cell][host cell]
-  std::vector<std::vector<size_t>> order;   // host cells to try, per guest cell
-  std::vector<size_t> current;
-  std::vector<bool> taken;
-  std::map<std::vector<size_t>, DeviceChoice> device_memo;
-  bool found = false;
-  Score best_score{};
-  std::vector<size_t> best;
-  DeviceChoice best_devices;
-  std::string device_reason;
-  size_t leaves_after_found = 0;
-  static constexpr size_t kLeafBudget = 1024;
-  DeviceChoice no_devices;  // for a request without devices: nothing to choose per node set
+  std::map<std::vector<size_t>, DeviceChoice> memo;
+  DeviceChoice none;  // for a request without devices: nothing to choose per node set
 
-  bool done() const {
-    return found && (strategy == Strategy::first_fit || leaves_after_found >= kLeafBudget);
+  DeviceMemo(const HostView& h, const HostUsage& u, const Request& r, Strategy s)
+      : host(h), usage(u), request(r), strategy(s) {
+    none.ok = true;
   }
 
-  const DeviceChoice& devices_for_current() {
-    if (request.devices.empty() && request.rdma_nics == 0) return no_devices;
-    std::vector<size_t> key = current;
+  const DeviceChoice& of(const std::vector<size_t>& cells) {
+    if (!wants_devices(request)) return none;
+    std::vector<size_t> key = cells;
     std::sort(key.begin(), key.end());
-    auto it = device_memo.find(key);
-    if (it == device_memo.end()) {
+    auto it = memo.find(key);
+    if (it == memo.end()) {
       std::vector<unsigned> nodes;
       for (size_t h : key)
         nodes.push_back(host.cells[h].node);
-      it = device_memo.emplace(key, choose_devices(host, usage, request, nodes, strategy)).first;
+      it = memo.emplace(key, choose_devices(host, usage, request, nodes, strategy)).first;
     }
     return it->second;
   }
+};
 
-  void leaf() {
-    const DeviceChoice& devices = devices_for_current();
-    if (found) ++leaves_after_found;
-    if (!devices.ok) {
-      if (device_reason.empty()) device_reason = devices.reason;
-      return;
-    }
-    const auto [sockets, distance] = spread_of(host, current);
-    unsigned stranded = 0, broken = 0, imbalance = 0;
-    std::uint64_t left = 0;
-    for (size_t g = 0; g < current.size(); ++g) {
-      const CellFit& f = table[g][current[g]];
-      stranded += devices.stranded_accelerators_on(host, usage, host.cells[current[g]].node);
-      broken += f.was_empty ? 1 : 0;
-      imbalance += f.imbalance_pct();
-      left += f.left_ppm();
-    }
-    Score score{sockets, distance, devices.penalty, stranded, broken, imbalance, left};
-    if (!found || score < best_score) {
-      found = true;
-      best_score = score;
-      best = current;
-      best_devices = devices;
-    }
-  }
+// Nova's own choice: depth first over its cell order, the first host cells (a permutation, one
+// per guest cell) that hold every guest cell and the devices.
+struct FirstFit {
+  const CellTable& table;
+  const std::vector<size_t>& order;
+  DeviceMemo devices;
+  std::vector<size_t> current;
+  std::vector<bool> taken;
+  Choice choice;
 
-  // Identical guest cells make every permutation of one set of host nodes score the same: then
-  // only one order of each set is tried (positions ascending), and the budget covers more sets.
-  bool symmetric = false;
+  FirstFit(const HostView& h, const HostUsage& u, const Request& r, const CellTable& t,
+           const std::vector<size_t>& o)
+      : table(t), order(o), devices(h, u, r, Strategy::first_fit), taken(h.cells.size(), false) {}
 
-  void descend(size_t g, size_t first_position = 0) {
-    if (done()) return;
-    if (g == table.size()) {
-      leaf();
-      return;
-    }
-    for (size_t pos = symmetric ? first_position : 0; pos < order[g].size(); ++pos) {
-      const size_t h = order[g][pos];
-      if (taken[h] || !table[g][h].ok) continue;
+  bool descend(size_t g) {
+    if (g == devices.request.cells.size()) return leaf();
+    for (size_t h : order) {
+      if (taken[h] || !table.at(g, h).ok) continue;
       taken[h] = true;
       current.push_back(h);
-      // Spread and distance only grow with more cells: a partial choice already worse than the
-      // best leaf cannot win.
-      if (found && strategy == Strategy::polyaccel &&
-          spread_of(host, current) >
-              std::make_pair(std::get<0>(best_score), std::get<1>(best_score))) {
-        current.pop_back();
-        taken[h] = false;
-        continue;
-      }
-      descend(g + 1, pos + 1);
+      const bool done = descend(g + 1);
       current.pop_back();
       taken[h] = false;
-      if (done()) return;
+      if (done) return true;
+    }
+    return false;
+  }
+
+  bool leaf() {
+    const DeviceChoice& d = devices.of(current);
+    if (!d.ok) {
+      if (choice.device_reason.empty()) choice.device_reason = d.reason;
+      return false;
+    }
+    choice.found = true;
+    choice.cells = current;
+    choice.devices = d;
+    return true;
+  }
+};
+
+// polyaccel's choice: the lowest score. Among equal scores it takes Nova's own first fit when
+// that is one of them, else the first in the candidate lists' order (position by position, as a
+// plain depth-first walk meets them), so the answer does not depend on the order the search
+// takes. The search goes best-first (at each guest cell, the host cell that adds the fewest
+// sockets and the least distance first) and drops every partial choice whose lower bound (SLIT
+// distances to the cells chosen, the nearest free cells for the rest, the smallest packing terms
+// left) already loses to the best found: on the 24-node SGI a four-cell guest visits a few
+// hundred partial choices instead of tens of thousands.
+class BranchAndBound {
+ public:
+  BranchAndBound(const HostView& host, const HostUsage& usage, const Request& request,
+                 const CellTable& table, std::vector<std::vector<size_t>> order, bool combinations)
+      : host_(host),
+        usage_(usage),
+        table_(table),
+        order_(std::move(order)),
+        combinations_(combinations),
+        devices_(host, usage, request, Strategy::polyaccel),
+        guest_cells_(order_.size()),
+        taken_(host.cells.size(), false),
+        to_chosen_(host.cells.size(), 0),
+        candidates_(order_.size()) {
+    std::vector<unsigned> sockets;
+    for (const auto& c : host_.cells) {
+      if (!c.socket) {
+        socket_of_.push_back(-1);
+        continue;
+      }
+      auto it = std::find(sockets.begin(), sockets.end(), *c.socket);
+      socket_of_.push_back(static_cast<int>(it - sockets.begin()));
+      if (it == sockets.end()) sockets.push_back(*c.socket);
+    }
+    cells_on_socket_.assign(sockets.size(), 0);
+    // Per guest cell g: the smallest packing terms guest cells g.. can add, and which host cells
+    // any of them fits.
+    rest_broken_.assign(guest_cells_ + 1, 0);
+    rest_imbalance_.assign(guest_cells_ + 1, 0);
+    rest_left_.assign(guest_cells_ + 1, 0);
+    usable_from_.assign(guest_cells_ + 1, std::vector<bool>(host_.cells.size(), false));
+    for (size_t g = guest_cells_; g-- > 0;) {
+      unsigned broken = ~0u, imbalance = ~0u;
+      std::uint64_t left = ~std::uint64_t{0};
+      for (size_t h = 0; h < host_.cells.size(); ++h) {
+        const CellFit& f = table_.at(g, h);
+        usable_from_[g][h] = usable_from_[g + 1][h] || f.ok;
+        if (!f.ok) continue;
+        broken = std::min(broken, f.was_empty ? 1u : 0u);
+        imbalance = std::min(imbalance, f.imbalance_pct());
+        left = std::min(left, f.left_ppm());
+      }
+      rest_broken_[g] = rest_broken_[g + 1] + (broken == ~0u ? 0 : broken);
+      rest_imbalance_[g] = rest_imbalance_[g + 1] + (imbalance == ~0u ? 0 : imbalance);
+      rest_left_[g] = rest_left_[g + 1] + (left == ~std::uint64_t{0} ? 0 : left);
+    }
+    // With identical guest cells, the host cells that fit, by each packing term, smallest first.
+    if (table_.identical && guest_cells_ > 1) {
+      for (size_t h = 0; h < host_.cells.size(); ++h) {
+        if (table_.at(0, h).ok) by_broken_.push_back(h);
+      }
+      by_imbalance_ = by_left_ = by_broken_;
+      auto sort_by = [](std::vector<size_t>& cells, auto term) {
+        std::sort(cells.begin(), cells.end(), [&](size_t a, size_t b) {
+          return std::make_pair(term(a), a) < std::make_pair(term(b), b);
+        });
+      };
+      sort_by(by_broken_, [&](size_t x) { return broken_of(x); });
+      sort_by(by_imbalance_, [&](size_t x) { return table_.at(0, x).imbalance_pct(); });
+      sort_by(by_left_, [&](size_t x) { return table_.at(0, x).left_ppm(); });
     }
   }
+
+  // Nova's own choice, met first: it wins every tie.
+  void offer_first(const std::vector<size_t>& cells) {
+    for (size_t g = 0; g < cells.size(); ++g)
+      push(g, cells[g], 0);
+    leaf(/*first=*/true);
+    for (size_t g = cells.size(); g-- > 0;)
+      pop(g, cells[g]);
+  }
+
+  Choice run() {
+    descend(0, 0);
+    return choice_;
+  }
+
+ private:
+  unsigned pair_distance(size_t a, size_t b) const {
+    return std::min(host_.distance(a, b), host_.distance(b, a));
+  }
+
+  // The sum of x's distances to its n nearest cells not taken (0, still a bound, for a view
+  // built without cells_by_distance).
+  unsigned nearest_free(size_t x, size_t n) const {
+    unsigned sum = 0;
+    if (host_.cells_by_distance.size() != host_.cells.size()) return 0;
+    for (size_t y : host_.cells_by_distance[x]) {
+      if (n == 0) break;
+      if (taken_[y]) continue;
+      sum += pair_distance(x, y);
+      --n;
+    }
+    return sum;
+  }
+
+  // The free cells by socket, for the sockets bound: on the sockets in use, and the most on any
+  // socket not in use (a cell without a socket counts as a socket of its own).
+  struct Room {
+    size_t on_used = 0;
+    size_t most_on_unused = 0;
+  };
+  Room room() {
+    Room r;
+    free_on_socket_.assign(cells_on_socket_.size(), 0);
+    for (size_t x = 0; x < host_.cells.size(); ++x) {
+      if (taken_[x]) continue;
+      const int s = socket_of_[x];
+      if (s < 0) {
+        r.most_on_unused = std::max<size_t>(r.most_on_unused, 1);
+      } else if (cells_on_socket_[static_cast<size_t>(s)] > 0) {
+        ++r.on_used;
+      } else {
+        r.most_on_unused =
+            std::max<size_t>(r.most_on_unused, ++free_on_socket_[static_cast<size_t>(s)]);
+      }
+    }
+    return r;
+  }
+  // At least this many sockets more for `rest` cells when `fit` of them can go on sockets in
+  // use and at most `per_socket` on any other.
+  static unsigned more_sockets(size_t rest, size_t fit, size_t per_socket) {
+    if (rest <= fit || per_socket == 0) return 0;
+    return static_cast<unsigned>((rest - fit + per_socket - 1) / per_socket);
+  }
+
+  // The packing terms (empty nodes broken, imbalance, room left) the `rest` guest cells after
+  // guest cell g add at least: with identical guest cells the sums of the smallest over the free
+  // host cells, else each guest cell's smallest over every host cell.
+  struct Tail {
+    unsigned broken = 0, imbalance = 0;
+    std::uint64_t left = 0;
+  };
+  Tail tail(size_t g, size_t rest) const {
+    Tail t;
+    if (rest == 0) return t;
+    if (!table_.identical) return {rest_broken_[g + 1], rest_imbalance_[g + 1], rest_left_[g + 1]};
+    auto smallest = [&](const std::vector<size_t>& cells, auto term) {
+      decltype(term(0)) sum = 0;
+      size_t n = rest;
+      for (size_t x : cells) {
+        if (n == 0) break;
+        if (taken_[x]) continue;
+        sum += term(x);
+        --n;
+      }
+      return sum;
+    };
+    t.broken = smallest(by_broken_, [&](size_t x) { return broken_of(x); });
+    t.imbalance =
+        smallest(by_imbalance_, [&](size_t x) { return table_.at(0, x).imbalance_pct(); });
+    t.left = smallest(by_left_, [&](size_t x) { return table_.at(0, x).left_ppm(); });
+    return t;
+  }
+  unsigned broken_of(size_t x) const { return table_.at(0, x).was_empty ? 1u : 0u; }
+
+  struct Candidate {
+    unsigned new_socket;      // sockets it and the cells after it add at least
+    unsigned twice_distance;  // twice its distance to the cells chosen + its nearest to the rest
+    size_t position;          // in the guest cell's list
+    bool operator<(const Candidate& o) const {
+      return std::tie(new_socket, twice_distance, position) <
+             std::tie(o.new_socket, o.twice_distance, o.position);
+    }
+  };
+
+  // Deep enough for any real request on the biggest fixture; a pathological one (many cells on
+  // a host of dozens of nodes) stops there with the best found so far.
+  static constexpr size_t kVisitBudget = size_t{1} << 18;
+
+  void push(size_t g, size_t h, size_t position) {
+    taken_[h] = true;
+    current_.push_back(h);
+    positions_.push_back(position);
+    distance_ += to_chosen_[h];
+    for (size_t x = 0; x < host_.cells.size(); ++x)
+      to_chosen_[x] += host_.distance(x, h);
+    if (socket_of_[h] < 0)
+      ++sockets_;
+    else if (cells_on_socket_[static_cast<size_t>(socket_of_[h])]++ == 0)
+      ++sockets_;
+    const CellFit& f = table_.at(g, h);
+    broken_ += f.was_empty ? 1 : 0;
+    imbalance_ += f.imbalance_pct();
+    left_ += f.left_ppm();
+  }
+
+  void pop(size_t g, size_t h) {
+    const CellFit& f = table_.at(g, h);
+    broken_ -= f.was_empty ? 1 : 0;
+    imbalance_ -= f.imbalance_pct();
+    left_ -= f.left_ppm();
+    if (socket_of_[h] < 0)
+      --sockets_;
+    else if (--cells_on_socket_[static_cast<size_t>(socket_of_[h])] == 0)
+      --sockets_;
+    for (size_t x = 0; x < host_.cells.size(); ++x)
+      to_chosen_[x] -= host_.distance(x, h);
+    distance_ -= to_chosen_[h];
+    positions_.pop_back();
+    current_.pop_back();
+    taken_[h] = false;
+  }
+
+  void descend(size_t g, size_t first_position) {
+    if (g == guest_cells_) {
+      leaf(/*first=*/false);
+      return;
+    }
+    // What the cells after this one bring whichever candidate is taken: at least half of the
+    // cheapest `rest` of (twice their distance to the cells chosen + their nearest `rest`
+    // distances); taking one candidate away only raises that sum.
+    const size_t rest = guest_cells_ - g - 1;
+    unsigned rest_twice = 0;
+    if (rest > 0) {
+      added_.clear();
+      for (size_t x = 0; x < host_.cells.size(); ++x) {
+        if (!taken_[x] && usable_from_[g + 1][x])
+          added_.push_back(2 * to_chosen_[x] + nearest_free(x, rest));
+      }
+      if (added_.size() < rest) return;
+      std::partial_sort(added_.begin(), added_.begin() + static_cast<long>(rest), added_.end());
+      for (size_t i = 0; i < rest; ++i)
+        rest_twice += added_[i];
+    }
+    // Best first: fewest new sockets, then the least distance a candidate brings (to the cells
+    // chosen, and half its nearest to the rest), then the list. Along that order the bound below
+    // only grows: once it loses to the best, every candidate left does.
+    const Room free_cells = room();
+    const Tail rest_terms = tail(g, rest);
+    std::vector<Candidate>& candidates = candidates_[g];
+    candidates.clear();
+    for (size_t pos = combinations_ ? first_position : 0; pos < order_[g].size(); ++pos) {
+      const size_t h = order_[g][pos];
+      if (taken_[h] || !table_.at(g, h).ok) continue;
+      const int s = socket_of_[h];
+      unsigned new_sockets = 0;
+      size_t fit = free_cells.on_used;
+      if (s < 0) {
+        new_sockets = 1;
+      } else if (cells_on_socket_[static_cast<size_t>(s)] == 0) {
+        new_sockets = 1;
+        fit += free_on_socket_[static_cast<size_t>(s)] - 1;
+      } else {
+        --fit;  // h itself
+      }
+      new_sockets += more_sockets(rest, fit, free_cells.most_on_unused);
+      Candidate c{new_sockets, 2 * to_chosen_[h] + nearest_free(h, rest), pos};
+      if (!choice_.found || may_win(g, c, rest_twice, rest_terms)) candidates.push_back(c);
+    }
+    std::sort(candidates.begin(), candidates.end());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const Candidate c = candidates_[g][i];  // deeper levels use their own lists
+      if (choice_.found) {
+        if (visits_ >= kVisitBudget) return;
+        if (!may_win(g, c, rest_twice, rest_terms)) continue;
+      }
+      ++visits_;
+      const size_t h = order_[g][c.position];
+      push(g, h, c.position);
+      descend(g + 1, c.position + 1);
+      pop(g, h);
+    }
+  }
+
+  // Whether taking candidate c for guest cell g may still beat the best (see descend).
+  bool may_win(size_t g, const Candidate& c, unsigned rest_twice, const Tail& rest) const {
+    const CellFit& f = table_.at(g, order_[g][c.position]);
+    const Score bound{sockets_ + c.new_socket,
+                      distance_ + (c.twice_distance + rest_twice + 1) / 2,
+                      0,
+                      0,
+                      broken_ + (f.was_empty ? 1 : 0) + rest.broken,
+                      imbalance_ + f.imbalance_pct() + rest.imbalance,
+                      left_ + f.left_ppm() + rest.left};
+    if (bound < best_score_) return true;
+    if (best_score_ < bound) return false;
+    // A tie: only a choice ranked before the best can win it.
+    if (best_rank_.empty()) return false;
+    const auto prefix = std::mismatch(positions_.begin(), positions_.end(), best_rank_.begin());
+    if (prefix.first != positions_.end()) return *prefix.first < *prefix.second;
+    return c.position <= best_rank_[g];
+  }
+
+  void leaf(bool first) {
+    const DeviceChoice& devices = devices_.of(current_);
+    // Nova's choice ranks before every other (an empty position list sorts first).
+    static const std::vector<size_t> kFirst;
+    const std::vector<size_t>& rank = first ? kFirst : positions_;
+    if (!devices.ok) {
+      if (!refused_ || rank < refused_rank_) {
+        refused_ = true;
+        refused_rank_ = rank;
+        choice_.device_reason = devices.reason;
+      }
+      return;
+    }
+    unsigned stranded = 0;
+    for (size_t h : current_)
+      stranded += devices.stranded_accelerators_on(host_, usage_, host_.cells[h].node);
+    Score score{sockets_, distance_, devices.penalty, stranded, broken_, imbalance_, left_};
+    if (!choice_.found || score < best_score_ || (score == best_score_ && rank < best_rank_)) {
+      choice_.found = true;
+      choice_.cells = current_;
+      choice_.devices = devices;
+      best_score_ = score;
+      best_rank_ = rank;
+    }
+  }
+
+  const HostView& host_;
+  const HostUsage& usage_;
+  const CellTable& table_;
+  std::vector<std::vector<size_t>> order_;  // host cells to try, per guest cell
+  bool combinations_;  // identical guest cells: one order of each set (positions ascending)
+  DeviceMemo devices_;
+  size_t guest_cells_;
+  std::vector<int> socket_of_;  // dense socket index per host cell, -1 when unknown
+  std::vector<unsigned> rest_broken_, rest_imbalance_;
+  std::vector<std::uint64_t> rest_left_;
+  std::vector<std::vector<bool>> usable_from_;
+
+  // The partial choice: host cells, their positions in the lists, and its score terms.
+  std::vector<size_t> current_, positions_;
+  std::vector<bool> taken_;
+  std::vector<unsigned> to_chosen_;  // per host cell: its distances to the cells chosen, summed
+  std::vector<unsigned> cells_on_socket_;
+  std::vector<size_t> free_on_socket_;                      // scratch for room()
+  std::vector<size_t> by_broken_, by_imbalance_, by_left_;  // for tail()
+  unsigned sockets_ = 0, distance_ = 0, broken_ = 0, imbalance_ = 0;
+  std::uint64_t left_ = 0;
+  std::vector<unsigned> added_;                     // scratch for the bounds
+  std::vector<std::vector<Candidate>> candidates_;  // per guest cell, reused
+
+  Choice choice_;
+  Score best_score_{};
+  std::vector<size_t> best_rank_;
+  bool refused_ = false;
+  std::vector<size_t> refused_rank_;
+  size_t visits_ = 0;
 };
 
 }  // namespace
@@ -520,17 +860,32 @@ FitResult fit(const HostView& host, const HostUsage& usage, const Request& reque
                  " NUMA nodes with CPUs";
     return res;
   }
-  Search s(host, usage, request, strategy);
-  s.table.resize(guest_cells);
   const bool isolate_emulator = request.emulator_threads == EmulatorThreadsPolicy::isolate;
-  for (unsigned g = 0; g < guest_cells; ++g) {
+  auto pinned_vcpus = [&](const GuestCell& c) {
+    unsigned n = 0;
+    for (unsigned v : c.vcpus)
+      n += request.pinned_vcpus.test(v) ? 1 : 0;
+    return n;
+  };
+  CellTable table;
+  table.identical = !isolate_emulator;
+  for (unsigned g = 1; g < guest_cells && table.identical; ++g) {
+    const GuestCell& a = request.cells[0];
+    const GuestCell& b = request.cells[g];
+    table.identical = a.vcpus.size() == b.vcpus.size() && a.memory_bytes == b.memory_bytes &&
+                      pinned_vcpus(a) == pinned_vcpus(b);
+  }
+  const size_t rows = table.identical ? 1 : guest_cells;
+  table.rows.resize(rows);
+  for (unsigned g = 0; g < rows; ++g) {
     std::string lacks;
     bool any = false;
+    table.rows[g].reserve(host.cells.size());
     for (size_t h = 0; h < host.cells.size(); ++h) {
       // Nova reserves the isolated emulator PU on the host cell of guest cell 0.
-      s.table[g].push_back(
+      table.rows[g].push_back(
           fit_cell(host, h, usage.cells[h], request, g, isolate_emulator && g == 0, strategy));
-      const CellFit& f = s.table[g].back();
+      const CellFit& f = table.rows[g].back();
       any = any || f.ok;
       if (!f.ok) lacks += (lacks.empty() ? "" : "; ") + f.lack;
     }
@@ -539,59 +894,60 @@ FitResult fit(const HostView& host, const HostUsage& usage, const Request& reque
       return res;
     }
   }
-  std::vector<size_t> nova_order = nova_cell_order(host, usage, request);
-  for (unsigned g = 0; g < guest_cells; ++g) {
-    std::vector<size_t> o = nova_order;
-    if (strategy == Strategy::polyaccel) {
-      std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) {
-        const CellFit& fa = s.table[g][a];
-        const CellFit& fb = s.table[g][b];
-        return std::make_tuple(fa.was_empty, fa.imbalance_pct(), fa.left_ppm()) <
-               std::make_tuple(fb.was_empty, fb.imbalance_pct(), fb.left_ppm());
-      });
-    }
-    s.order.push_back(std::move(o));
-  }
-  s.taken.assign(host.cells.size(), false);
-  s.symmetric = strategy == Strategy::polyaccel && !isolate_emulator;
-  for (unsigned g = 1; g < guest_cells && s.symmetric; ++g) {
-    const GuestCell& a = request.cells[0];
-    const GuestCell& b = request.cells[g];
-    auto pinned = [&](const GuestCell& c) {
-      unsigned n = 0;
-      for (unsigned v : c.vcpus)
-        n += request.pinned_vcpus.test(v) ? 1 : 0;
-      return n;
-    };
-    s.symmetric = a.vcpus.size() == b.vcpus.size() && a.memory_bytes == b.memory_bytes &&
-                  pinned(a) == pinned(b);
-  }
-  if (strategy == Strategy::polyaccel && guest_cells > 1) {
-    // Nova's own first fit is the first candidate, so the choice is never more spread out or
-    // farther apart than Nova's, whatever the leaf budget leaves unexplored on a big host.
-    Search nova(host, usage, request, Strategy::first_fit);
-    nova.table = s.table;
-    nova.order.assign(guest_cells, nova_order);
-    nova.taken.assign(host.cells.size(), false);
+  const std::vector<size_t> nova_order = nova_cell_order(host, usage, request);
+  Choice choice;
+  if (strategy == Strategy::first_fit) {
+    FirstFit nova(host, usage, request, table, nova_order);
     nova.descend(0);
-    if (nova.found) {
-      s.current = nova.best;
-      s.leaf();
-      s.current.clear();
+    choice = std::move(nova.choice);
+  } else {
+    // Per guest cell, Nova's order sorted (stably) by the packing terms.
+    auto packing_order = [&](size_t g) {
+      using Key = std::tuple<bool, unsigned, std::uint64_t>;
+      std::vector<Key> keys(host.cells.size());
+      for (size_t h = 0; h < host.cells.size(); ++h) {
+        const CellFit& f = table.at(g, h);
+        keys[h] = {f.was_empty, f.imbalance_pct(), f.left_ppm()};
+      }
+      std::vector<size_t> o = nova_order;
+      std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+      return o;
+    };
+    std::vector<std::vector<size_t>> order(guest_cells, packing_order(0));
+    for (unsigned g = 1; g < guest_cells && !table.identical; ++g)
+      order[g] = packing_order(g);
+    BranchAndBound search(host, usage, request, table, std::move(order), table.identical);
+    if (guest_cells > 1) {
+      // Nova's own first fit is the first candidate, so the choice is never more spread out or
+      // farther apart than Nova's.
+      FirstFit nova(host, usage, request, table, nova_order);
+      nova.descend(0);
+      if (nova.choice.found) search.offer_first(nova.choice.cells);
     }
+    choice = search.run();
   }
-  s.descend(0);
-  if (!s.found) {
-    res.reason = !s.device_reason.empty() ? s.device_reason
-                                          : "no set of " + std::to_string(guest_cells) +
-                                                " distinct host NUMA nodes holds every guest cell";
+  if (!choice.found) {
+    res.reason = !choice.device_reason.empty()
+                     ? choice.device_reason
+                     : "no set of " + std::to_string(guest_cells) +
+                           " distinct host NUMA nodes holds every guest cell";
     return res;
   }
+  // With identical guest cells only guest cell 0's row was computed: each chosen cell's own
+  // placement (its vCPU numbers) now.
+  std::vector<CellFit> chosen_fits;
+  chosen_fits.reserve(guest_cells);
+  for (unsigned g = 0; g < guest_cells; ++g) {
+    const size_t h = choice.cells[g];
+    chosen_fits.push_back(table.identical && g > 0
+                              ? fit_cell(host, h, usage.cells[h], request, g, false, strategy)
+                              : table.at(g, h));
+  }
   std::vector<CellFit*> chosen;
-  for (size_t g = 0; g < guest_cells; ++g)
-    chosen.push_back(&s.table[g][s.best[g]]);
+  for (auto& f : chosen_fits)
+    chosen.push_back(&f);
   res.fit = true;
-  res.placement = assemble(host, request, chosen, s.best_devices);
+  res.placement = assemble(host, request, chosen, choice.devices);
   return res;
 }
 

@@ -67,6 +67,21 @@ std::optional<unsigned> socket_of(const HostModel& model, unsigned node) {
   return std::nullopt;
 }
 
+// HostView::cells_by_distance.
+std::vector<std::vector<size_t>> cells_by_distance(
+    const std::vector<std::vector<unsigned>>& distances) {
+  std::vector<std::vector<size_t>> out(distances.size());
+  for (size_t a = 0; a < distances.size(); ++a) {
+    auto pair = [&](size_t b) { return std::min(distances[a][b], distances[b][a]); };
+    for (size_t b = 0; b < distances.size(); ++b) {
+      if (b != a) out[a].push_back(b);
+    }
+    std::stable_sort(out[a].begin(), out[a].end(),
+                     [&](size_t x, size_t y) { return pair(x) < pair(y); });
+  }
+  return out;
+}
+
 // The SLIT between the cells' nodes; a missing, short or zero entry falls back to Linux's
 // default (10 local, 20 remote) so that a capture without distances still compares.
 std::vector<std::vector<unsigned>> cell_distances(const HostModel& model,
@@ -169,6 +184,7 @@ Result<HostView> build_host_view(const HostModel& model, const HostPolicy& polic
   }
   if (v.cells.empty()) return bad_input("host", "has no NUMA node with CPUs");
   v.cell_distances = cell_distances(model, v.cells);
+  v.cells_by_distance = cells_by_distance(v.cell_distances);
   for (const auto& a : model.accelerators)
     v.devices.push_back(make_device(model, a.id, a.pci, true, false));
   for (const auto& n : model.nics)
@@ -183,6 +199,12 @@ void add_usage(const HostView& view, const Placement& p, HostUsage& u) {
     u.floating_memory += p.memory_bytes;
   }
   for (const auto& c : p.cells) {
+    // A foreign guest's cell on a node without CPUs here (a memory-only node, or a cell the
+    // view leaves out) still takes memory: counted host-wide.
+    if (!view.cell(c.host_numa_node)) {
+      u.floating_vcpus += static_cast<unsigned>(c.shared_vcpus.size());
+      u.floating_memory += c.memory_bytes;
+    }
     for (size_t i = 0; i < view.cells.size(); ++i) {
       const HostCell& hc = view.cells[i];
       if (hc.node != c.host_numa_node) continue;
@@ -211,6 +233,14 @@ Result<HostUsage> usage_of(const HostView& view, const std::vector<Placement>& a
     pcpus |= c.pcpus;
   std::set<std::string> devices;
   for (const auto& p : allocations) {
+    if (!p.owner.empty()) {
+      // A guest polyaccel did not place (libvirt's running domains) is what the host holds, not
+      // a record that could be from another host: it may be pinned outside cpu_dedicated_set,
+      // share PUs with another guest or pass through a device the fit does not offer. Counted
+      // as it is (add_usage keeps what this view knows), never refused.
+      add_usage(view, p, u);
+      continue;
+    }
     const std::string input = "allocation " + p.name;
     if (!pcpus.contains(p.held_pus))
       return bad_input(input, "holds PUs " + (p.held_pus - pcpus).to_list() +

@@ -17,6 +17,7 @@ nlohmann::json cpuset_json(const CpuSet& s) {
 nlohmann::json to_json(const Placement& p) {
   nlohmann::json j;
   j["name"] = p.name;
+  if (!p.owner.empty()) j["owner"] = p.owner;
   j["vcpus"] = p.vcpus;
   j["memory_bytes"] = p.memory_bytes;
   j["cpu_policy"] = to_string(p.cpu_policy);

@@ -41,6 +41,10 @@ struct DevicePlacement {
 
 struct Placement {
   std::string name;
+  // Empty for polyaccel's own placements (the allocation state). "libvirt" for a guest libvirt
+  // runs that polyaccel did not record (place/libvirt_domains.h): counted, never written or
+  // released, and counted leniently (usage_of), since it is a fact of the host, not our record.
+  std::string owner;
   unsigned vcpus = 0;
   std::uint64_t memory_bytes = 0;
   CpuPolicy cpu_policy = CpuPolicy::shared;

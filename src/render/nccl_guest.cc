@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/number.h"
+#include "core/strings.h"
 
 namespace polyaccel::render {
 
@@ -36,27 +37,64 @@ xmlNode* child(xmlNode* n, const char* name) {
   return nullptr;
 }
 
-// An address attribute: libvirt writes 0x.. or decimal. A sign, blanks, a value past 0xffff or a
-// leading 0 (octal to libvirt, decimal to a reader) is none: strtoul read "-18446744073709551615"
-// as 1.
-std::optional<unsigned> number(const std::string& text) {
+// An address attribute: libvirt writes 0x.. or decimal. A sign, blanks or a leading 0 (octal to
+// libvirt, decimal to a reader) is none: strtoul read "-18446744073709551615" as 1.
+std::optional<unsigned> number(const std::string& text, unsigned max) {
   const bool hex = text.starts_with("0x") || text.starts_with("0X");
   if (!hex && text.size() > 1 && text.front() == '0') return std::nullopt;
-  auto v = hex ? parse_hex(text, "address", 0xffff) : parse_unsigned(text, "address", 0, 0xffff);
+  auto v = hex ? parse_hex(text, "address", max) : parse_unsigned(text, "address", 0, max);
   if (!v) return std::nullopt;
   return static_cast<unsigned>(*v);
+}
+
+std::string hex_number(unsigned v) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  do {
+    out.insert(out.begin(), digits[v & 15]);
+    v >>= 4;
+  } while (v);
+  return "0x" + out;
+}
+
+// One numeric attribute of `element`: nullopt when absent; a present value that is not a number
+// in 0..max is refused naming the element, the attribute and the value, never read as 0 or
+// wrapped into range (a source domain 0x10000 was read as 0000, a bus 0x1cb as cb).
+Result<std::optional<unsigned>> number_attribute(xmlNode* element, const char* name, unsigned max,
+                                                 const std::string& xml_name,
+                                                 const std::string& where) {
+  xmlChar* raw = xmlGetProp(element, reinterpret_cast<const xmlChar*>(name));
+  if (!raw) return std::optional<unsigned>();
+  std::string text = attr(element, name);
+  xmlFree(raw);
+  auto v = number(text, max);
+  if (!v)
+    return bad_input(xml_name, where + " " + name + "=" + quote_input(text) +
+                                   " is not a number in 0.." + hex_number(max));
+  return std::optional<unsigned>(*v);
 }
 
 struct Address {
   unsigned domain = 0, bus = 0, slot = 0, function = 0;
 };
 
-std::optional<Address> address_of(xmlNode* a) {
-  if (!a) return std::nullopt;
-  auto domain = number(attr(a, "domain")), bus = number(attr(a, "bus")),
-       slot = number(attr(a, "slot")), function = number(attr(a, "function"));
-  if (!bus || !slot) return std::nullopt;
-  return Address{domain.value_or(0), *bus, *slot, function.value_or(0)};
+// A PCI <address>: nullopt when there is none or it lacks bus or slot; an Error when a field is
+// out of its range (domain 16 bits, slot 5, function 3; bus 8 on the host, while in the guest it
+// is a controller's index, numbered later: nccl_guest_view refuses what lands past bus 255).
+Result<std::optional<Address>> address_of(xmlNode* a, const std::string& xml_name,
+                                          const std::string& where, unsigned bus_max) {
+  if (!a) return std::optional<Address>();
+  const std::string element = where + " <address>";
+  auto domain = number_attribute(a, "domain", 0xffff, xml_name, element);
+  if (!domain) return domain.error();
+  auto bus = number_attribute(a, "bus", bus_max, xml_name, element);
+  if (!bus) return bus.error();
+  auto slot = number_attribute(a, "slot", 0x1f, xml_name, element);
+  if (!slot) return slot.error();
+  auto function = number_attribute(a, "function", 0x7, xml_name, element);
+  if (!function) return function.error();
+  if (!*bus || !*slot) return std::optional<Address>();
+  return std::optional<Address>(Address{domain->value_or(0), **bus, **slot, function->value_or(0)});
 }
 
 struct Controller {
@@ -133,23 +171,33 @@ Result<NcclGuestView> nccl_guest_view(const place::Placement& placement,
   for (xmlNode* d = devices ? devices->children : nullptr; d; d = d->next) {
     if (is(d, "controller") && attr(d, "type") == "pci") {
       Controller c;
-      auto index = number(attr(d, "index"));
-      if (!index) return bad_input(xml_name, "a PCI controller has no index");
-      c.index = *index;
+      auto index = number_attribute(d, "index", 0xffff, xml_name, "a PCI <controller>");
+      if (!index) return index.error();
+      if (!*index) return bad_input(xml_name, "a PCI controller has no index");
+      c.index = **index;
       c.model = attr(d, "model");
-      if (xmlNode* t = child(d, "target")) c.bus_nr = number(attr(t, "busNr"));
-      c.address = address_of(child(d, "address"));
+      if (xmlNode* t = child(d, "target")) {
+        auto bus_nr = number_attribute(t, "busNr", 0xff, xml_name, "a PCI controller's <target>");
+        if (!bus_nr) return bus_nr.error();
+        c.bus_nr = *bus_nr;
+      }
+      auto address = address_of(child(d, "address"), xml_name, "a PCI controller's", 0xffff);
+      if (!address) return address.error();
+      c.address = *address;
       controllers.push_back(c);
     }
     if (is(d, "hostdev") && attr(d, "type") == "pci") {
-      auto host = address_of(child(child(d, "source"), "address"));
-      auto guest = address_of(child(d, "address"));
-      if (!host) return bad_input(xml_name, "a PCI <hostdev> has no source address");
-      if (!guest) {
+      auto host = address_of(child(child(d, "source"), "address"), xml_name,
+                             "a PCI <hostdev>'s <source>", 0xff);
+      if (!host) return host.error();
+      auto guest = address_of(child(d, "address"), xml_name, "a PCI <hostdev>'s guest", 0xffff);
+      if (!guest) return guest.error();
+      if (!*host) return bad_input(xml_name, "a PCI <hostdev> has no source address");
+      if (!*guest) {
         return bad_input(xml_name, "a PCI <hostdev> has no guest address",
                          "give the XML as `virsh dumpxml` prints it (libvirt fills addresses in)");
       }
-      hostdevs.emplace_back(*host, *guest);
+      hostdevs.emplace_back(**host, **guest);
     }
   }
   std::map<unsigned, unsigned> bus_of{{0, 0}};

@@ -187,7 +187,15 @@ Status check_flavor_options(const HostModel& model, const FlavorOptions& options
       return bad_input("--reserve-cores-per-node " + std::to_string(options.reserve_cores_per_node),
                        "leaves no core for guests on NUMA node " + std::to_string(n.os_index) +
                            ", which has " + std::to_string(cores));
-    if (options.reserve_memory_per_node + page > n.memory_bytes)
+    if (page > n.memory_bytes) {
+      // The page alone does not fit: the page size is at fault, whatever the reserve.
+      return bad_input(options.page_size_bytes ? "--page-size " + format_byte_size(page)
+                                               : "page size " + format_byte_size(page) +
+                                                     " (the default; give --page-size)",
+                       "is larger than NUMA node " + std::to_string(n.os_index) + "'s memory (" +
+                           format_byte_size(n.memory_bytes) + ")");
+    }
+    if (options.reserve_memory_per_node > n.memory_bytes - page)
       return bad_input(
           "--reserve-memory-per-node " + format_byte_size(options.reserve_memory_per_node),
           "leaves no " + format_byte_size(page) + " page for guests on NUMA node " +

@@ -23,6 +23,15 @@ std::string where(const std::string& source, const YAML::Node& node) {
   return m.is_null() ? source : source + ":" + std::to_string(m.line + 1);
 }
 
+// A scalar's text, or an error that names the key and where it is: yaml-cpp's own as<>() says
+// only "bad conversion".
+Result<std::string> scalar(const YAML::Node& node, const std::string& key,
+                           const std::string& source) {
+  if (!node.IsScalar())
+    return bad_input(where(source, node), key + " must be a single value, not a list or mapping");
+  return node.Scalar();
+}
+
 Result<std::uint32_t> parse_pci_id(const std::string& text, const std::string& at) {
   std::string s = text;
   if (s.rfind("0x", 0) == 0 || s.rfind("0X", 0) == 0) s = s.substr(2);
@@ -41,7 +50,9 @@ Result<MigPartedEntry> parse_entry(const YAML::Node& node, const std::string& so
   static const std::set<std::string> kKeys = {"devices", "mig-enabled", "mig-devices",
                                               "device-filter"};
   for (const auto& kv : node) {
-    auto key = kv.first.as<std::string>();
+    auto key_text = scalar(kv.first, "a key of a mig-configs entry", source);
+    if (!key_text) return key_text.error();
+    const std::string& key = *key_text;
     if (!kKeys.count(key)) {
       return bad_input(where(source, kv.first), "unknown key '" + key + "'",
                        "mig-parted v1 entries have devices, mig-enabled, mig-devices, "
@@ -65,7 +76,12 @@ Result<MigPartedEntry> parse_entry(const YAML::Node& node, const std::string& so
   }
   const YAML::Node enabled = node["mig-enabled"];
   if (!enabled) return bad_input(at, "mig-enabled is required");
-  e.mig_enabled = enabled.as<bool>();
+  auto enabled_text = scalar(enabled, "mig-enabled", source);
+  if (!enabled_text) return enabled_text.error();
+  // YAML's booleans as yaml-cpp reads them (true/false, yes/no, on/off), nothing else.
+  if (!YAML::convert<bool>::decode(enabled, e.mig_enabled))
+    return bad_input(where(source, enabled),
+                     "mig-enabled: " + quote_input(*enabled_text) + " is not true or false");
   const YAML::Node mig_devices = node["mig-devices"];
   if (e.mig_enabled && !mig_devices) {
     return bad_input(at, "mig-devices is required when mig-enabled is true");
@@ -76,10 +92,12 @@ Result<MigPartedEntry> parse_entry(const YAML::Node& node, const std::string& so
                        "mig-devices must map "
                        "profile to count");
     for (const auto& kv : mig_devices) {
+      auto profile = scalar(kv.first, "a mig-devices profile", source);
+      if (!profile) return profile.error();
       auto count = parse_integer<int>(kv.second.IsScalar() ? kv.second.Scalar() : "",
-                                      kv.first.as<std::string>(), 0, kMaxMigCount);
+                                      "mig-devices " + *profile, 0, kMaxMigCount);
       if (!count) return bad_input(where(source, kv.second), count.error().message());
-      if (*count > 0) e.mig_devices.emplace_back(kv.first.as<std::string>(), *count);
+      if (*count > 0) e.mig_devices.emplace_back(*profile, *count);
     }
   }
   if (!e.mig_enabled && !e.mig_devices.empty()) {
@@ -88,10 +106,15 @@ Result<MigPartedEntry> parse_entry(const YAML::Node& node, const std::string& so
   if (const YAML::Node filter = node["device-filter"]) {
     std::vector<std::string> ids;
     if (filter.IsSequence()) {
-      for (const auto& f : filter)
-        ids.push_back(f.as<std::string>());
+      for (const auto& f : filter) {
+        auto id = scalar(f, "device-filter", source);
+        if (!id) return id.error();
+        ids.push_back(*id);
+      }
     } else {
-      ids.push_back(filter.as<std::string>());
+      auto id = scalar(filter, "device-filter", source);
+      if (!id) return id.error();
+      ids.push_back(*id);
     }
     for (const auto& id : ids) {
       auto v = parse_pci_id(id, where(source, filter));
@@ -102,16 +125,43 @@ Result<MigPartedEntry> parse_entry(const YAML::Node& node, const std::string& so
   return e;
 }
 
+// A GPU both entries would configure, for the error ("GPU 1", "every GPU"), or nullopt: their
+// devices overlap ('all' overlaps everything) and so do their device-filters (none: any model).
+std::optional<std::string> shared_gpu(const MigPartedEntry& a, const MigPartedEntry& b) {
+  bool models_overlap = a.device_filter.empty() || b.device_filter.empty() ||
+                        std::any_of(a.device_filter.begin(), a.device_filter.end(), [&](auto id) {
+                          return std::find(b.device_filter.begin(), b.device_filter.end(), id) !=
+                                 b.device_filter.end();
+                        });
+  if (!models_overlap) return std::nullopt;
+  if (a.all_devices && b.all_devices) return "every GPU";
+  if (a.all_devices)
+    return b.devices.empty()
+               ? std::nullopt
+               : std::optional<std::string>("GPU " + std::to_string(b.devices.front()));
+  if (b.all_devices)
+    return a.devices.empty()
+               ? std::nullopt
+               : std::optional<std::string>("GPU " + std::to_string(a.devices.front()));
+  for (unsigned index : b.devices) {
+    if (std::find(a.devices.begin(), a.devices.end(), index) != a.devices.end())
+      return "GPU " + std::to_string(index);
+  }
+  return std::nullopt;
+}
+
 Result<MigPartedConfig> parse_document(const YAML::Node& doc, const std::string& source) {
   if (!doc.IsMap()) return bad_input(source, "not a mig-parted config (a YAML mapping)");
   for (const auto& kv : doc) {
-    auto key = kv.first.as<std::string>();
+    auto key_text = scalar(kv.first, "a top-level key", source);
+    if (!key_text) return key_text.error();
+    const std::string& key = *key_text;
     if (key != "version" && key != "mig-configs") {
       return bad_input(where(source, kv.first), "unknown key '" + key + "'",
                        "a mig-parted config has version and mig-configs");
     }
   }
-  if (!doc["version"] || doc["version"].as<std::string>() != "v1") {
+  if (!doc["version"] || !doc["version"].IsScalar() || doc["version"].Scalar() != "v1") {
     return bad_input(source, "version must be v1 (mig-parted's config format)");
   }
   const YAML::Node configs = doc["mig-configs"];
@@ -121,15 +171,29 @@ Result<MigPartedConfig> parse_document(const YAML::Node& doc, const std::string&
   MigPartedConfig out;
   out.source = source;
   for (const auto& kv : configs) {
-    auto name = kv.first.as<std::string>();
+    auto name_text = scalar(kv.first, "a mig-configs name", source);
+    if (!name_text) return name_text.error();
+    const std::string& name = *name_text;
     if (!kv.second.IsSequence()) {
       return bad_input(where(source, kv.second), "config " + name + " must be a list of entries");
     }
     std::vector<MigPartedEntry> entries;
+    std::vector<std::string> entry_lines;
     for (const auto& e : kv.second) {
       auto entry = parse_entry(e, source);
       if (!entry) return entry.error();
+      // A GPU in two entries would get the first entry's layout and the second would be dropped
+      // without a word ("0 changes"): which one was meant is for the file's author to say.
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (auto gpu = shared_gpu(entries[i], *entry)) {
+          return bad_input(
+              where(source, e),
+              "config " + name + ": " + *gpu + " is also in the entry at " + entry_lines[i],
+              "give each GPU in one entry of a config");
+        }
+      }
       entries.push_back(std::move(*entry));
+      entry_lines.push_back(where(source, e));
     }
     out.configs.emplace(name, std::move(entries));
   }

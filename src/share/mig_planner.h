@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "discover/accel/partition.h"
+#include "core/mig_geometry.h"
 
 namespace polyaccel {
 

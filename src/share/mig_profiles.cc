@@ -41,6 +41,12 @@ const MigGeometry* find_mig_geometry(std::uint32_t pci_id) {
   return nullptr;
 }
 
+const MigGeometry* mig_geometry_for(const MigGpu& gpu) {
+  if (const MigGeometry* g = find_mig_geometry(gpu.pci_id)) return g;
+  if (const MigGeometry* g = find_mig_geometry(gpu.name)) return g;
+  return gpu.library_geometry ? &*gpu.library_geometry : nullptr;
+}
+
 std::string mig_model_names() {
   std::vector<std::string> names;
   for (const auto& g : builtin_mig_geometries())

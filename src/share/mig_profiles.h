@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "discover/accel/partition.h"
+#include "core/mig_geometry.h"
 
 namespace polyaccel {
 
@@ -17,6 +17,10 @@ const std::vector<MigGeometry>& builtin_mig_geometries();
 const MigGeometry* find_mig_geometry(std::string_view name);
 // By PCI id 0x<device><vendor> (0x233010DE).
 const MigGeometry* find_mig_geometry(std::uint32_t pci_id);
+
+// The geometry a GPU is planned with: our table by PCI id or name, else what the library lists
+// (its own profiles, for a model the tables do not know); null when neither.
+const MigGeometry* mig_geometry_for(const MigGpu& gpu);
 
 // The names --model accepts, for error messages: "A100-40GB, A100-80GB, ...".
 std::string mig_model_names();

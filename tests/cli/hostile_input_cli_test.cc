@@ -585,6 +585,107 @@ TEST_F(HostileInput, GatheredTreeBeyondTheCpuAndNodeBoundsIsRefused) {
   refused("topo --fsroot '" + node_tree.string() + "'", "names NUMA node 5000, beyond node 4095");
 }
 
+// A FIFO (or a link to one, a socket) inside a gathered tree: hwloc opened it with a plain
+// open(2) and `topo` and `audit` waited for ever (issue 29). Refused before hwloc reads the tree,
+// naming the file, for every command that reads a root.
+TEST_F(HostileInput, FifoInsideAGatheredTreeIsRefusedNotWaitedOn) {
+  namespace fs = std::filesystem;
+  fs::path into = tmp_.path() / "tree";
+  fs::create_directories(into);
+  const fs::path tree = testing::extract_tarball(
+      topology_fixture("sysfs_2socket-2numa-8xNEC-VE-2xIB-pcieswitch-hugepages.tar.bz2"), into);
+  const std::vector<std::string> files = {
+      "sys/devices/system/cpu/online",
+      "proc/meminfo",
+      "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",
+      "sys/devices/system/node/node1/meminfo",
+      "sys/devices/pci0000:17/0000:17:00.0/class",
+  };
+  bool first = true;
+  for (const auto& relative : files) {
+    const fs::path file = tree / relative;
+    ASSERT_TRUE(fs::exists(file)) << relative;
+    fs::rename(file, tmp_.path() / "kept");
+    ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+    const std::string names = "holds a FIFO at " + relative;
+    refused("topo --fsroot '" + tree.string() + "'", names);
+    refused("audit --root '" + tree.string() + "'", names);
+    if (first) {
+      refused("audit --topology '" + xe8640() + "' --root '" + tree.string() + "'", names);
+      refused(
+          "place --fsroot '" + tree.string() + "' --vcpus 1 --memory 1GiB --state '" + state_ + "'",
+          names);
+      first = false;
+    }
+    fs::remove(file);
+    fs::rename(tmp_.path() / "kept", file);
+  }
+  EXPECT_EQ(polyaccel("topo --fsroot '" + tree.string() + "'", scratch_).exit_code, 0);
+  // A link in the tree that leads to a FIFO outside it, and a socket.
+  const auto outside = dir_ / "outside-fifo";
+  ASSERT_EQ(::mkfifo(outside.c_str(), 0600), 0);
+  fs::remove(tree / "proc/cpuinfo");
+  fs::create_symlink(outside, tree / "proc/cpuinfo");
+  refused("topo --fsroot '" + tree.string() + "'", "holds a link to a FIFO at proc/cpuinfo");
+  fs::remove(tree / "proc/cpuinfo");
+  int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string sock_path = (tree / "proc/cpuinfo").string();
+  ASSERT_LT(sock_path.size(), sizeof addr.sun_path);
+  std::copy(sock_path.begin(), sock_path.end(), addr.sun_path);
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  refused("topo --fsroot '" + tree.string() + "'", "holds a socket at proc/cpuinfo");
+  ::close(sock);
+}
+
+// Issue 29: errors name the option at fault. A page size larger than any kernel's is the page
+// size's fault, not the reserve's (flavors) or the per-node size's (audit).
+TEST_F(HostileInput, TheOptionAtFaultIsNamed) {
+  refused("flavors --topology '" + xe8640() + "' --page-size 1TiB", "--page-size 1TiB");
+  refused("flavors --topology '" + xe8640() + "' --page-size 64GiB", "--page-size 64GiB");
+  refused("audit --topology '" + xe8640() + "' --hugepage-size 64GiB --hugepages-per-node 8GiB",
+          "--hugepage-size: '64GiB' is not a page size");
+  refused("audit --topology '" + xe8640() + "' --hugepage-size 1GiB --hugepages-per-node 8MiB",
+          "--hugepages-per-node: '8MiB' is less than one --hugepage-size page (1 GiB)");
+  for (const char* args : {"flavors --page-size 1TiB",
+                           "audit --hugepage-size 64GiB "
+                           "--hugepages-per-node 8GiB"}) {
+    auto o = polyaccel(std::string(args) + " --topology '" + xe8640() + "'", scratch_);
+    EXPECT_EQ(o.err.find("--reserve-memory-per-node"), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find("--hugepages-per-node"), std::string::npos) << o.err;
+  }
+}
+
+// Issue 29: a value from the config file is refused naming the file and line, not an option
+// nobody typed (listen: "127.0.0.1:99999" was blamed on --listen).
+TEST_F(HostileInput, ConfigFileValuesAreBlamedOnTheirFileAndLine) {
+  const std::string agent =
+      "agent --topology '" + xe8640() +
+      "' --accel-backends off --pod-resources-socket '' --kubelet-dir '' --nfd-features-dir '' "
+      "--state '' --config ";
+  for (const char* listen : {"127.0.0.1:99999", "127.0.0.1:4294967297", "not an address"}) {
+    const auto config =
+        file("polyaccel.yaml", std::string("interval: 1s\nlisten: \"") + listen + "\"\n");
+    auto o = polyaccel(agent + "'" + config + "'", scratch_);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(lines(o.err), 1u) << o.err;
+    EXPECT_NE(o.err.find(config + ":2: listen"), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find("--listen"), std::string::npos) << o.err;
+  }
+  const auto config = file("polyaccel.yaml", "interval: 0s\n");
+  auto o = polyaccel(agent + "'" + config + "'", scratch_);
+  EXPECT_EQ(o.exit_code, 2) << o.err;
+  EXPECT_NE(o.err.find(config + ":1: interval"), std::string::npos) << o.err;
+  // A path the file gave, refused by the layer that opens it.
+  std::filesystem::create_directories(dir_ / "state-dir");
+  const auto state_config =
+      file("place.yaml", "cpu_allocation_ratio: 2\nstate: " + (dir_ / "state-dir").string() + "\n");
+  refused(
+      "--config '" + state_config + "' place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB",
+      state_config + ":2: state " + (dir_ / "state-dir").string() + ": is a directory");
+}
+
 // --fsroot checked the same way by every command that takes it, before any reads it: a
 // command that reads only a few files of the tree (mig partition, sriov set) took a missing one
 // for a host without such devices and exited 0.

@@ -44,5 +44,20 @@ TEST(CpuSet, SetOperationsAcrossWords) {
   EXPECT_EQ(c, CpuSet{});
 }
 
+// The fit's allocation-free forms agree with operator- across words and sets of other lengths.
+TEST(CpuSet, CountAndAppendWithoutAgreeWithDifference) {
+  const CpuSet a{1, 63, 64, 200};
+  for (const CpuSet& b : {CpuSet{63, 200, 300}, CpuSet{}, CpuSet{1}, CpuSet{1, 63, 64, 200}}) {
+    EXPECT_EQ(a.count_without(b), (a - b).count());
+    std::vector<unsigned> out{7};  // appended to, not replaced
+    a.append_without(b, out);
+    std::vector<unsigned> expected{7};
+    for (unsigned pu : (a - b).to_vector())
+      expected.push_back(pu);
+    EXPECT_EQ(out, expected);
+  }
+  EXPECT_EQ(CpuSet{}.count_without(a), 0u);
+}
+
 }  // namespace
 }  // namespace polyaccel

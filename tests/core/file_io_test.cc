@@ -1,4 +1,5 @@
 #include "core/file_io.h"
+#include "core/socket_path.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -225,6 +226,48 @@ TEST(WriteFileAtomically, FollowsLinksAndNeverReplacesSpecialFiles) {
   // A loop of links is an error, not a hang.
   std::filesystem::create_symlink("loop", dir.path() / "loop");
   EXPECT_FALSE(write_file_atomically(dir.path() / "loop", "x"));
+}
+
+// Before a gRPC server binds: a stale socket is removed; a directory, a file, a FIFO or a link is
+// refused and left as it is (issue 29: gRPC logged its own chttp2_server line first); so is a
+// path a socket address cannot hold.
+TEST(PrepareSocketPath, RemovesOnlyAStaleSocket) {
+  TempDir dir;
+  const auto sock = dir.path() / "stale.sock";
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ::close(fd);
+  EXPECT_TRUE(prepare_socket_path(sock));
+  EXPECT_FALSE(std::filesystem::exists(sock));
+  EXPECT_TRUE(prepare_socket_path(dir.path() / "absent.sock"));
+
+  std::filesystem::create_directory(dir.path() / "dir.sock");
+  std::ofstream(dir.path() / "file.sock") << "x";
+  ::mkfifo((dir.path() / "fifo.sock").c_str(), 0600);
+  std::filesystem::create_symlink(dir.path() / "absent", dir.path() / "link.sock");
+  const std::pair<const char*, const char*> refused[] = {{"dir.sock", "is a directory"},
+                                                         {"file.sock", "is a regular file"},
+                                                         {"fifo.sock", "is a FIFO"},
+                                                         {"link.sock", "is a symbolic link"}};
+  for (const auto& [name, problem] : refused) {
+    auto st = prepare_socket_path(dir.path() / name);
+    ASSERT_FALSE(st) << name;
+    EXPECT_EQ(st.error().code, ErrorCode::bad_input);
+    EXPECT_NE(st.error().message().find(problem), std::string::npos) << st.error().message();
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::symlink_status(dir.path() / name)))
+        << name << " is left as it was";
+  }
+  auto too_long = prepare_socket_path(dir.path() / (std::string(120, 'x') + ".sock"));
+  ASSERT_FALSE(too_long);
+  EXPECT_NE(too_long.error().message().find("a unix socket path holds at most 107"),
+            std::string::npos)
+      << too_long.error().message();
+  auto no_dir = prepare_socket_path(dir.path() / "absent-dir/x.sock");
+  ASSERT_FALSE(no_dir);
+  EXPECT_NE(no_dir.error().message().find("cannot create a socket in"), std::string::npos);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "exporter/web_config.h"
 #include "kube/nic_resources.h"
 #include "share/time_slicing.h"
 #include "support/k8s_schema.h"
@@ -30,11 +31,13 @@ using nlohmann::json;
 using polyaccel::testing::read_text;
 using polyaccel::testing::run_command;
 using polyaccel::testing::TempDir;
+using polyaccel::testing::write_text;
 using polyaccel::testing::yaml_documents;
 
 const fs::path kDeploy = fs::path(POLYACCEL_SOURCE_DIR) / "deploy";
 const fs::path kKube = kDeploy / "kubernetes";
 const fs::path kMonitoring = kKube / "overlays/monitoring";
+const fs::path kMonitoringTls = kKube / "overlays/monitoring-tls";
 const std::vector<std::string> kDashboards = {"polyaccel-fleet.json", "polyaccel-node.json",
                                               "polyaccel-gpu.json"};
 
@@ -117,6 +120,7 @@ const polyaccel::testing::K8sSchema& schema() {
   static const polyaccel::testing::K8sSchema s = [] {
     polyaccel::testing::K8sSchema k({"core-v1-openapi.json", "apps-v1-openapi.json",
                                      "rbac.authorization.k8s.io-v1-openapi.json",
+                                     "admissionregistration.k8s.io-v1-openapi.json",
                                      "resource.k8s.io-v1-openapi.json"});
     for (const char* crd : {"servicemonitors", "prometheusrules", "podmonitors"}) {
       auto path = polyaccel::testing::shared_dir() /
@@ -165,8 +169,10 @@ TEST(Manifests, KustomizationsUsePortableFieldsAndListEveryFile) {
     for (const auto& p : k["patchesJson6902"])
       listed.insert(p["path"].as<std::string>());
     for (const auto& g : k["configMapGenerator"])
-      for (const auto& f : g["files"])
-        listed.insert(f.as<std::string>());
+      for (const auto& f : g["files"]) {
+        std::string file = f.as<std::string>();  // "key=path" names the key
+        listed.insert(file.substr(file.find('=') + 1));
+      }
     std::set<std::string> present;
     for (const auto& e : fs::recursive_directory_iterator(dir)) {
       auto ext = e.path().extension();
@@ -311,9 +317,11 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
     // The DRA driver's API access: a token and the grants of its ClusterRoleBinding.
     if (a.flags.count("--dra")) {
       EXPECT_EQ(a.pod["automountServiceAccountToken"], true);
-      auto binding = one(all, "ClusterRoleBinding");
+      auto binding = one(all, "ClusterRoleBinding", "polyaccel-dra");
       EXPECT_EQ(binding["subjects"][0]["name"], a.pod["serviceAccountName"]);
       EXPECT_FALSE(of_kind(all, "DeviceClass").empty());
+    } else if (a.flags.count("--mig-manager")) {
+      EXPECT_EQ(a.pod["automountServiceAccountToken"], true);
     } else {
       EXPECT_EQ(a.pod["automountServiceAccountToken"], false);
       EXPECT_TRUE(of_kind(all, "ClusterRoleBinding").empty());
@@ -332,15 +340,161 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
     EXPECT_EQ(svc["spec"]["ports"][0]["targetPort"], port_name);
     EXPECT_NE(help.output.find(":" + a.container["ports"][0]["containerPort"].dump()),
               std::string::npos);
-    // The Role grants read on every ConfigMap the agent mounts.
-    std::set<std::string> granted;
-    json role = one(all, "Role");
-    for (const auto& n : role["rules"][0]["resourceNames"])
-      granted.insert(n.get<std::string>());
-    for (const auto& [name, v] : a.volumes)
-      if (v.contains("configMap")) {
-        EXPECT_TRUE(granted.count(v["configMap"]["name"].get<std::string>())) << name;
+    // ConfigMaps reach the agent as volumes, which kubelet fetches: no Role for the agent but the
+    // partition manager's, which reads its layouts through the API (least privilege;
+    // tests/dra/api_server_test.cc and MigManagerGrantsOnlyWhatItUses check grants against use).
+    for (const auto& kind : {"Role", "RoleBinding"}) {
+      for (const auto& object : of_kind(all, kind))
+        EXPECT_EQ(object["metadata"]["name"], "polyaccel-mig-manager") << kind;
+    }
+  }
+}
+
+// Where scripts/install-deps.sh installs npm's @bufbuild/cel, the CEL evaluator the admission
+// policy's expressions are run with.
+constexpr const char* kCelModules = "/usr/local/lib/polyaccel-test/cel/node_modules";
+
+// A ResourceSlice request as the API server hands it to admission: the user (a service account
+// token bound to a pod on `token_node`, or none), the operation and the objects.
+json admission_request(const std::string& user, const std::string& token_node,
+                       const std::string& operation, const std::string& new_node,
+                       const std::string& old_node) {
+  json extra = json::object();
+  if (!token_node.empty()) extra["authentication.kubernetes.io/node-name"] = {token_node};
+  auto slice = [](const std::string& node) -> json {
+    json spec = {{"driver", "polyaccel.io"}, {"pool", {{"name", "p"}, {"generation", 1}}}};
+    if (node == "*")
+      spec["allNodes"] = true;
+    else
+      spec["nodeName"] = node;
+    return {{"apiVersion", "resource.k8s.io/v1"},
+            {"kind", "ResourceSlice"},
+            {"metadata", {{"name", "s"}}},
+            {"spec", spec}};
+  };
+  return {
+      {"request", {{"operation", operation}, {"userInfo", {{"username", user}, {"extra", extra}}}}},
+      {"object", new_node.empty() ? json(nullptr) : slice(new_node)},
+      {"oldObject", old_node.empty() ? json(nullptr) : slice(old_node)}};
+}
+
+// Node-scoped writes (issue 29): the DRA overlays ship a ValidatingAdmissionPolicy and its
+// binding, valid by the admissionregistration.k8s.io/v1 schema (EveryOverlayRendersValidObjects),
+// whose CEL, run by a real CEL implementation, lets the agent write its own node's ResourceSlices
+// and no other's.
+TEST(Manifests, DraAdmissionPolicyKeepsEachAgentToItsOwnNode) {
+  for (const std::string variant : {"dra", "dra-time-slicing"}) {
+    SCOPED_TRACE(variant);
+    auto all = render(kKube / "overlays" / variant);
+    ASSERT_FALSE(all.empty());
+    json policy = one(all, "ValidatingAdmissionPolicy");
+    json binding = one(all, "ValidatingAdmissionPolicyBinding");
+    EXPECT_EQ(binding["spec"]["policyName"], policy["metadata"]["name"]);
+    EXPECT_EQ(binding["spec"]["validationActions"], json::array({"Deny"}));
+    EXPECT_EQ(policy["spec"]["failurePolicy"], "Fail");
+    const json& rule = policy["spec"]["matchConstraints"]["resourceRules"][0];
+    EXPECT_EQ(rule["resources"], json::array({"resourceslices"}));
+    EXPECT_EQ(rule["operations"], json::array({"CREATE", "UPDATE", "DELETE"}));
+    // The user it is about is the DaemonSet's service account.
+    json sa = one(all, "ServiceAccount");
+    const std::string agent =
+        "system:serviceaccount:" + sa["metadata"]["namespace"].get<std::string>() + ":" +
+        sa["metadata"]["name"].get<std::string>();
+    EXPECT_EQ(one(all, "DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"],
+              sa["metadata"]["name"]);
+
+    struct Case {
+      const char* what;
+      json request;
+      bool allowed;
+      const char* message;  // in a denial
+    };
+    const std::string admin = "kubernetes-admin";
+    const std::vector<Case> cases = {
+        {"create on its own node", admission_request(agent, "node-1", "CREATE", "node-1", ""), true,
+         ""},
+        {"create on another node", admission_request(agent, "node-1", "CREATE", "node-2", ""),
+         false, "may not write ResourceSlices of node 'node-2'"},
+        {"update of its own", admission_request(agent, "node-1", "UPDATE", "node-1", "node-1"),
+         true, ""},
+        {"update of another node's",
+         admission_request(agent, "node-1", "UPDATE", "node-2", "node-2"), false, "node 'node-2'"},
+        {"taking another node's slice over",
+         admission_request(agent, "node-1", "UPDATE", "node-1", "node-2"), false, "node 'node-2'"},
+        {"giving its slice away", admission_request(agent, "node-1", "UPDATE", "node-2", "node-1"),
+         false, "node 'node-2'"},
+        {"delete of its own", admission_request(agent, "node-1", "DELETE", "", "node-1"), true, ""},
+        {"delete of another node's", admission_request(agent, "node-1", "DELETE", "", "node-2"),
+         false, "node 'node-2'"},
+        {"a slice for all nodes", admission_request(agent, "node-1", "CREATE", "*", ""), false,
+         "without a nodeName"},
+        {"a token bound to no node", admission_request(agent, "", "CREATE", "node-1", ""), false,
+         "names no node"},
+        {"another user", admission_request(admin, "", "CREATE", "node-2", ""), true, ""},
+    };
+    TempDir tmp;
+    json requests = json::array();
+    for (const auto& c : cases)
+      requests.push_back(c.request);
+    write_text(tmp.path() / "policy.json", policy.dump());
+    write_text(tmp.path() / "requests.json", requests.dump());
+    auto r = run_command(
+        "NODE_PATH=" + std::string(kCelModules) + " node '" +
+        (fs::path(POLYACCEL_SOURCE_DIR) / "tests/deploy/admission_policy_eval.cjs").string() +
+        "' '" + (tmp.path() / "policy.json").string() + "' '" +
+        (tmp.path() / "requests.json").string() + "' 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << "node with @bufbuild/cel (scripts/install-deps.sh): " << r.output;
+    json results = json::parse(r.output);
+    ASSERT_EQ(results.size(), cases.size()) << r.output;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      SCOPED_TRACE(cases[i].what);
+      EXPECT_EQ(results[i]["allowed"], cases[i].allowed) << results[i].dump();
+      if (!cases[i].allowed) {
+        EXPECT_THAT(results[i].value("message", ""), ::testing::HasSubstr(cases[i].message));
       }
+    }
+    EXPECT_EQ(results.back()["matched"], false) << "other users are not this policy's concern";
+  }
+  // Without the DRA driver there are no API writes and no policy.
+  EXPECT_TRUE(
+      of_kind(render(kKube / "overlays/device-plugin"), "ValidatingAdmissionPolicy").empty());
+}
+
+// The partition manager's grants, least privilege: Nodes get and patch, its one ConfigMap get,
+// Events create in its namespace; pods/eviction create only where --partition-evict-pods is given.
+TEST(Manifests, MigManagerGrantsOnlyWhatItUses) {
+  auto rules_of = [](const std::vector<json>& all, const std::string& kind,
+                     const std::string& name) { return one(all, kind, name)["rules"]; };
+  for (const std::string variant : {"mig-manager", "mig-manager-evict"}) {
+    SCOPED_TRACE(variant);
+    auto all = render(kKube / "overlays" / variant);
+    Agent a = agent_of(one(all, "DaemonSet"));
+    EXPECT_TRUE(a.flags.count("--mig-manager"));
+    EXPECT_EQ(a.flags["--mig-config-map"], "polyaccel-system/default-mig-parted-config");
+    auto cm = one(all, "ConfigMap", "default-mig-parted-config");
+    EXPECT_EQ(cm["metadata"]["namespace"], "polyaccel-system");
+    EXPECT_EQ(cm["data"]["config.yaml"],
+              read_text(kKube / "overlays/mig-manager/config-default.yaml"));
+    EXPECT_EQ(
+        rules_of(all, "ClusterRole", "polyaccel-mig-manager"),
+        json::parse(R"([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}])"));
+    EXPECT_EQ(rules_of(all, "Role", "polyaccel-mig-manager"), json::parse(R"([
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "resourceNames": ["default-mig-parted-config"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])"));
+    bool evicts = a.flags.count("--partition-evict-pods") > 0;
+    EXPECT_EQ(evicts, variant == "mig-manager-evict");
+    EXPECT_EQ(of_kind(all, "ClusterRole").size(), evicts ? 2u : 1u);
+    if (evicts) {
+      EXPECT_EQ(
+          rules_of(all, "ClusterRole", "polyaccel-evict-pods"),
+          json::parse(
+              R"([{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}])"));
+    }
+    // The state survives restarts on the host; the lock is the host's `mig apply` lock.
+    ASSERT_TRUE(a.mounts.count("/var/lib/polyaccel"));
+    EXPECT_EQ(a.volumes[a.mounts["/var/lib/polyaccel"]]["hostPath"]["path"], "/var/lib/polyaccel");
+    ASSERT_TRUE(a.mounts.count("/run/lock"));
   }
 }
 
@@ -483,6 +637,7 @@ TEST(Manifests, MonitoringHoldsTheAlertRulesAndDashboards) {
 TEST(Manifests, MonitoringComposesWithEveryVariant) {
   for (const auto& variant : variants()) {
     SCOPED_TRACE(variant);
+    if (variant == "monitoring-tls") continue;  // holds monitoring already
     TempDir tmp;
     polyaccel::testing::write_text(
         tmp.path() / "kustomization.yaml",
@@ -494,6 +649,61 @@ TEST(Manifests, MonitoringComposesWithEveryVariant) {
     EXPECT_EQ(of_kind(all, "ServiceMonitor").size(), 1u);
     EXPECT_EQ(of_kind(all, "PrometheusRule").size(), 1u);
   }
+}
+
+// monitoring-tls: the agent reads a web config (exporter-toolkit's format, checked by the
+// agent's own parser) from a Secret volume; its certificate and key are files of the TLS Secret's
+// volume; kubelet's probe speaks HTTPS to a path the config lets in without a password; and the
+// ServiceMonitor scrapes https with that Secret's CA and basic auth from a Secret.
+TEST(Manifests, MonitoringTlsTurnsOnTlsAndBasicAuthOnBothSides) {
+  auto all = render(kMonitoringTls);
+  ASSERT_FALSE(all.empty());
+  Agent a = agent_of(one(all, "DaemonSet"));
+  ASSERT_TRUE(a.flags.count("--web-config-file"));
+  fs::path web = a.flags.at("--web-config-file");
+  // The Secret volume that holds the file: the key is the file's name.
+  auto secret_of = [&](const fs::path& file) -> json {
+    auto m = a.mounts.find(file.parent_path().string());
+    if (m == a.mounts.end()) {
+      ADD_FAILURE() << file << " is not in a mounted folder";
+      return json::object();
+    }
+    const json& volume = a.volumes[m->second];
+    EXPECT_TRUE(volume.contains("secret")) << file << ": not a Secret volume";
+    return one(all, "Secret", volume["secret"].value("secretName", ""));
+  };
+  json config_secret = secret_of(web);
+  ASSERT_TRUE(config_secret["stringData"].contains(web.filename().string()));
+  std::string text = config_secret["stringData"][web.filename().string()];
+  auto config = polyaccel::exporter::parse_web_config(text, web.string());
+  ASSERT_TRUE(config) << config.error().message();
+  EXPECT_TRUE(config->tls);
+  EXPECT_FALSE(config->basic_auth_users.empty());
+  // The certificate and key: files of the TLS Secret's volume, which this render does not hold
+  // (cert-manager or the operator makes it); the ServiceMonitor trusts that Secret's CA.
+  for (const std::string& file : {config->tls_server.cert_file, config->tls_server.key_file}) {
+    auto m = a.mounts.find(fs::path(file).parent_path().string());
+    ASSERT_NE(m, a.mounts.end()) << file << " is not mounted";
+    EXPECT_EQ(a.volumes[m->second]["secret"]["secretName"], "polyaccel-agent-tls") << file;
+  }
+  EXPECT_EQ(fs::path(config->tls_server.cert_file).filename(), "tls.crt");
+  EXPECT_EQ(fs::path(config->tls_server.key_file).filename(), "tls.key");
+  // kubelet's probe: HTTPS, to a path without basic auth.
+  const json& probe = a.container["livenessProbe"]["httpGet"];
+  EXPECT_EQ(probe["scheme"], "HTTPS");
+  EXPECT_THAT(config->auth_excluded_paths, ::testing::Contains(probe["path"].get<std::string>()));
+  // Prometheus' side.
+  json endpoint = one(all, "ServiceMonitor")["spec"]["endpoints"][0];
+  EXPECT_EQ(endpoint["scheme"], "https");
+  EXPECT_EQ(endpoint["tlsConfig"]["ca"]["secret"]["name"], "polyaccel-agent-tls");
+  EXPECT_EQ(endpoint["tlsConfig"]["ca"]["secret"]["key"], "ca.crt");
+  EXPECT_EQ(endpoint["tlsConfig"]["serverName"],
+            one(all, "Service")["metadata"]["name"].get<std::string>() + ".polyaccel-system.svc");
+  EXPECT_EQ(endpoint["basicAuth"]["username"]["name"], endpoint["basicAuth"]["password"]["name"]);
+  EXPECT_EQ(endpoint["basicAuth"]["password"]["key"], "password");
+  // Nothing of monitoring is lost or doubled.
+  EXPECT_EQ(of_kind(all, "PrometheusRule").size(), 1u);
+  EXPECT_EQ(of_kind(all, "ServiceMonitor").size(), 1u);
 }
 
 }  // namespace

@@ -5,7 +5,13 @@
 // NodeUnprepareResources on the plugin's socket. It publishes the pool, prepares a claim (the
 // CDI spec with the claim's device nodes and env), survives its own restart through the
 // checkpoint, unprepares, and stops cleanly on SIGTERM.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -68,6 +74,13 @@ class AgentDra : public ::testing::Test {
   }
 
   void start_agent() {
+    // Appended: a restarted agent's log follows the first one's.
+    agent_ = std::make_unique<Background>(agent_args(), dir_.path() / "agent.log", true);
+    ASSERT_TRUE(agent_->started());
+    ASSERT_TRUE(wait_for([&] { return fs::exists(registration_socket()); }, 60s)) << log();
+  }
+
+  std::vector<std::string> agent_args() const {
     const std::string bin = polyaccel_binary();
     const std::string d = dir_.path().string();
     std::vector<std::string> args = {bin,
@@ -101,10 +114,7 @@ class AgentDra : public ::testing::Test {
                                      d + "/kubeconfig",
                                      "--node-name",
                                      "node-1"};
-    // Appended: a restarted agent's log follows the first one's.
-    agent_ = std::make_unique<Background>(args, dir_.path() / "agent.log", true);
-    ASSERT_TRUE(agent_->started());
-    ASSERT_TRUE(wait_for([&] { return fs::exists(registration_socket()); }, 60s)) << log();
+    return args;
   }
 
   // SIGTERM: exit code 0, both sockets gone.
@@ -324,6 +334,96 @@ TEST_F(AgentDra, PublishesPreparesSurvivesARestartAndStopsOnSigterm) {
   ASSERT_EQ(other.claims().at(kUidB).error(), "");
   EXPECT_TRUE(fs::exists(cdi_dir() / ("polyaccel.io-claim_" + kUidB + ".json")));
   stop_agent();
+}
+
+// Issue 29: SIGTERM while a request hangs in an API server that accepts and never answers: the
+// request is cancelled, the agent stops in well under the 5 s watchdog, blames no vendor call,
+// and removes dra.sock and the registration socket. The token, planted in the kubeconfig, is in
+// no line of the log.
+TEST_F(AgentDra, SigtermDuringAHungApiCallStopsCleanlyAndLeaksNoSecret) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);  // never accepted: the kernel completes the handshake
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string secret = "PLANTED-s3cret-token-4f1c";
+  write_text(dir_.path() / "kubeconfig",
+             "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+             "contexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+             "clusters:\n- name: k\n  cluster: {server: \"http://127.0.0.1:" +
+                 std::to_string(ntohs(addr.sin_port)) +
+                 "\"}\nusers:\n- name: u\n  user: {token: " + secret + "}\n");
+  start_agent();
+  std::this_thread::sleep_for(1500ms);  // the first list is under way, and hangs
+  auto begin = std::chrono::steady_clock::now();
+  auto exit_code = agent_->terminate();
+  auto took = std::chrono::steady_clock::now() - begin;
+  agent_.reset();
+  ::close(listener);
+  ASSERT_TRUE(exit_code) << log();
+  EXPECT_EQ(*exit_code, 0) << log();
+  EXPECT_LT(took, 4s) << log();
+  EXPECT_THAT(log(), ::testing::Not(HasSubstr("vendor call")));
+  EXPECT_THAT(log(), ::testing::Not(HasSubstr("still hangs")));
+  EXPECT_FALSE(fs::exists(registration_socket()));
+  EXPECT_FALSE(fs::exists(plugin_dir() / "dra.sock"));
+  EXPECT_THAT(log(), ::testing::Not(HasSubstr(secret)));
+}
+
+// The same planted token against a server that refuses it: the 401 is logged naming the
+// kubeconfig user's token, never the token; a server URL with a password is refused at start
+// without the password.
+TEST_F(AgentDra, UnauthorizedIsLoggedWithoutTheToken) {
+  const std::string secret = "PLANTED-s3cret-token-77aa";
+  auto kubeconfig = [&](const std::string& server) {
+    write_text(dir_.path() / "kubeconfig",
+               "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+               "contexts:\n- name: c\n  context: {cluster: k, user: ci}\n"
+               "clusters:\n- name: k\n  cluster: {server: \"" +
+                   server + "\"}\nusers:\n- name: ci\n  user: {token: " + secret + "}\n");
+  };
+  kubeconfig(server_.url());
+  start_agent();
+  ASSERT_TRUE(wait_for([&] { return log().find("401") != std::string::npos; }, 30s)) << log();
+  stop_agent();
+  EXPECT_THAT(log(), HasSubstr("user ci's token in the kubeconfig"));
+  EXPECT_THAT(log(), ::testing::Not(HasSubstr(secret)));
+  EXPECT_THAT(log(), ::testing::Not(HasSubstr("service account")));
+
+  kubeconfig("http://agent:" + secret + "@127.0.0.1:1");
+  std::string command;
+  for (const auto& a : agent_args())
+    command += "'" + a + "' ";
+  auto r = run_command(command + "2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("holds credentials"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr(secret)));
+}
+
+// Issue 29: a socket path that is a directory (or another file) is polyaccel's one error, exit 2,
+// before gRPC could log its own chttp2_server line; the directory is left as it was.
+TEST_F(AgentDra, ASocketPathThatIsADirectoryIsOneErrorAtStart) {
+  for (const fs::path& taken : {plugin_dir() / "dra.sock", registration_socket()}) {
+    fs::create_directories(taken);
+    std::string command;
+    for (const auto& a : agent_args())
+      command += "'" + a + "' ";
+    auto r = run_command(command + "2>&1");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(taken.string() + ": is a directory, not a socket"));
+    EXPECT_THAT(r.output, ::testing::Not(HasSubstr("chttp2")));
+    EXPECT_THAT(r.output, ::testing::Not(HasSubstr("E0")));
+    // Every line is polyaccel's own: gRPC's log lines start with a severity and a date (E1203).
+    std::istringstream lines(r.output);
+    for (std::string line; std::getline(lines, line);)
+      EXPECT_EQ(line.rfind("polyaccel", 0), 0u) << line;
+    EXPECT_TRUE(fs::is_directory(taken)) << "left as it was";
+    fs::remove(taken);
+  }
 }
 
 }  // namespace

@@ -4,7 +4,14 @@
 // server that goes away and comes back.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <yaml-cpp/yaml.h>
+
 #include <fstream>
+#include <regex>
+#include <set>
+#include <tuple>
 
 #include "dra/fake_api_server.h"
 #include "dra/plugin.h"
@@ -14,6 +21,7 @@
 namespace polyaccel::dra {
 namespace {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 using polyaccel::testing::FakeApiServer;
 using polyaccel::testing::TempDir;
@@ -106,6 +114,128 @@ TEST_F(ApiServer, AChangeUpdatesEverySliceWithTheNextGenerationAndDeletesExtras)
   EXPECT_EQ(gone->deleted, pool().slices.size());
   EXPECT_EQ(server_.slices_of("node-1"), 0u);
   EXPECT_GT(server_.slices_of("node-2"), 0u);
+}
+
+// What the API server's authorizer checks for a request: (apiGroup, resource, verb).
+using RbacAttributes = std::tuple<std::string, std::string, std::string>;
+
+RbacAttributes rbac_attributes(const std::string& method, const std::string& target) {
+  const std::string path = target.substr(0, target.find('?'));
+  const std::string query =
+      target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1);
+  std::vector<std::string> parts;
+  for (size_t start = 1; start <= path.size();) {
+    size_t slash = path.find('/', start);
+    parts.push_back(
+        path.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  // /api/v1/... (the core group) or /apis/GROUP/VERSION/...; then namespaces/NS/ when namespaced.
+  size_t i = parts.at(0) == "api" ? 2 : 3;
+  std::string group = parts.at(0) == "api" ? "" : parts.at(1);
+  if (parts.size() > i + 2 && parts[i] == "namespaces") i += 2;
+  const std::string resource = parts.at(i);
+  const bool named = parts.size() > i + 1;
+  std::string verb;
+  if (method == "GET")
+    verb = named ? "get"
+           : (query.find("watch=true") != std::string::npos ||
+              query.find("watch=1") != std::string::npos)
+               ? "watch"
+               : "list";
+  else if (method == "POST")
+    verb = "create";
+  else if (method == "PUT")
+    verb = "update";
+  else if (method == "PATCH")
+    verb = "patch";
+  else if (method == "DELETE")
+    verb = named ? "delete" : "deletecollection";
+  return {group, resource, verb};
+}
+
+// Every (apiGroup, resource, verb) the RBAC in deploy/ grants the agent's service account, from
+// each Role and ClusterRole bound to it.
+std::set<RbacAttributes> granted_to_agent() {
+  const fs::path kube = fs::path(POLYACCEL_SOURCE_DIR) / "deploy/kubernetes";
+  std::vector<YAML::Node> docs;
+  for (const auto& e : fs::recursive_directory_iterator(kube)) {
+    if (e.path().extension() != ".yaml" || e.path().filename() == "kustomization.yaml") continue;
+    for (const auto& d : YAML::LoadAllFromFile(e.path().string()))
+      if (d.IsMap() && d["kind"]) docs.push_back(d);
+  }
+  std::set<std::string> bound;  // "Role name" or "ClusterRole name"
+  for (const auto& d : docs) {
+    const std::string kind = d["kind"].as<std::string>();
+    if (kind != "RoleBinding" && kind != "ClusterRoleBinding") continue;
+    for (const auto& s : d["subjects"])
+      if (s["kind"].as<std::string>() == "ServiceAccount" &&
+          s["name"].as<std::string>() == "polyaccel-agent")
+        bound.insert(d["roleRef"]["kind"].as<std::string>() + " " +
+                     d["roleRef"]["name"].as<std::string>());
+  }
+  std::set<RbacAttributes> grants;
+  for (const auto& d : docs) {
+    const std::string kind = d["kind"].as<std::string>();
+    if ((kind != "Role" && kind != "ClusterRole") ||
+        !bound.count(kind + " " + d["metadata"]["name"].as<std::string>()))
+      continue;
+    for (const auto& rule : d["rules"])
+      for (const auto& g : rule["apiGroups"])
+        for (const auto& r : rule["resources"])
+          for (const auto& v : rule["verbs"])
+            grants.insert({g.as<std::string>(), r.as<std::string>(), v.as<std::string>()});
+  }
+  return grants;
+}
+
+// Least privilege (issue 29): what the RBAC in deploy/ grants the agent is exactly what its code
+// asks of the API server. Every call site of KubeClient::request in src/ is exercised here (the
+// publisher's list, create, update and delete; the plugin's claim lookup), and the requests the
+// server saw are turned into (apiGroup, resource, verb) as its authorizer would.
+TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
+  SlicePublisher pub(*client_);
+  ASSERT_TRUE(pub.sync(pool()));
+  SliceOptions sick;
+  sick.unhealthy = {"0000:4e:00.0"};
+  ASSERT_TRUE(pub.sync(pool(sick)));
+  ASSERT_TRUE(pub.sync(Pool{kDriverName, "node-1", {}}));
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.claims["ns1/c"] =
+        json{{"metadata", {{"name", "c"}, {"namespace", "ns1"}, {"uid", "u"}}}};
+  }
+  (void)api_claim_lookup (*client_)("ns1", "c");
+  std::set<RbacAttributes> used;
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    for (const auto& [method, target] : server_.seen)
+      used.insert(rbac_attributes(method, target));
+  }
+  const std::set<RbacAttributes> granted = granted_to_agent();
+  for (const auto& u : used)
+    EXPECT_TRUE(granted.count(u)) << "used, not granted: " << std::get<0>(u) << " "
+                                  << std::get<1>(u) << " " << std::get<2>(u);
+  for (const auto& g : granted)
+    EXPECT_TRUE(used.count(g)) << "granted, never used: " << std::get<0>(g) << " " << std::get<1>(g)
+                               << " " << std::get<2>(g);
+  EXPECT_FALSE(used.empty());
+  // The scenario above covers every call site: a new one must be added to it.
+  std::regex call(R"re(\.request\(\s*"(GET|POST|PUT|PATCH|DELETE)")re");
+  std::vector<std::string> sites;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(POLYACCEL_SOURCE_DIR) / "src")) {
+    if (e.path().extension() != ".cc") continue;
+    std::ifstream in(e.path());
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    for (std::sregex_iterator m(text.begin(), text.end(), call), end; m != end; ++m)
+      sites.push_back(e.path().filename().string() + " " + (*m)[1].str());
+  }
+  std::sort(sites.begin(), sites.end());
+  EXPECT_EQ(sites,
+            (std::vector<std::string>{"plugin.cc GET", "publisher.cc DELETE", "publisher.cc GET",
+                                      "publisher.cc POST", "publisher.cc PUT"}))
+      << "a new API call: exercise it in this test so that RBAC is checked against it";
 }
 
 TEST_F(ApiServer, AConflictListsAgainAndRetries) {
@@ -269,6 +399,152 @@ TEST(KubeConfigTest, ServerIsAnApiServerUrlOrRefused) {
     EXPECT_NE(k.error().message().find("kubeconfig"), std::string::npos) << k.error().message();
     EXPECT_NE(k.error().message().find("cluster server"), std::string::npos) << k.error().message();
   }
+  // Ports as the kernel takes them (issue 29: 99999 and 4294967297 were taken at start and every
+  // publish failed after); credentials in the URL are refused without being echoed.
+  EXPECT_TRUE(with_server("https://two:65535"));
+  EXPECT_TRUE(with_server("https://[fd00::1]"));
+  for (const char* server :
+       {"https://two:99999", "http://127.0.0.1:4294967297", "https://two:0",
+        "https://two:", "https://two:-1", "https://two:+443", "https://[fd00::1]:70000",
+        "https://[fd00::1", "https://fd00::1:6443", "two:65536", "http://user:s3cret@127.0.0.1:1",
+        "https://:s3cret@two:6443", "https://s3cret@two"}) {
+    auto k = with_server(server);
+    ASSERT_FALSE(k) << server << " gave " << k->server;
+    EXPECT_EQ(k.error().code, ErrorCode::bad_input) << server;
+    EXPECT_EQ(k.error().message().find("s3cret"), std::string::npos) << k.error().message();
+    EXPECT_NE(k.error().message().find("kubeconfig"), std::string::npos) << k.error().message();
+  }
+  ::setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+  ::setenv("KUBERNETES_SERVICE_PORT", "99999", 1);
+  auto in_pod = in_cluster_config(d.path().string());
+  ::unsetenv("KUBERNETES_SERVICE_HOST");
+  ::unsetenv("KUBERNETES_SERVICE_PORT");
+  ASSERT_FALSE(in_pod);
+  EXPECT_NE(in_pod.error().message().find("KUBERNETES_SERVICE_PORT"), std::string::npos)
+      << in_pod.error().message();
+}
+
+// A kubeconfig with one user whose `user:` mapping is `user_yaml`.
+std::string kubeconfig_with_user(const std::string& server, const std::string& user_yaml) {
+  return "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: ci}\n"
+         "clusters:\n- name: k\n  cluster: {server: \"" +
+         server + "\"}\nusers:\n- name: ci\n  user:\n" + user_yaml;
+}
+
+// Issue 29: a token with CR/LF added a header to every request, a NUL cut it short. Every value
+// that goes into a header is refused with a control character, naming the field and the file,
+// never echoing the secret; so is a token file that gains one later.
+TEST(KubeConfigTest, ControlCharactersInTokensAreRefusedAndNeverEchoed) {
+  TempDir d;
+  const fs::path kubeconfig = d.path() / "kubeconfig";
+  auto load = [&](const std::string& user_yaml) {
+    std::ofstream(kubeconfig, std::ios::trunc)
+        << kubeconfig_with_user("https://two:6443", user_yaml);
+    return kubeconfig_file(kubeconfig.string());
+  };
+  const std::pair<const char*, const char*> inline_tokens[] = {
+      {"    token: \"s3cret\\r\\nX-Injected: yes\"\n", "byte 0x0d"},
+      {"    token: \"s3cret\\nX-Injected: yes\"\n", "byte 0x0a"},
+      {"    token: \"s3cret\\0tail\"\n", "byte 0x00"},
+      {"    token: \"s3cret\\ttail\"\n", "byte 0x09"},
+      {"    token: \"s3cret\\x7ftail\"\n", "byte 0x7f"},
+  };
+  for (const auto& [yaml, byte] : inline_tokens) {
+    auto k = load(yaml);
+    ASSERT_FALSE(k) << yaml;
+    const std::string m = k.error().message();
+    EXPECT_EQ(k.error().code, ErrorCode::bad_input) << m;
+    EXPECT_NE(m.find(kubeconfig.string()), std::string::npos) << m;
+    EXPECT_NE(m.find("user ci: token"), std::string::npos) << m;
+    EXPECT_NE(m.find(byte), std::string::npos) << m;
+    EXPECT_EQ(m.find("s3cret"), std::string::npos) << m;
+    EXPECT_EQ(m.find("Injected"), std::string::npos) << m;
+  }
+  // The same in a tokenFile (a trailing newline is what files end with, and is fine).
+  std::ofstream(d.path() / "token") << "s3cret\r\nX-Injected: yes\n";
+  auto from_file = load("    tokenFile: token\n");
+  ASSERT_FALSE(from_file);
+  EXPECT_NE(from_file.error().message().find("tokenFile " + (d.path() / "token").string()),
+            std::string::npos)
+      << from_file.error().message();
+  EXPECT_EQ(from_file.error().message().find("s3cret"), std::string::npos);
+  std::ofstream(d.path() / "token", std::ios::trunc) << "good-token\n";
+  auto good = load("    tokenFile: token\n");
+  ASSERT_TRUE(good) << good.error().message();
+  EXPECT_EQ(good->token, "good-token");
+  // A tokenFile that cannot be read: its path and why.
+  auto absent = load("    tokenFile: absent-token\n");
+  ASSERT_FALSE(absent);
+  EXPECT_NE(absent.error().message().find((d.path() / "absent-token").string() +
+                                          " cannot be read: no such file"),
+            std::string::npos)
+      << absent.error().message();
+  ::mkfifo((d.path() / "fifo-token").c_str(), 0600);
+  auto fifo = load("    tokenFile: fifo-token\n");
+  ASSERT_FALSE(fifo);
+  EXPECT_NE(fifo.error().message().find("is a FIFO"), std::string::npos) << fifo.error().message();
+  // The service account's token in a pod.
+  std::ofstream(d.path() / "ca.crt") << "-----BEGIN CERTIFICATE-----\n";
+  std::ofstream(d.path() / "token", std::ios::trunc) << "s3cret\nX-Injected: yes\n";
+  ::setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+  ::setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+  auto in_pod = in_cluster_config(d.path().string());
+  ::unsetenv("KUBERNETES_SERVICE_HOST");
+  ::unsetenv("KUBERNETES_SERVICE_PORT");
+  ASSERT_FALSE(in_pod);
+  EXPECT_NE(in_pod.error().message().find("byte 0x0a"), std::string::npos)
+      << in_pod.error().message();
+  EXPECT_EQ(in_pod.error().message().find("s3cret"), std::string::npos);
+}
+
+// A token file re-read for each request (bound tokens rotate) that gains a CR/LF is not sent:
+// the request fails naming the file, and the server never sees a header of the file's making.
+TEST_F(ApiServer, ARotatedTokenFileWithControlCharactersIsNotSent) {
+  KubeConfig c = client_->config();
+  c.token_file = (dir_.path() / "rotating-token").string();
+  std::ofstream(c.token_file) << "test-token\n";
+  KubeClient rotating(c);
+  auto first = rotating.request("GET", kResourceSlicesPath);
+  ASSERT_TRUE(first) << first.error().message();
+  EXPECT_EQ(first->status, 200);
+  std::ofstream(c.token_file, std::ios::trunc) << "test-token\r\nX-Injected: s3cret\n";
+  unsigned before;
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    before = server_.requests;
+  }
+  auto second = rotating.request("GET", kResourceSlicesPath);
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, ErrorCode::bad_input);
+  EXPECT_NE(second.error().message().find(c.token_file), std::string::npos)
+      << second.error().message();
+  EXPECT_EQ(second.error().message().find("s3cret"), std::string::npos);
+  std::lock_guard<std::mutex> lock(server_.mu);
+  EXPECT_EQ(server_.requests, before);
+}
+
+// A 401 blames the credential the request carried: the kubeconfig user's token, not "the
+// service account token"; and no error ever holds the token itself.
+TEST_F(ApiServer, UnauthorizedNamesTheCredentialInUseAndNeverTheSecret) {
+  const std::string secret = "PLANTED-s3cret-0123456789";
+  std::ofstream(dir_.path() / "kubeconfig")
+      << kubeconfig_with_user(server_.url(), "    token: " + secret + "\n");
+  auto config = kubeconfig_file((dir_.path() / "kubeconfig").string());
+  ASSERT_TRUE(config) << config.error().message();
+  KubeClient client(*config);
+  auto r = SlicePublisher(client).sync(pool());
+  ASSERT_FALSE(r);
+  const std::string m = r.error().message();
+  EXPECT_NE(m.find("401"), std::string::npos) << m;
+  EXPECT_NE(m.find("user ci's token in the kubeconfig"), std::string::npos) << m;
+  EXPECT_EQ(m.find("service account"), std::string::npos) << m;
+  EXPECT_EQ(m.find(secret), std::string::npos) << m;
+  // A transport failure names the URL, never the token.
+  KubeConfig nowhere = *config;
+  nowhere.server = "http://127.0.0.1:1";
+  auto t = KubeClient(nowhere).request("GET", kResourceSlicesPath);
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.error().message().find(secret), std::string::npos) << t.error().message();
 }
 
 }  // namespace

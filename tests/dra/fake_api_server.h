@@ -1,4 +1,5 @@
-// A test that plays the Kubernetes API server over real HTTP (civetweb): ResourceSlices (list with
+// A test that plays the Kubernetes API server over real HTTP (civetweb): Nodes, ConfigMaps, Events
+// and evictions for the partition manager (handle_core); ResourceSlices (list with
 // field selectors, create, update with resourceVersion, delete) and ResourceClaims (get). Every
 // object a client sends is checked against the real OpenAPI schema of resource.k8s.io/v1
 // (k8s_schema.h); the problems are kept for the test to assert none. It can refuse writes (403),
@@ -9,7 +10,9 @@
 #include <civetweb.h>
 
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -59,10 +62,21 @@ class FakeApiServer {
   std::map<std::string, nlohmann::json> claims;  // "ns/name"
   std::vector<std::string> schema_errors;
   unsigned writes = 0, conflicts_sent = 0, requests = 0;
+  std::vector<std::pair<std::string, std::string>> seen;  // each request: method, path?query
   bool forbid_writes = false;
   unsigned conflict_next_writes = 0;  // answer this many writes 409 (someone else wrote)
   std::string token = "test-token";
   bool require_token = true;  // false: the client authenticates with a certificate instead
+
+  // The core API the partition manager uses (handle_core).
+  std::map<std::string, nlohmann::json> nodes;        // by name
+  std::map<std::string, nlohmann::json> config_maps;  // "ns/name"
+  std::vector<nlohmann::json> events;
+  std::vector<std::string> evictions;  // "ns/pod", accepted ones, in order
+  unsigned refuse_next_evictions = 0;  // answer this many 429 (a PodDisruptionBudget forbids)
+  std::vector<nlohmann::json> label_patches;  // the labels of each Node PATCH, in order
+  // Called under `mu` for each accepted eviction (the test's kubelet ends the pod).
+  std::function<void(const std::string& ns, const std::string& pod)> on_eviction;
 
   size_t slices_of(const std::string& node) {
     std::lock_guard<std::mutex> lock(mu);
@@ -104,9 +118,11 @@ class FakeApiServer {
               const std::string& query, const std::string& body, const std::string& auth) {
     std::lock_guard<std::mutex> lock(mu);
     ++requests;
+    seen.emplace_back(method, query.empty() ? path : path + "?" + query);
     const std::string slices_path = "/apis/resource.k8s.io/v1/resourceslices";
     if (require_token && auth != "Bearer " + token)
       return reply(c, 401, status(401, "Unauthorized", "no token"));
+    if (handle_core(c, method, path, body)) return;
     if (method == "GET" && path == slices_path) {
       std::string node, driver;
       char value[512];
@@ -192,6 +208,101 @@ class FakeApiServer {
     return reply(c, method == "POST" ? 201 : 200, obj);
   }
 
+  // Core API (the partition manager): Nodes (get, merge-patch), ConfigMaps (get), pods'
+  // evictions (create) and Events (create, checked against core/v1's schema). Returns false for
+  // a request it does not serve.
+  bool handle_core(mg_connection* c, const std::string& method, const std::string& path,
+                   const std::string& body) {
+    const std::string nodes_path = "/api/v1/nodes/";
+    const std::string ns_path = "/api/v1/namespaces/";
+    if (path.rfind(nodes_path, 0) == 0) {
+      std::string name = path.substr(nodes_path.size());
+      auto it = nodes.find(name);
+      if (it == nodes.end()) {
+        reply(c, 404, status(404, "NotFound", "nodes \"" + name + "\" not found"));
+        return true;
+      }
+      if (method == "GET") {
+        reply(c, 200, it->second);
+        return true;
+      }
+      if (method == "PATCH") {
+        const char* type = mg_get_header(c, "Content-Type");
+        if (!type || std::string(type) != "application/merge-patch+json") {
+          reply(c, 415,
+                status(415, "UnsupportedMediaType",
+                       std::string("the body of the request was in an unknown format: ") +
+                           (type ? type : "")));
+          return true;
+        }
+        auto patch = nlohmann::json::parse(body, nullptr, false);
+        if (!patch.is_object()) {
+          reply(c, 400, status(400, "BadRequest", "not JSON"));
+          return true;
+        }
+        if (patch.contains("metadata") && patch["metadata"].contains("labels"))
+          label_patches.push_back(patch["metadata"]["labels"]);
+        it->second.merge_patch(patch);
+        it->second["metadata"]["resourceVersion"] = std::to_string(++rv_);
+        reply(c, 200, it->second);
+        return true;
+      }
+      reply(c, 405, status(405, "MethodNotAllowed", method));
+      return true;
+    }
+    if (path.rfind(ns_path, 0) != 0) return false;
+    std::string rest = path.substr(ns_path.size());  // "<ns>/<kind>/..."
+    auto slash = rest.find('/');
+    if (slash == std::string::npos) return false;
+    std::string ns = rest.substr(0, slash);
+    std::string tail = rest.substr(slash + 1);
+    if (method == "GET" && tail.rfind("configmaps/", 0) == 0) {
+      auto it = config_maps.find(ns + "/" + tail.substr(11));
+      if (it == config_maps.end()) {
+        reply(c, 404, status(404, "NotFound", "configmaps \"" + tail.substr(11) + "\" not found"));
+      } else {
+        reply(c, 200, it->second);
+      }
+      return true;
+    }
+    if (method == "POST" && tail == "events") {
+      auto event = nlohmann::json::parse(body, nullptr, false);
+      // core/v1's schema is large: read on the first Event only (the DRA tests send none).
+      if (!core_schema_)
+        core_schema_ =
+            std::make_unique<K8sSchema>(std::vector<std::string>{"core-v1-openapi.json"});
+      for (const auto& e : core_schema_->validate_object(event))
+        schema_errors.push_back("POST " + path + ": " + e);
+      events.push_back(event);
+      reply(c, 201, event);
+      return true;
+    }
+    const std::string pods = "pods/";
+    if (method == "POST" && tail.rfind(pods, 0) == 0 && tail.size() > pods.size() + 9 &&
+        tail.compare(tail.size() - 9, 9, "/eviction") == 0) {
+      std::string pod = tail.substr(pods.size(), tail.size() - pods.size() - 9);
+      auto eviction = nlohmann::json::parse(body, nullptr, false);
+      if (!eviction.is_object() || eviction.value("kind", "") != "Eviction" ||
+          eviction.value("apiVersion", "") != "policy/v1" ||
+          eviction["metadata"].value("name", "") != pod) {
+        reply(c, 400, status(400, "BadRequest", "not a policy/v1 Eviction of " + pod));
+        return true;
+      }
+      if (refuse_next_evictions > 0) {
+        --refuse_next_evictions;
+        reply(c, 429,
+              status(429, "TooManyRequests",
+                     "Cannot evict pod as it would violate the pod's disruption budget."));
+        return true;
+      }
+      evictions.push_back(ns + "/" + pod);
+      if (on_eviction) on_eviction(ns, pod);
+      reply(c, 201, status(201, "", ""));
+      return true;
+    }
+    return false;
+  }
+
   // Another writer touched every slice: their resourceVersions moved on.
   void bump_everything() {
     for (auto& [name, s] : slices)
@@ -203,6 +314,7 @@ class FakeApiServer {
   int port_ = 0;
   std::uint64_t rv_ = 100;
   K8sSchema schema_;
+  std::unique_ptr<K8sSchema> core_schema_;
 };
 
 }  // namespace polyaccel::testing

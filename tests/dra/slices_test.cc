@@ -3,6 +3,7 @@
 // OpenAPI schema of resource.k8s.io/v1 (k8s_schema.h).
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <set>
 
 #include "dra/slices.h"
@@ -146,6 +147,31 @@ INSTANTIATE_TEST_SUITE_P(Dra, CapturedMachine,
 
 // The facts of the XE8640 capture (KEP-6072's example board): the H100 at cb:00.0 (gpu-2) shares
 // neither a NUMA node nor a root complex with an RDMA NIC; the other three do.
+// Node names up to 253 characters: two that share their first 240 must not name the same
+// slices (issue 29: the names were cut to the same 241 characters, and each node's publisher
+// would have overwritten the other's). Every name is a DNS subdomain of at most 253 characters.
+TEST(DraSlices, LongNodeNamesGiveDistinctValidSliceNames) {
+  static const std::regex kDns1123Subdomain(
+      "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*");
+  const std::string shared(240, 'n');
+  std::set<std::string> names;
+  for (const std::string& node : {shared + ".a2345678901", shared + ".b2345678901", shared + "-x",
+                                  shared + "-y", std::string(253, 'q'), shared}) {
+    Pool pool;
+    pool.node = node;
+    for (size_t index : {0u, 1u, 12u}) {
+      std::string name = slice_name(pool, index);
+      EXPECT_LE(name.size(), 253u) << name;
+      // metadata.name as the API server checks it (IsDNS1123Subdomain: no per-label limit).
+      EXPECT_TRUE(std::regex_match(name, kDns1123Subdomain)) << name;
+      EXPECT_TRUE(names.insert(name).second) << "two slices named " << name;
+    }
+  }
+  Pool short_node;
+  short_node.node = "node-1";
+  EXPECT_EQ(slice_name(short_node, 3), "node-1-polyaccel-3");  // short names are unchanged
+}
+
 TEST(DraSlices, Xe8640GpuNicClaimsWhereTheBoardAllowsThem) {
   HostModel m = polyaccel::testing::load_fixture(polyaccel::testing::kXe8640);
   Pool p = pool_of(m);

@@ -119,6 +119,32 @@ TEST_F(HostCollectors, AbsentStateIsNothingAllocated) {
   EXPECT_EQ(count(f, "polyaccel_audit_findings"), 0u);  // --audit-interval off: no audit
 }
 
+// A guest libvirt runs on the host (its status file under the sampler's root, as libvirtd keeps
+// it in /run/libvirt/qemu) counts as a placement without any state file.
+TEST_F(HostCollectors, RunningLibvirtGuestCountsWithoutAStateFile) {
+  auto view = place::build_host_view(model_, {});
+  ASSERT_TRUE(view);
+  const auto pus = view->cell(0)->pcpus.to_vector();
+  ASSERT_GE(pus.size(), 2u);
+  polyaccel::testing::write_text(
+      root_ / "run/libvirt/qemu/instance-00000001.xml",
+      "<domstatus state='running'><domain type='kvm'><name>instance-00000001</name>"
+      "<memory unit='GiB'>1</memory><vcpu>2</vcpu><cputune>"
+      "<vcpupin vcpu='0' cpuset='" +
+          std::to_string(pus[0]) +
+          "'/>"
+          "<vcpupin vcpu='1' cpuset='" +
+          std::to_string(pus[1]) +
+          "'/></cputune>"
+          "<numatune><memory mode='strict' nodeset='0'/></numatune></domain></domstatus>");
+  auto f = scrape({state_.string(), 0ms, nullptr, nullptr});
+  EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "placement"}}), 1.0);
+  EXPECT_EQ(value(f, "polyaccel_placement_allocations", {}), 1.0);
+  EXPECT_EQ(value(f, "polyaccel_placement_pinned_pus", {{"node", "0"}}), 2.0);
+  EXPECT_EQ(value(f, "polyaccel_placement_memory_bytes", {{"node", "0"}}), double(1ull << 30));
+  EXPECT_FALSE(fs::exists(state_));  // read only: nothing created
+}
+
 TEST_F(HostCollectors, CommittedPlacementShowsPinnedPusPagesAndDevice) {
   auto view = place::build_host_view(model_, {});
   ASSERT_TRUE(view);

@@ -3,7 +3,9 @@
 // host (sysfs tree with NUMA memory, hugepages and PCIe links) is scraped by the real Prometheus
 // server on loopback. The test queries Prometheus' HTTP API: every family the agents serve is
 // there with the scenario's values, pods get their series, and every Grafana panel query of
-// deploy/grafana returns data.
+// deploy/grafana returns data. A third agent serves over TLS with client certificates and basic
+// auth (--web-config-file), and Prometheus scrapes it as a ServiceMonitor with tlsConfig and
+// basicAuth would have it.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -22,6 +24,7 @@
 
 #include "support/fake_pod_resources.h"
 #include "support/prometheus_server.h"
+#include "support/test_pki.h"
 #include "support/test_support.h"
 
 namespace polyaccel {
@@ -247,6 +250,78 @@ TEST_F(PrometheusServer, ScrapesEveryFamilyAndEveryDashboardQuery) {
     SCOPED_TRACE("every dashboard query returns data");
     every_dashboard_query_returns_data();
   }
+}
+
+// Debian's Prometheus scrapes an agent over TLS, with a client certificate and basic auth (the
+// password from a file, as a ServiceMonitor's basicAuth Secret gives it); the same target without
+// the password, and in clear text, is down.
+TEST(PrometheusOverTls, ScrapesTheAgentWithClientCertificateAndBasicAuth) {
+  polyaccel::testing::TempDir tmp;
+  polyaccel::testing::TestPki pki(tmp.path());
+  std::string web = (tmp.path() / "web.yml").string();
+  polyaccel::testing::write_text(
+      web,
+      "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+      "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n"
+      // exporter-toolkit's test hash (Go's bcrypt): carol123
+      "basic_auth_users:\n  carol: $2y$10$qRTBuFoULoYNA7AQ/F3ck.trZBPyjV64.oA4ZsSBCIWvXuvQlQTuu\n");
+  std::string password = (tmp.path() / "password").string();
+  polyaccel::testing::write_text(password, "carol123");
+  Background agent("exec '" + polyaccel::testing::polyaccel_binary() + "' agent --topology '" +
+                       polyaccel::testing::topology_fixture(
+                           "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml")
+                           .string() +
+                       "' --kubelet-dir '' --pod-resources-socket '' --nfd-features-dir '' "
+                       "--state '' --audit-interval off --listen 127.0.0.1:0 --web-config-file '" +
+                       web + "'",
+                   tmp.path() / "agent.log");
+  int agent_port = polyaccel::testing::agent_port(agent);
+  int port = polyaccel::testing::free_port();
+  std::string target = "      - targets: ['127.0.0.1:" + std::to_string(agent_port) + "']\n";
+  std::string tls = "    scheme: https\n    tls_config:\n      ca_file: " + pki.ca_crt +
+                    "\n      cert_file: " + pki.client_crt + "\n      key_file: " + pki.client_key +
+                    "\n";
+  std::ofstream(tmp.path() / "prometheus.yml")
+      << "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+      << "  - job_name: tls-auth\n"
+      << tls << "    basic_auth:\n      username: carol\n      password_file: " << password
+      << "\n    static_configs:\n"
+      << target << "  - job_name: tls-no-password\n"
+      << tls << "    static_configs:\n"
+      << target << "  - job_name: clear-text\n    static_configs:\n"
+      << target;
+  Background prometheus(
+      "exec prometheus --config.file='" + (tmp.path() / "prometheus.yml").string() +
+          "' --storage.tsdb.path='" + (tmp.path() / "tsdb").string() +
+          "' --web.listen-address=127.0.0.1:" + std::to_string(port) + " --log.level=warn",
+      tmp.path() / "prometheus.log");
+  auto query = [&](const std::string& promql) {
+    fs::path q = tmp.path() / "query.txt";
+    std::ofstream(q) << promql;
+    auto r =
+        run_command("curl -sS --max-time 20 -G --data-urlencode query@'" + q.string() +
+                    "' http://127.0.0.1:" + std::to_string(port) + "/api/v1/query 2>/dev/null");
+    json j = json::parse(r.output, nullptr, false);
+    if (j.is_discarded() || j.value("status", "") != "success") return json::array();
+    return j["data"]["result"];
+  };
+  auto value = [&](const std::string& promql) -> std::string {
+    json r = query(promql);
+    return r.size() == 1 ? r[0]["value"][1].get<std::string>() : "";
+  };
+  // Two scrapes of each job, then the verdicts.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (value("count(count_over_time(up[5m]) >= 2)") != "3" &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(250ms);
+  EXPECT_EQ(value("up{job=\"tls-auth\"}"), "1") << prometheus.log() << agent.log();
+  EXPECT_EQ(value("count(polyaccel_build_info{job=\"tls-auth\"})"), "1");
+  EXPECT_FALSE(query("count({job=\"tls-auth\",__name__=~\"polyaccel_.+\"}) > 10").empty());
+  EXPECT_EQ(value("up{job=\"tls-no-password\"}"), "0");
+  EXPECT_EQ(value("up{job=\"clear-text\"}"), "0");
+  // Nothing of the password or key in the agent's log.
+  EXPECT_EQ(agent.log().find("carol123"), std::string::npos);
+  EXPECT_EQ(agent.log().find("PRIVATE KEY"), std::string::npos);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // apply_config_file: the host's config file (/etc/polyaccel/config.yaml, --config). The app here
 // has the options the file's keys fill, with the types and checks main.cc gives them (place's
-// CPU sets, ratios and reserved memory; the agent's listen address, intervals and state file).
+// CPU sets, ratios and reserved memory; the agent's listen address, web config file, intervals and
+// state file).
 // The first input byte picks the command; the rest is the file. The file either applies or is
 // refused with a message naming it; an option the command line gave keeps its value.
 #include <CLI/CLI.hpp>
@@ -16,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   CLI::App app{"fuzz"};
   std::string config_path, state, cpu_dedicated, cpu_shared, reserved;
   double cpu_ratio = 16.0, ram_ratio = 1.5;
-  std::string listen = "0.0.0.0:9477", interval = "10s", audit_interval = "1m";
+  std::string listen = ":9477", interval = "10s", audit_interval = "1m", web_config_file;
   app.add_option("--config", config_path);
   auto* place = app.add_subcommand("place");
   place->add_option("--state", state);
@@ -27,6 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   place->add_option("--reserved-memory-per-node", reserved);
   auto* agent = app.add_subcommand("agent");
   agent->add_option("--listen", listen);
+  agent->add_option("--web-config-file", web_config_file);
   agent->add_option("--interval", interval);
   agent->add_option("--audit-interval", audit_interval);
   agent->add_option("--state", state);

@@ -4,7 +4,9 @@ of `polyaccel place --libvirt` defined and started by a real libvirtd and QEMU i
 the QEMU process checked from outside: every vCPU thread on the PU its <vcpupin> names, every
 other thread (the emulator's) on <emulatorpin>'s cpuset, each guest cell's RAM a hugetlbfs
 mapping bound (bind:N) to the planned host node and faulted there, that node's free huge pages
-down by the cell's size. Usage: in_guest_libvirt.py POLYACCEL
+down by the cell's size. While the domain runs, polyaccel reads it from libvirt's status file
+(allocations lists it, release refuses it) and the same request no longer gets its PUs or pages;
+once destroyed it no longer counts. Usage: in_guest_libvirt.py POLYACCEL
 The 9p root is read-only: libvirt's state, cache, log and config directories get tmpfs mounts
 here (inside the guest only), with a libvirtd.conf and qemu.conf this script writes."""
 import json, os, shutil, signal, subprocess, sys, time
@@ -157,6 +159,50 @@ def for_tcg(xml):
     return ET.tostring(root, encoding="unicode")
 
 
+def place_json(args, domains=None):
+    """polyaccel place ARGS --json: (exit code, the JSON or None)."""
+    extra = ["--libvirt-domains", domains] if domains else []
+    r = sh(polyaccel, "place", *args, *extra, "--json", check_rc=False)
+    return r.returncode, (json.loads(r.stdout) if r.returncode in (0, 1) and r.stdout else None), r
+
+
+def counts_running(name, args, plan):
+    """While libvirtd runs the domain: polyaccel reads it from /run/libvirt/qemu/NAME.xml (its
+    status file) as a read-only placement and the same request no longer gets what it holds; with
+    --libvirt-domains none (the state file alone, as before) it would get the very same PUs."""
+    held = set(cpulist(plan["held_pus"]))
+    r = sh(polyaccel, "allocations", "--json", check_rc=False)
+    check(r.returncode == 0, "%s: allocations --json (%s)" % (name, r.stderr.strip()))
+    guests = [p for p in json.loads(r.stdout)["placements"] if p["name"] == "libvirt:" + name] if r.returncode == 0 else []
+    check(len(guests) == 1 and guests[0].get("owner") == "libvirt",
+          "%s: allocations lists libvirt:%s, owner libvirt" % (name, name))
+    if guests:
+        g = guests[0]
+        check(set(cpulist(g["held_pus"])) == held, "%s: the domain holds PUs %s = the plan's %s" % (
+            name, g["held_pus"], plan["held_pus"]))
+        check({(c["host_numa_node"], c["memory_bytes"], c["page_size_bytes"]) for c in g["cells"]} ==
+              {(c["host_numa_node"], c["memory_bytes"], c["page_size_bytes"]) for c in plan["cells"]},
+              "%s: the domain's cells (node, memory, page size) = the plan's: %s" % (name, g["cells"]))
+    rc, blind, _ = place_json(args, "none")
+    check(rc == 0 and set(cpulist(blind["held_pus"])) == held,
+          "%s: counting the state file alone, the same request gets the domain's PUs %s again" % (
+              name, blind and blind.get("held_pus")))
+    rc, seen, r = place_json(args)
+    if rc == 0:
+        again = set(cpulist(seen["held_pus"]))
+        check(not (again & held), "%s: the same request now avoids the domain's PUs %s: gets %s" % (
+            name, sorted(held), sorted(again)))
+        for c in seen["cells"]:
+            node, pages = c["host_numa_node"], c["memory_bytes"] // (PAGE_KB * 1024)
+            check(pages <= free_pages(node), "%s: a cell of %d pages on node %d, which has %d free" % (
+                name, pages, node, free_pages(node)))
+    else:
+        check(rc == 1, "%s: the same request no longer fits (exit %d: %s)" % (name, rc, r.stdout.strip()[-300:]))
+    r = sh(polyaccel, "release", "libvirt:" + name, check_rc=False)
+    check(r.returncode == 2 and "is a guest libvirt runs" in r.stderr,
+          "%s: release libvirt:%s is refused: %s" % (name, name, r.stderr.strip()))
+
+
 def scenario(name, args, expect):
     t0 = time.monotonic()
     r = sh(polyaccel, "place", *args, "--libvirt", "--name", name, "--json", check_rc=False)
@@ -234,7 +280,11 @@ def scenario(name, args, expect):
         now = free_pages(node)
         check(before[node] - now == n, "%s: node %d free 2 MiB pages %d -> %d (the guest's %d)" % (
             name, node, before[node], now, n))
+    counts_running(name, args, plan)
     virsh("destroy", name)
+    rc, after, _ = place_json(args)
+    check(rc == 0 and after["held_pus"] == plan["held_pus"],
+          "%s: destroyed, it no longer counts: the request gets PUs %s again" % (name, after and after.get("held_pus")))
     virsh("undefine", name)
     check(name not in virsh("list", "--all", "--name").stdout.split(), "%s: destroyed and undefined" % name)
     after = {n: free_pages(n) for n in before}

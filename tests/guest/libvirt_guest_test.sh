@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest driver of Guest.libvirt: boots the multi-NUMA guest (run-guest.sh) with 40 2 MiB pages on
 # every node and runs in_guest_libvirt.py there: place --libvirt's XML started by libvirtd + QEMU
-# in the guest. Usage: libvirt_guest_test.sh POLYACCEL
+# in the guest, and polyaccel counting the running domains. Usage: libvirt_guest_test.sh POLYACCEL
 set -euo pipefail
 polyaccel=$(realpath "$1")  # the guest runs it from another directory
 here=$(cd "$(dirname "$0")" && pwd)

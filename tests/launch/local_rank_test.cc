@@ -94,5 +94,16 @@ TEST(LocalRank, SlurmTaskCountsPerNode) {
     EXPECT_EQ(slurm_tasks_on_node(bad, 0), std::nullopt) << bad;
 }
 
+// 4,296 items of 999,999 nodes pass 2^32 nodes (a 47 KB value, under Linux's 128 KiB limit for
+// one environment string): the count must not wrap round to an early item's.
+TEST(LocalRank, SlurmTaskCountsDoNotWrap) {
+  std::string text;
+  for (int i = 0; i < 4296; ++i)
+    text += (i == 0 ? "7(x999999)" : ",1(x999999)");
+  EXPECT_EQ(slurm_tasks_on_node(text, 4'294'967'295u), 1u);
+  EXPECT_EQ(slurm_tasks_on_node(text, 999'998u), 7u);
+  EXPECT_EQ(slurm_tasks_on_node("7(x999999)", 4'294'967'295u), std::nullopt);
+}
+
 }  // namespace
 }  // namespace polyaccel

@@ -197,9 +197,30 @@ TEST(NcclGuest, WrongOrBrokenXmlIsRefused) {
             "' slot='0' function='0'/></source><address type='pci' domain='0' bus='1' slot='0' "
             "function='0'/></hostdev></devices></domain>");
     ASSERT_FALSE(wrapped.ok()) << bus;
-    EXPECT_NE(wrapped.error().message().find("g.xml: a PCI <hostdev> has no source address"),
+    EXPECT_NE(wrapped.error().message().find("g.xml: a PCI <hostdev>'s <source> <address> bus="),
               std::string::npos)
         << bus << ": " << wrapped.error().message();
+  }
+  // Out of a PCI address's range: refused naming the field, never read as 0000 or wrapped
+  // (issue 29: domain 0x10000 was read as 0000, bus 0x1cb reported as 0000:cb:00.0).
+  const std::pair<const char*, const char*> out_of_range[] = {
+      {"domain='0x10000' bus='0x4e' slot='0' function='0'", "domain='0x10000'"},
+      {"domain='0xffffffff' bus='0x4e' slot='0' function='0'", "domain='0xffffffff'"},
+      {"domain='0x100000000' bus='0x4e' slot='0' function='0'", "domain='0x100000000'"},
+      {"domain='0' bus='0x1cb' slot='0' function='0'", "bus='0x1cb' is not a number in 0..0xff"},
+      {"domain='0' bus='0xcb' slot='0x20' function='0'", "slot='0x20'"},
+      {"domain='0' bus='0xcb' slot='0' function='8'", "function='8'"},
+  };
+  for (const auto& [source, named] : out_of_range) {
+    auto refused = render::nccl_guest_view(
+        cpu_only({"0000:cb:00.0"}), "g.xml",
+        std::string("<domain><devices><hostdev type='pci'><source><address ") + source +
+            "/></source><address type='pci' domain='0' bus='0' slot='5' "
+            "function='0'/></hostdev></devices></domain>");
+    ASSERT_FALSE(refused.ok()) << source;
+    EXPECT_EQ(refused.error().code, ErrorCode::bad_input);
+    EXPECT_NE(refused.error().message().find(named), std::string::npos)
+        << source << ": " << refused.error().message();
   }
 }
 

@@ -114,5 +114,49 @@ TEST(MigPartedConfig, MalformedAndForeignFilesAreRefusedWithTheLine) {
   }
 }
 
+// Issue 29: a value of the wrong kind names its key, file and line (yaml-cpp said only "bad
+// conversion"); a GPU in two entries of a config is refused (the second was dropped without a
+// word and apply reported "0 changes").
+TEST(MigPartedConfig, WrongValuesNameTheirKeyAndAGpuIsInOneEntry) {
+  struct Case {
+    std::string text, where, problem;
+  } cases[] = {
+      {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: \"yes please\"\n",
+       "t.yaml:5", "mig-enabled: 'yes please' is not true or false"},
+      {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: [true]\n",
+       "t.yaml:5", "mig-enabled must be a single value, not a list or mapping"},
+      {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n"
+       "      device-filter: [{a: 1}]\n      mig-devices: {}\n",
+       "t.yaml:6", "device-filter must be a single value, not a list or mapping"},
+      {"version: v1\nmig-configs:\n  [a]: []\n", "t.yaml:3",
+       "a mig-configs name must be a single value, not a list or mapping"},
+      {"version: v1\nmig-configs:\n  a:\n    - devices: [0, 1]\n      mig-enabled: false\n"
+       "    - devices: [1]\n      mig-enabled: true\n      mig-devices: {\"1g.5gb\": 7}\n",
+       "t.yaml:6", "config a: GPU 1 is also in the entry at t.yaml:4"},
+      {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n"
+       "    - devices: [3]\n      mig-enabled: false\n",
+       "t.yaml:6", "config a: GPU 3 is also in the entry at t.yaml:4"},
+      {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      device-filter: 0x20B010DE\n"
+       "      mig-enabled: false\n    - devices: all\n      mig-enabled: false\n",
+       "t.yaml:7", "config a: every GPU is also in the entry at t.yaml:4"},
+  };
+  for (const auto& c : cases) {
+    auto r = parse_mig_parted_config(c.text, "t.yaml");
+    ASSERT_FALSE(r) << c.text;
+    EXPECT_EQ(r.error().code, ErrorCode::bad_input);
+    EXPECT_EQ(r.error().input, c.where) << c.text << r.error().message();
+    EXPECT_EQ(r.error().problem, c.problem) << c.text;
+  }
+  // The same GPU index for two models (device-filter) is two GPUs, and yes/no are YAML booleans.
+  auto ok = parse_mig_parted_config(
+      "version: v1\nmig-configs:\n  a:\n    - devices: all\n      device-filter: 0x20B010DE\n"
+      "      mig-enabled: no\n    - devices: all\n      device-filter: 0x233110DE\n"
+      "      mig-enabled: yes\n      mig-devices: {\"1g.10gb\": 7}\n",
+      "t.yaml");
+  ASSERT_TRUE(ok) << ok.error().message();
+  EXPECT_FALSE(ok->configs.at("a")[0].mig_enabled);
+  EXPECT_TRUE(ok->configs.at("a")[1].mig_enabled);
+}
+
 }  // namespace
 }  // namespace polyaccel

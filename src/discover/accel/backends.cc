@@ -7,20 +7,6 @@
 
 namespace polyaccel {
 
-const char* to_string(AcceleratorEventKind kind) {
-  switch (kind) {
-    case AcceleratorEventKind::xid:
-      return "xid";
-    case AcceleratorEventKind::ecc_uncorrectable:
-      return "ecc_uncorrectable";
-    case AcceleratorEventKind::critical:
-      return "critical";
-    case AcceleratorEventKind::other:
-      return "other";
-  }
-  return "other";
-}
-
 std::vector<std::unique_ptr<AcceleratorBackend>> make_all_backends() {
   std::vector<std::unique_ptr<AcceleratorBackend>> all;
   all.push_back(make_nvml_backend());

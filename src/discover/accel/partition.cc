@@ -11,28 +11,6 @@
 
 namespace polyaccel {
 
-const MigProfile* MigGeometry::profile(std::string_view wanted) const {
-  for (const auto& p : profiles) {
-    if (p.name == wanted) return &p;
-  }
-  // mig-parted writes "1g.10gb.me" in config names for "1g.10gb+me".
-  std::string plus(wanted);
-  if (auto at = plus.rfind(".me"); at != std::string::npos && at + 3 == plus.size()) {
-    plus.replace(at, 1, "+");
-    for (const auto& p : profiles) {
-      if (p.name == plus) return &p;
-    }
-  }
-  return nullptr;
-}
-
-const MigProfile* MigGeometry::profile_by_id(unsigned id) const {
-  for (const auto& p : profiles) {
-    if (p.profile_id == id) return &p;
-  }
-  return nullptr;
-}
-
 namespace {
 
 constexpr std::int64_t kAmdVendorId = 0x1002;

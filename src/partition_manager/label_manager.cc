@@ -1,0 +1,295 @@
+#include "partition_manager/label_manager.h"
+
+#include <iostream>
+
+#include "core/strings.h"
+#include "partition_manager/mig_apply.h"
+#include "partition_manager/node_api.h"
+
+namespace polyaccel {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string joined(const std::set<std::string>& items) {
+  return join(std::vector<std::string>(items.begin(), items.end()), ", ");
+}
+
+}  // namespace
+
+PartitionLabelManager::PartitionLabelManager(dra::KubeClient& client,
+                                             PartitionManagerOptions options,
+                                             PartitionManagerHooks hooks)
+    : client_(client), options_(std::move(options)), hooks_(std::move(hooks)) {}
+
+PartitionLabelManager::~PartitionLabelManager() {
+  stop();
+}
+
+void PartitionLabelManager::log(const std::string& line) const {
+  if (options_.log) {
+    options_.log(line);
+  } else {
+    std::cerr << "polyaccel agent: " << options_.labels.config << ": " << line << "\n";
+  }
+}
+
+void PartitionLabelManager::set_withdrawn(const std::set<std::string>& gpus) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    withdrawn_ = gpus;
+  }
+  if (hooks_.withdraw) hooks_.withdraw(gpus);
+}
+
+std::set<std::string> PartitionLabelManager::withdrawn() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return withdrawn_;
+}
+
+PartitionOutcome PartitionLabelManager::last_outcome() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return outcome_;
+}
+
+bool PartitionLabelManager::step(ApplyStep s) {
+  if (hooks_.after_step && !hooks_.after_step(s)) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return !stop_;
+}
+
+Status PartitionLabelManager::recover() {
+  auto record = read_partition_apply_record(options_.state_file);
+  if (!record) return record.error();
+  record_ = *record;
+  if (record_ && (record_->unfinished() || record_->phase == ApplyPhase::failed) &&
+      !record_->gpus.empty()) {
+    std::set<std::string> gpus(record_->gpus.begin(), record_->gpus.end());
+    log("the last apply of " + record_->config + " ended " + to_string(record_->phase) + ": GPUs " +
+        joined(gpus) + " stay withdrawn until an apply finishes");
+    set_withdrawn(gpus);
+  }
+  return Ok{};
+}
+
+Status PartitionLabelManager::reconcile_once() {
+  auto labels = get_node_labels(client_, options_.node);
+  if (!labels) return labels.error();
+  std::string config, state;
+  if (auto it = labels->find(options_.labels.config); it != labels->end()) config = it->second;
+  if (auto it = labels->find(options_.labels.state); it != labels->end()) state = it->second;
+  if (record_ && record_->unfinished()) {
+    // Killed in the middle (or a reset or reboot since): finish with what the label asks now,
+    // planned again against what the GPUs have, which completes a half-done change.
+    log("resuming the apply of " + record_->config + " (" + to_string(record_->phase) + ")");
+    apply(config.empty() ? record_->config : config);
+    return Ok{};
+  }
+  if (config.empty()) return Ok{};
+  bool same = record_ && record_->label == options_.labels.config && record_->config == config;
+  if (same && record_->phase == ApplyPhase::done && state == options_.labels.success) return Ok{};
+  // A failed config is not tried again until the label changes (as mig-manager).
+  if (same && record_->phase == ApplyPhase::failed && state == options_.labels.failed) return Ok{};
+  apply(config);
+  return Ok{};
+}
+
+void PartitionLabelManager::finish(PartitionOutcome outcome, PartitionApplyRecord record) {
+  if (auto st = write_partition_apply_record(options_.state_file, record); !st)
+    log("cannot write the state file: " + st.error().message());
+  record_ = record;
+  set_withdrawn(std::set<std::string>(record.gpus.begin(), record.gpus.end()));
+  if (auto st = patch_node_labels(client_, options_.node, {{options_.labels.state, outcome.state}});
+      !st) {
+    log("cannot set " + options_.labels.state + "=" + outcome.state + ": " + st.error().message());
+  }
+  const PartitionLabels& l = options_.labels;
+  std::string type = outcome.state == l.success ? "Normal" : "Warning";
+  std::string reason = l.event_prefix + (outcome.state == l.success     ? "Applied"
+                                         : outcome.state == l.rebooting ? "NeedsGpuReset"
+                                                                        : "Failed");
+  std::string message = l.what + " " + outcome.config + ": ";
+  if (outcome.state == l.success) {
+    message += outcome.changed_gpus.empty()
+                   ? "already in place, no GPU changed"
+                   : "applied; GPUs changed: " + join(outcome.changed_gpus, ", ");
+  } else {
+    message += outcome.reason;
+  }
+  if (auto st = post_node_event(client_, options_.config_map_namespace, options_.node, type, reason,
+                                message, options_.component);
+      !st) {
+    log("cannot post an Event: " + st.error().message());
+  }
+  log(message);
+  std::lock_guard<std::mutex> lock(mu_);
+  outcome_ = std::move(outcome);
+}
+
+void PartitionLabelManager::apply(const std::string& config) {
+  const Clock::time_point started = Clock::now();
+  Clock::duration waited{0};
+  const PartitionLabels& l = options_.labels;
+  PartitionOutcome outcome;
+  outcome.config = config;
+  // GPUs an earlier apply left half-configured stay withdrawn until this one succeeds.
+  std::set<std::string> left_withdrawn;
+  if (record_ && (record_->unfinished() || record_->phase == ApplyPhase::failed))
+    left_withdrawn.insert(record_->gpus.begin(), record_->gpus.end());
+  PartitionApplyRecord record{l.config, config, ApplyPhase::failed, {}, {}};
+  auto abandon = [&] {
+    outcome.abandoned = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    outcome_ = outcome;
+  };
+  // Fails the apply; `keep_withdrawn`: the GPUs that stay withdrawn (changed half way).
+  auto fail = [&](const std::string& reason, const std::set<std::string>& keep_withdrawn) {
+    outcome.state = l.failed;
+    outcome.reason = reason;
+    outcome.apply_time = Clock::now() - started - waited;
+    record.phase = ApplyPhase::failed;
+    record.reason = reason;
+    record.gpus.assign(keep_withdrawn.begin(), keep_withdrawn.end());
+    finish(outcome, record);
+  };
+
+  if (auto st = patch_node_labels(client_, options_.node, {{l.state, l.pending}}); !st) {
+    log("cannot set " + l.state + "=" + l.pending + ": " + st.error().message());
+    return;  // the next look tries again
+  }
+  if (!step(ApplyStep::pending_set)) return abandon();
+
+  // The ConfigMap, read once for this apply, and the plan against what the GPUs have now.
+  std::string source = "ConfigMap " + options_.config_map_namespace + "/" + options_.config_map;
+  auto text = get_config_map_key(client_, options_.config_map_namespace, options_.config_map,
+                                 options_.config_map_key);
+  if (!text) return fail(text.error().message(), left_withdrawn);
+  std::unique_ptr<PartitionWorkflow> workflow = hooks_.workflow ? hooks_.workflow() : nullptr;
+  if (!workflow) return fail("no partition workflow", left_withdrawn);
+  auto changes = workflow->plan(*text, source + " " + options_.config_map_key, config);
+  if (!changes) return fail(changes.error().message(), left_withdrawn);
+  std::set<std::string> changing;
+  for (const auto& c : *changes)
+    changing.insert(c.bus_id);
+  outcome.changed_gpus.assign(changing.begin(), changing.end());
+
+  // Stop advertising the GPUs that change; the others keep serving.
+  std::set<std::string> withdrawn = changing;
+  withdrawn.insert(left_withdrawn.begin(), left_withdrawn.end());
+  record.phase = ApplyPhase::withdrawn;
+  record.gpus.assign(withdrawn.begin(), withdrawn.end());
+  if (!changes->empty()) {
+    if (auto st = write_partition_apply_record(options_.state_file, record); !st)
+      return fail("cannot write the state file: " + st.error().message(), left_withdrawn);
+    record_ = record;
+    set_withdrawn(withdrawn);
+  }
+  if (!step(ApplyStep::gpus_withdrawn)) return abandon();
+
+  // Wait for the pods that hold them to end (or evict them).
+  std::vector<std::string> ids;
+  for (const auto& c : *changes) {
+    ids.push_back(c.bus_id);
+    ids.insert(ids.end(), c.device_ids.begin(), c.device_ids.end());
+    if (hooks_.device_ids) {
+      for (auto& id : hooks_.device_ids(c.bus_id))
+        ids.push_back(std::move(id));
+    }
+  }
+  const Clock::time_point wait_start = Clock::now();
+  std::set<std::string> evicted;
+  while (!changes->empty() && hooks_.pods) {
+    std::vector<PodRef> holders = hooks_.pods().pods_of(ids);
+    if (holders.empty()) break;
+    std::vector<std::string> names;
+    for (const auto& p : holders) {
+      std::string name = p.pod_namespace + "/" + p.pod;
+      names.push_back(name);
+      if (options_.evict_pods && !evicted.count(name)) {
+        auto done = evict_pod(client_, p.pod_namespace, p.pod);
+        if (!done) {
+          log("eviction of " + name + ": " + done.error().message());
+        } else if (*done) {
+          evicted.insert(name);
+          log("evicted pod " + name);
+        }
+      }
+    }
+    if (Clock::now() - wait_start > options_.pod_wait) {
+      waited = Clock::now() - wait_start;
+      return fail("pods still hold the GPUs " + joined(changing) + " after " +
+                      std::to_string(options_.pod_wait.count()) + " ms: " + join(names, ", ") +
+                      (options_.evict_pods ? "" : " (evict them, or turn the eviction policy on)"),
+                  left_withdrawn);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, options_.pod_check, [&] { return stop_; })) {
+      lock.unlock();
+      return abandon();  // the agent stops: the state file says where it was
+    }
+  }
+  waited = Clock::now() - wait_start;
+  if (!step(ApplyStep::pods_gone)) return abandon();
+
+  // Apply under `mig apply`'s lock, GPU by GPU.
+  std::vector<std::string> reset_needed;
+  if (!changes->empty()) {
+    record.phase = ApplyPhase::applying;
+    if (auto st = write_partition_apply_record(options_.state_file, record); !st)
+      return fail("cannot write the state file: " + st.error().message(), left_withdrawn);
+    record_ = record;
+    MigApplyLock lock;
+    if (auto st = lock.acquire(); !st) return fail(st.error().message(), left_withdrawn);
+    for (std::size_t i = 0; i < changes->size(); ++i) {
+      auto done = workflow->apply(i);
+      if (!done) return fail(done.error().message(), withdrawn);
+      if (!*done) reset_needed.push_back((*changes)[i].bus_id);
+      if (!step(ApplyStep::gpu_applied)) return abandon();
+    }
+  }
+  if (!reset_needed.empty()) {
+    // mig-manager's choice: a mode change the driver holds until a GPU reset is reported as
+    // `rebooting`; the GPUs stay withdrawn and the apply finishes when the agent starts again.
+    outcome.state = l.rebooting;
+    outcome.reason = "the change waits for a GPU reset or a reboot of " + join(reset_needed, ", ") +
+                     "; the apply finishes when the agent starts again";
+    outcome.apply_time = Clock::now() - started - waited;
+    record.phase = ApplyPhase::rebooting;
+    finish(outcome, record);
+    return;
+  }
+  if (auto st = workflow->verify(); !st)
+    return fail("after the apply: " + st.error().message(), withdrawn);
+  if (!step(ApplyStep::verified)) return abandon();
+  outcome.state = l.success;
+  outcome.apply_time = Clock::now() - started - waited;
+  record.phase = ApplyPhase::done;
+  record.gpus.clear();
+  finish(outcome, record);
+}
+
+void PartitionLabelManager::run() {
+  for (;;) {
+    if (auto st = reconcile_once(); !st) log(st.error().message());
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, options_.poll, [&] { return stop_; })) return;
+  }
+}
+
+void PartitionLabelManager::start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_ = false;
+  thread_ = std::thread([this] { run(); });
+}
+
+void PartitionLabelManager::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace polyaccel

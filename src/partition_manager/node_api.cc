@@ -1,0 +1,133 @@
+#include "partition_manager/node_api.h"
+
+#include <chrono>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/file_io.h"
+
+namespace polyaccel {
+
+namespace {
+
+using dra::HttpResponse;
+using dra::KubeClient;
+using dra::url_encode;
+
+// The API server's message for a failed request, else its status.
+Error api_error(const std::string& what, const HttpResponse& r) {
+  std::string message;
+  auto doc = nlohmann::json::parse(r.body, nullptr, false);
+  if (doc.is_object() && doc.contains("message") && doc["message"].is_string())
+    message = doc["message"].get<std::string>();
+  ErrorCode code = r.status == 404 ? ErrorCode::not_found : ErrorCode::io;
+  return Error{
+      code, what, "HTTP " + std::to_string(r.status) + (message.empty() ? "" : ": " + message),
+      r.status == 403 ? "the agent's ServiceAccount lacks this permission (deploy/ RBAC)" : ""};
+}
+
+std::string now_rfc3339() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+Result<std::map<std::string, std::string>> get_node_labels(KubeClient& client,
+                                                           const std::string& node) {
+  std::string what = "Node " + node;
+  auto r = client.request("GET", "/api/v1/nodes/" + url_encode(node));
+  if (!r) return r.error();
+  if (r->status != 200) return api_error(what, *r);
+  auto doc = nlohmann::json::parse(r->body, nullptr, false);
+  if (!doc.is_object())
+    return Error{ErrorCode::io, what, "the API server's answer is not JSON", ""};
+  std::map<std::string, std::string> labels;
+  const auto& meta = doc.value("metadata", nlohmann::json::object());
+  if (meta.is_object() && meta.contains("labels") && meta["labels"].is_object()) {
+    for (const auto& [k, v] : meta["labels"].items()) {
+      if (v.is_string()) labels[k] = v.get<std::string>();
+    }
+  }
+  return labels;
+}
+
+Status patch_node_labels(KubeClient& client, const std::string& node,
+                         const std::map<std::string, std::string>& labels) {
+  nlohmann::json patch = {{"metadata", {{"labels", labels}}}};
+  auto r = client.request("PATCH", "/api/v1/nodes/" + url_encode(node), patch.dump());
+  if (!r) return r.error();
+  if (r->status != 200) return api_error("Node " + node + " labels", *r);
+  return Ok{};
+}
+
+Result<std::string> get_config_map_key(KubeClient& client, const std::string& name_space,
+                                       const std::string& name, const std::string& key) {
+  std::string what = "ConfigMap " + name_space + "/" + name;
+  auto r = client.request(
+      "GET", "/api/v1/namespaces/" + url_encode(name_space) + "/configmaps/" + url_encode(name));
+  if (!r) return r.error();
+  if (r->status != 200) return api_error(what, *r);
+  auto doc = nlohmann::json::parse(r->body, nullptr, false);
+  if (!doc.is_object())
+    return Error{ErrorCode::io, what, "the API server's answer is not JSON", ""};
+  const auto data = doc.value("data", nlohmann::json::object());
+  if (!data.is_object() || !data.contains(key))
+    return Error{ErrorCode::not_found, what, "has no key " + key, "add data." + key};
+  if (!data[key].is_string()) return bad_input(what, "data." + key + " is not a string");
+  std::string text = data[key].get<std::string>();
+  if (text.size() > kMaxConfigFileBytes)
+    return bad_input(
+        what, "data." + key + " is larger than " + std::to_string(kMaxConfigFileBytes) + " bytes");
+  return text;
+}
+
+Result<bool> evict_pod(KubeClient& client, const std::string& name_space, const std::string& pod) {
+  nlohmann::json eviction = {{"apiVersion", "policy/v1"},
+                             {"kind", "Eviction"},
+                             {"metadata", {{"name", pod}, {"namespace", name_space}}}};
+  auto r = client.request(
+      "POST",
+      "/api/v1/namespaces/" + url_encode(name_space) + "/pods/" + url_encode(pod) + "/eviction",
+      eviction.dump());
+  if (!r) return r.error();
+  if (r->status == 200 || r->status == 201) return true;
+  if (r->status == 404) return true;   // gone already
+  if (r->status == 429) return false;  // a PodDisruptionBudget forbids it now
+  return api_error("eviction of pod " + name_space + "/" + pod, *r);
+}
+
+Status post_node_event(KubeClient& client, const std::string& name_space, const std::string& node,
+                       const std::string& type, const std::string& reason,
+                       const std::string& message, const std::string& component) {
+  static thread_local std::mt19937_64 random{std::random_device{}()};
+  char suffix[17];
+  std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random()));
+  std::string time = now_rfc3339();
+  nlohmann::json event = {
+      {"apiVersion", "v1"},
+      {"kind", "Event"},
+      {"metadata", {{"name", node + "." + suffix}, {"namespace", name_space}}},
+      {"involvedObject", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", node}}},
+      {"type", type},
+      {"reason", reason},
+      {"message", message.substr(0, 1024)},
+      {"source", {{"component", component}, {"host", node}}},
+      {"reportingComponent", component},
+      {"reportingInstance", node},
+      {"firstTimestamp", time},
+      {"lastTimestamp", time},
+      {"count", 1}};
+  auto r = client.request("POST", "/api/v1/namespaces/" + url_encode(name_space) + "/events",
+                          event.dump());
+  if (!r) return r.error();
+  if (r->status != 201 && r->status != 200) return api_error("Event on Node " + node, *r);
+  return Ok{};
+}
+
+}  // namespace polyaccel
