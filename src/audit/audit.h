@@ -72,4 +72,20 @@ std::vector<Finding> audit_host(const HostModel& model, const TuningFacts& facts
 // Every finding id the checks can give, in checks.cc order.
 std::vector<std::string> all_finding_ids();
 
+// A check that could not judge the host for lack of a fact: a capture without proc/sys, a root
+// that is no host tree. A check whose facts are there runs, whatever it finds.
+struct UncheckedCheck {
+  std::string id;            // "numa.balancing"
+  std::string missing_fact;  // "proc/sys/kernel/numa_balancing"
+};
+
+// How much of the audit could run: `checks` ids asked for (all, or `only`), of which `unchecked`
+// could not run. So that half a capture never reads as a clean host.
+struct AuditCoverage {
+  std::size_t checks = 0;
+  std::vector<UncheckedCheck> unchecked;  // in checks.cc order
+  std::size_t ran() const { return checks - unchecked.size(); }
+};
+AuditCoverage audit_coverage(const AuditInput& input, const std::vector<std::string>& only = {});
+
 }  // namespace polyaccel

@@ -11,8 +11,12 @@ bool iommu_on(const TuningFacts& f) {
   return f.iommu_present || !f.iommu_groups.empty();
 }
 
-std::string iommu_on_arg(const TuningFacts& f) {
-  return f.cpu_vendor == "AuthenticAMD" ? "amd_iommu=on" : "intel_iommu=on";
+// The kernel arguments that turn the IOMMU on with identity mapping for the host's devices.
+// AMD's IOMMU is on by default and amd_iommu= has no "on" (off, fullflush, force_isolation...):
+// iommu=pt is all; Intel's needs intel_iommu=on on kernels built without it on by default.
+std::vector<std::string> iommu_on_args(const TuningFacts& f) {
+  if (f.cpu_vendor == "AuthenticAMD") return {"iommu=pt"};
+  return {"intel_iommu=on", "iommu=pt"};
 }
 
 }  // namespace
@@ -32,7 +36,7 @@ Findings check_iommu(const AuditContext& c) {
       fd.expected = "the IOMMU on, so that devices can be passed through with vfio-pci";
       fd.remedy.summary =
           "enable VT-d / AMD-Vi in the firmware and the IOMMU on the kernel command line";
-      fd.remedy.kernel_args = {iommu_on_arg(f), "iommu=pt"};
+      fd.remedy.kernel_args = iommu_on_args(f);
       out.push_back(std::move(fd));
     }
     return out;

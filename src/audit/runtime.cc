@@ -162,7 +162,7 @@ void check_specs(const AuditContext& c, const ContainerRuntimeFacts& r, Findings
     else if (spec.kind.starts_with("amd.com/"))
       f.remedy.commands.push_back(vendor_runtimes()[1].generate_command);
     else if (spec.kind.starts_with("polyaccel.io/"))
-      f.remedy.commands.push_back("polyaccel cdi generate -o " +
+      f.remedy.commands.push_back("polyaccel cdi generate --cdi-dir " +
                                   spec.path.substr(0, spec.path.rfind('/')));
     out.push_back(std::move(f));
   }
@@ -190,7 +190,7 @@ void check_specs(const AuditContext& c, const ContainerRuntimeFacts& r, Findings
     f.remedy.summary =
         "generate the CDI specs for this host's devices (a runtime with CDI on "
         "finds them under /etc/cdi or /var/run/cdi)";
-    f.remedy.commands.push_back("polyaccel cdi generate -o /var/run/cdi");
+    f.remedy.commands.push_back("polyaccel cdi generate --cdi-dir /var/run/cdi");
     if (*v.generate_command) f.remedy.commands.push_back(v.generate_command);
     out.push_back(std::move(f));
   }

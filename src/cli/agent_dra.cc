@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
+#include "cli/conventions.h"
 #include "cli/dra_commands.h"
 #include "core/log.h"
 #include "dra/cdi_hook.h"
@@ -23,10 +24,9 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& o) {
                    "API server access (default: in-cluster; \"none\": publish nothing)")
       ->type_name("FILE");
   agent->add_option("--node-name", o.node_name, "the Node's name (default: $NODE_NAME, hostname)");
-  agent
-      ->add_option("--dra-mig-devices", o.dra_mig_devices,
-                   "existing MIG instances, or all placements")
-      ->check(CLI::IsMember({"existing", "all"}))
+  one_of(agent->add_option("--dra-mig-devices", o.dra_mig_devices,
+                           "existing MIG instances, or all placements"),
+         std::vector<std::string>{"existing", "all"})
       ->capture_default_str();
   agent
       ->add_option("--dra-root", o.dra_root,

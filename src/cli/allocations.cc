@@ -65,7 +65,7 @@ int run_allocations(const GlobalOptions& g, const std::string& state_path,
     out << json_text(j) << "\n";
     return kExitOk;
   }
-  out << state->placements.size() << " allocations in " << state_path
+  out << plural(state->placements.size(), "allocation") << " in " << state_path
       << (state->host.empty() ? "" : " (host " + state->host + ")") << "\n";
   for (const auto& p : state->placements)
     print_allocation(p, out);

@@ -12,6 +12,7 @@
 #include "audit/remedy_files.h"
 #include "cli/audit_view.h"
 #include "cli/commands.h"
+#include "cli/hugepage_options.h"
 #include "core/byte_size.h"
 #include "core/file_io.h"
 #include "core/json.h"
@@ -102,25 +103,10 @@ Result<AuditRequest> parse_request(const GlobalOptions& g, const AuditCommandOpt
     if (!a) return bad_input("--passthrough", "'" + bdf + "' is not a PCI address");
     r.intent.passthrough.push_back(*a);
   }
-  auto page = parse_byte_size(o.hugepage_size);
-  // The page size first: a per-node size below a page it cannot be is the page size's fault.
-  if (!page || !is_page_size(*page)) {
-    return bad_input("--hugepage-size", "'" + o.hugepage_size +
-                                            "' is not a page size: a power of two from 4KiB to "
-                                            "16GiB, like 2MiB or 1GiB");
-  }
-  r.intent.hugepage_size = *page;
-  if (!o.hugepages_per_node.empty()) {
-    auto bytes = parse_byte_size(o.hugepages_per_node);
-    if (!bytes)
-      return bad_input("--hugepages-per-node", "'" + o.hugepages_per_node + "' is not a size");
-    if (*bytes < *page) {
-      return bad_input("--hugepages-per-node", "'" + o.hugepages_per_node +
-                                                   "' is less than one --hugepage-size page (" +
-                                                   format_byte_size(*page) + ")");
-    }
-    r.intent.hugepages_per_node_bytes = *bytes;
-  }
+  auto hugepages = parse_hugepage_options(o.hugepages);
+  if (!hugepages) return hugepages.error();
+  r.intent.hugepage_size = hugepages->page_size;
+  r.intent.hugepages_per_node_bytes = hugepages->per_node_bytes;
   return r;
 }
 
@@ -255,8 +241,15 @@ nlohmann::json to_json(const Finding& f) {
           {"remedy", remedy_json(f.remedy)}};
 }
 
+nlohmann::json coverage_json(const AuditCoverage& coverage) {
+  nlohmann::json unchecked = nlohmann::json::array();
+  for (const auto& u : coverage.unchecked)
+    unchecked.push_back({{"id", u.id}, {"missing_fact", u.missing_fact}});
+  return {{"total", coverage.checks}, {"ran", coverage.ran()}, {"unchecked", unchecked}};
+}
+
 nlohmann::json audit_json(const HostModel& model, const AuditContext& context,
-                          const std::vector<Finding>& findings) {
+                          const std::vector<Finding>& findings, const AuditCoverage& coverage) {
   nlohmann::json list = nlohmann::json::array();
   nlohmann::json counts = {{"critical", 0}, {"warning", 0}, {"info", 0}};
   for (const auto& f : findings) {
@@ -273,13 +266,28 @@ nlohmann::json audit_json(const HostModel& model, const AuditContext& context,
           {"pinned_cpus", context.pinned.to_list()},
           {"passthrough", passthrough},
           {"counts", counts},
+          {"checks", coverage_json(coverage)},
           {"findings", list}};
 }
 
-void print_findings(const std::vector<Finding>& findings, std::ostream& out,
-                    const OutputStyle& style) {
+// The checks that could not run, so that a capture without most facts never reads as clean.
+void print_unchecked(const AuditCoverage& coverage, std::ostream& out) {
+  if (coverage.unchecked.empty()) return;
+  out << "\nNot checked, for lack of a fact (" << coverage.unchecked.size() << " of "
+      << coverage.checks << " checks):\n";
+  std::size_t width = 0;
+  for (const auto& u : coverage.unchecked)
+    width = std::max(width, u.id.size());
+  for (const auto& u : coverage.unchecked)
+    out << "  " << u.id << std::string(width - u.id.size() + 2, ' ') << "needs " << u.missing_fact
+        << "\n";
+}
+
+void print_findings(const std::vector<Finding>& findings, const AuditCoverage& coverage,
+                    std::ostream& out, const OutputStyle& style) {
   if (findings.empty()) {
-    out << "No findings.\n";
+    out << (coverage.unchecked.empty() ? "No findings.\n"
+                                       : "No findings in the checks that ran.\n");
     return;
   }
   for (const auto& f : findings) {
@@ -361,8 +369,10 @@ int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& a
   }
 
   AuditContext context = make_context({run->model, run->facts, run->samples, request->intent});
+  AuditCoverage coverage =
+      audit_coverage({run->model, run->facts, run->samples, request->intent}, request->only);
   if (options.json) {
-    nlohmann::json j = audit_json(run->model, context, run->findings);
+    nlohmann::json j = audit_json(run->model, context, run->findings, coverage);
     if (audit.fix) j["fix"] = fix_json;
     if (!audit.emit_dir.empty()) {
       std::vector<std::string> names;
@@ -375,8 +385,13 @@ int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& a
     out << "Audit of " << (run->model.hostname.empty() ? "(unnamed)" : run->model.hostname) << " ("
         << run->model.source << "), role " << (context.hypervisor ? "hypervisor" : "compute");
     if (!context.pinned.empty()) out << ", pinned CPUs " << context.pinned.to_list();
-    out << ": " << plural(run->findings.size(), "finding") << "\n\n";
-    print_findings(run->findings, out, options.style);
+    out << ": " << plural(run->findings.size(), "finding") << ", " << coverage.ran() << " of "
+        << plural(coverage.checks, "check") << " ran";
+    if (!coverage.unchecked.empty())
+      out << " (" << coverage.unchecked.size() << " lack a fact, listed below)";
+    out << "\n\n";
+    print_findings(run->findings, coverage, out, options.style);
+    print_unchecked(coverage, out);
     if (!audit.emit_dir.empty()) out << "\nRemedy files written to " << audit.emit_dir << "\n";
   }
   if (fix_failed) return kExitError;

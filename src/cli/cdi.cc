@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/dra_commands.h"
+#include "core/strings.h"
 #include "dra/cdi.h"
 #include "dra/cdi_hook.h"
 
@@ -39,12 +40,15 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
   auto specs = dra::node_specs(*model, *pool, host, co, &skipped);
   for (const auto& n : host.nvidia_driver.notes)
     skipped.push_back(n);
-  if (!options.output.empty()) {
+  if (!options.cdi_dir.empty()) {
     for (const auto& s : specs) {
-      Status st = dra::write_cdi_spec(options.output, s);
+      Status st = dra::write_cdi_spec(options.cdi_dir, s);
       if (!st) return fail(st.error());
     }
   }
+  // Every device skipped (no spec of any): nothing was written, which is not success (exit 1, as
+  // "no fit"); a node without devices at all is, as there is nothing to describe.
+  const bool nothing_described = specs.empty() && !skipped.empty();
   if (global.json) {
     nlohmann::json j = {{"schema_version", kCdiSchemaVersion},
                         {"specs", nlohmann::json::array()},
@@ -52,18 +56,22 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
     for (const auto& s : specs)
       j["specs"].push_back(dra::to_json(s));
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    return kExitOk;
+    return nothing_described ? kExitFindings : kExitOk;
   }
   for (const auto& s : specs) {
     out << s.kind << " (" << s.devices.size() << " devices)"
-        << (options.output.empty() ? "" : " written to " + options.output + "/" + s.file_name())
+        << (options.cdi_dir.empty() ? "" : " written to " + options.cdi_dir + "/" + s.file_name())
         << "\n";
     for (const auto& d : s.devices)
       out << "  " << s.qualified_name(d.name) << "\n";
   }
+  // Skips are diagnostics, not output: stderr, so that stdout stays the list of specs.
   for (const auto& k : skipped)
-    out << "skipped: " << k << "\n";
-  return kExitOk;
+    std::cerr << "polyaccel cdi generate: skipped: " << printable(k) << "\n";
+  if (nothing_described) {
+    std::cerr << "polyaccel cdi generate: no device could be described, nothing written\n";
+  }
+  return nothing_described ? kExitFindings : kExitOk;
 }
 
 int run_cdi_hook(bool create_symlinks, const DraCliOptions& options, std::istream& state) {

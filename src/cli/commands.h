@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/hugepage_options.h"
 #include "cli/output.h"
 #include "discover/discover.h"
 
@@ -64,6 +65,7 @@ struct PlaceOptions {
   bool libvirt = false;
   std::string strategy = "polyaccel";  // or first-fit (Nova's choice, for comparison)
   HostPolicyOptions host;
+  HugepageOptions hugepages;  // the what-if: fit as if every node had reserved these pages
 };
 
 struct FlavorsOptions {
@@ -79,8 +81,7 @@ struct AuditCommandOptions {
   std::string role = "auto";             // --role auto|hypervisor|compute
   std::string pinned_cpus;               // --pinned-cpus LIST
   std::vector<std::string> passthrough;  // --passthrough BDF...
-  std::string hugepages_per_node;        // --hugepages-per-node SIZE
-  std::string hugepage_size = "2MiB";    // --hugepage-size SIZE
+  HugepageOptions hugepages;             // --hugepages-per-node SIZE --hugepage-size SIZE
   std::string emit_dir;                  // --emit DIR
   bool fix = false;                      // --fix
 };
@@ -188,11 +189,11 @@ int run_nccl_topo(const GlobalOptions& options, const NcclTopoCliOptions& cli, s
 int run_sriov_set(const GlobalOptions& options, const std::string& pf, const std::string& count,
                   std::ostream& out);
 
-// The topology for people: summary, then the link matrix (shared by topo and report).
-void print_topology(const HostModel& model, std::ostream& out, const OutputStyle& style = {});
-// ... with each NUMA node's free memory (numactl --hardware), where it was read.
-void print_topology(const HostModel& model, const std::map<unsigned, std::uint64_t>& free_bytes,
-                    std::ostream& out, const OutputStyle& style);
+// The topology for people: summary, the NUMA table with each node's free memory (numactl
+// --hardware) read under `root` (the live host's or --fsroot's; "" for an XML capture), then the
+// link matrix. One table for topo and report.
+void print_topology(const HostModel& model, const std::string& root, std::ostream& out,
+                    const OutputStyle& style);
 
 // `polyaccel topo` (topo.cc).
 struct TopoOptions {

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "discover/discover.h"
+
 namespace CLI {
 class App;
 }
@@ -15,9 +17,12 @@ namespace polyaccel::cli {
 struct CompletionOptions {
   std::string shell;    // completion SHELL
   std::string man_dir;  // man DIR
+  // __devices (hidden, for the scripts): the device ids of this host, or of --topology/--fsroot.
+  DiscoverOptions devices_of;
 };
 
-// Adds `completion SHELL` and `man DIR` to the app.
+// Adds `completion SHELL`, `man DIR` and the hidden `__devices` (what the scripts offer after a
+// device option such as `topo -C`, as kubectl's `__complete`) to the app.
 void add_completion_commands(CLI::App& app, CompletionOptions& options);
 
 // Runs them when selected: the exit code, or nullopt when neither was selected.

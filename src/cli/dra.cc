@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "cli/conventions.h"
 #include "cli/dra_commands.h"
 #include "dra/cdi.h"
 #include "dra/slices.h"
@@ -45,17 +46,18 @@ DraCommands add_dra_commands(CLI::App& app, DraCliOptions& options,
   c.dra_slices = dra->add_subcommand("slices", "the ResourceSlices this node would publish");
   add_globals(c.dra_slices);
   c.dra_slices->add_option("--node", options.node, "the Node's name (default: this host's)");
-  c.dra_slices
-      ->add_option("--mig-devices", options.mig_devices,
-                   "MIG devices: existing instances, or all placements")
-      ->check(CLI::IsMember({"existing", "all"}))
+  one_of(c.dra_slices->add_option("--mig-devices", options.mig_devices,
+                                  "MIG devices: existing instances, or all placements"),
+         std::vector<std::string>{"existing", "all"})
       ->capture_default_str();
 
   auto* cdi = app.add_subcommand("cdi", "Container Device Interface specs");
   cdi->require_subcommand(1);
   c.cdi_generate = cdi->add_subcommand("generate", "CDI specs for this node's devices");
   add_globals(c.cdi_generate);
-  c.cdi_generate->add_option("-o,--output", options.output, "write the specs into DIR (atomically)")
+  // The CDI directory, named as the agent's --cdi-dir: -o is the output format everywhere.
+  non_empty(c.cdi_generate->add_option("--cdi-dir", options.cdi_dir,
+                                       "write the specs into DIR (atomically), e.g. /var/run/cdi"))
       ->type_name("DIR");
   c.cdi_generate
       ->add_option("--root", options.root,
@@ -64,14 +66,16 @@ DraCommands add_dra_commands(CLI::App& app, DraCliOptions& options,
   // A runtime skips a spec of a version its CDI library does not know, or one below what the
   // spec uses, and says only "unresolvable CDI devices" (podman 4.3 knows up to 0.5.0): only
   // released versions from 0.5.0 (digit-led device names, hostPath) are written.
-  c.cdi_generate
-      ->add_option("--cdi-version", options.cdi_version,
-                   "cdiVersion to write: 0.5.0, 0.6.0, 0.7.0 or 0.8.0 (default: " +
-                       std::string(dra::kCdiVersion) +
-                       ", the lowest the specs need, which podman 4.3 and containerd 1.7 read)")
-      ->check(CLI::IsMember({"0.5.0", "0.6.0", "0.7.0", "0.8.0"}));
-  c.cdi_generate->add_option("--mig-devices", options.mig_devices, "MIG devices: existing or all")
-      ->check(CLI::IsMember({"existing", "all"}));
+  one_of(c.cdi_generate->add_option(
+             "--cdi-version", options.cdi_version,
+             "cdiVersion to write: 0.5.0, 0.6.0, 0.7.0 or 0.8.0 (default: " +
+                 std::string(dra::kCdiVersion) +
+                 ", the lowest the specs need, which podman 4.3 and containerd 1.7 read)"),
+         std::vector<std::string>{"0.5.0", "0.6.0", "0.7.0", "0.8.0"})
+      ->type_name("VERSION");
+  one_of(c.cdi_generate->add_option("--mig-devices", options.mig_devices,
+                                    "MIG devices: existing or all"),
+         std::vector<std::string>{"existing", "all"});
   c.cdi_generate
       ->add_option("--driver-root", options.driver_root,
                    "where the NVIDIA driver's libraries and binaries are (/run/nvidia/driver for "

@@ -15,7 +15,7 @@ struct DraCliOptions {
   std::string node;                      // --node NAME; default: the host's name
   std::string mig_devices = "existing";  // --mig-devices existing|all
   std::string root;                      // --root DIR: where /sys, /proc and /dev are read (cdi)
-  std::string output;                    // -o DIR (cdi generate)
+  std::string cdi_dir;                   // --cdi-dir DIR (cdi generate)
   std::string cdi_version;               // --cdi-version
   std::string driver_root = "/";         // --driver-root DIR: the NVIDIA driver's files
   std::string host_driver_root;          // --host-driver-root DIR: the same on the host

@@ -19,20 +19,19 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   GlobalOptions g;
   auto add_globals = [&](CLI::App* cmd) {
-    cmd->add_option("--topology", g.discover.topology_xml, "read the host from an hwloc XML file")
+    non_empty(cmd->add_option("--topology", g.discover.topology_xml,
+                              "read the host from an hwloc XML file"))
         ->type_name("FILE");
-    cmd->add_option("--fsroot", g.discover.fsroot,
-                    "read the host from a sysfs/procfs tree (hwloc-gather-topology)")
+    non_empty(cmd->add_option("--fsroot", g.discover.fsroot,
+                              "read the host from a sysfs/procfs tree (hwloc-gather-topology)"))
         ->type_name("DIR");
     cmd->add_flag("--json", g.json, "print JSON (versioned schema, docs/)");
-    cmd->add_option("--accel-backends", g.discover.backends,
-                    "ask NVML/ROCm SMI/HLML: auto (live host only), on, off")
-        ->transform(CLI::CheckedTransformer(
-            std::map<std::string, polyaccel::BackendMode>{
-                {"auto", polyaccel::BackendMode::automatic},
-                {"on", polyaccel::BackendMode::on},
-                {"off", polyaccel::BackendMode::off}},
-            CLI::ignore_case))
+    one_of(cmd->add_option("--accel-backends", g.discover.backends,
+                           "ask NVML/ROCm SMI/HLML: auto (live host only), on, off"),
+           std::vector<std::pair<std::string, polyaccel::BackendMode>>{
+               {"auto", polyaccel::BackendMode::automatic},
+               {"on", polyaccel::BackendMode::on},
+               {"off", polyaccel::BackendMode::off}})
         ->type_name("auto|on|off");
     add_output_options(cmd, g);
     add_config_option(cmd, g.config);
@@ -43,9 +42,9 @@ int main(int argc, char** argv) {
   TopoOptions topo_options;
   topo->add_option("-C,--device", topo_options.device,
                    "one device's affinity: CPUs, NUMA node, links (gpu0, nic1, a PCI address)")
-      ->type_name("ID");
-  topo->add_option("--of", topo_options.of, "xml: the model as hwloc XML, for --topology")
-      ->check(CLI::IsMember({"xml"}))
+      ->type_name("DEVICE");
+  one_of(topo->add_option("--of", topo_options.of, "xml: the model as hwloc XML, for --topology"),
+         std::vector<std::string>{"xml"})
       ->type_name("FORMAT");
   auto* report = app.add_subcommand("report", "everything polyaccel knows about this host");
   add_globals(report);
@@ -68,7 +67,7 @@ int main(int argc, char** argv) {
   run->add_option("--gpus", run_options.gpu_count, "take N GPUs, chosen by topology")
       ->type_name("N");
   run->add_option("--gpu", run_options.gpu_ids, "take these GPUs (gpu0 or a PCI address)")
-      ->type_name("ID")
+      ->type_name("DEVICE")
       ->allow_extra_args(false);
   run->add_option("--local-rank", run_options.local_rank,
                   "this rank's GPU and share of its CPUs (default: $LOCAL_RANK)")
@@ -90,12 +89,14 @@ int main(int argc, char** argv) {
   auto* nccl_topo = app.add_subcommand("nccl-topo", "write an NCCL topology file (NCCL_TOPO_FILE)");
   add_globals(nccl_topo);
   NcclTopoCliOptions nccl_topo_options;
-  nccl_topo->add_option("-o,--output", nccl_topo_options.output, "write to FILE (atomically)")
+  // -o is the output format everywhere (kubectl's); the file has its own long option.
+  non_empty(nccl_topo->add_option("--output-file", nccl_topo_options.output,
+                                  "write to FILE (atomically) instead of stdout"))
       ->type_name("FILE");
-  nccl_topo
-      ->add_option("--gdr", nccl_topo_options.gdr,
-                   "GPUDirect RDMA: auto (peer-memory module loaded), on, off")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
+  one_of(nccl_topo->add_option("--gdr", nccl_topo_options.gdr,
+                               "GPUDirect RDMA: auto (peer-memory module loaded), on, off"),
+         std::vector<std::string>{"auto", "on", "off"})
+      ->type_name("auto|on|off");
   nccl_topo
       ->add_option("--placement", nccl_topo_options.placement,
                    "for the guest of this committed placement")
@@ -129,15 +130,23 @@ int main(int argc, char** argv) {
   place->add_flag("--commit", place_options.commit, "reserve the placement under --name");
   place->add_option("--name", place_options.name, "the allocation's name");
   place->add_flag("--libvirt", place_options.libvirt, "print libvirt domain XML");
-  place->add_option("--strategy", place_options.strategy, "polyaccel (default) or first-fit")
-      ->check(CLI::IsMember({"polyaccel", "first-fit"}));
+  one_of(place->add_option("--strategy", place_options.strategy,
+                           "polyaccel (default) or first-fit (Nova's choice, for comparison)"),
+         std::vector<std::string>{"polyaccel", "first-fit"})
+      ->type_name("STRATEGY");
   place->add_option("--cpu-dedicated-set", place_options.host.cpu_dedicated_set,
                     "Nova's cpu_dedicated_set");
   place->add_option("--cpu-shared-set", place_options.host.cpu_shared_set, "Nova's cpu_shared_set");
-  place->add_option("--cpu-allocation-ratio", place_options.host.cpu_allocation_ratio);
-  place->add_option("--ram-allocation-ratio", place_options.host.ram_allocation_ratio);
-  place->add_option("--reserved-memory-per-node", place_options.host.reserved_memory_per_node)
+  place->add_option("--cpu-allocation-ratio", place_options.host.cpu_allocation_ratio,
+                    "Nova's cpu_allocation_ratio: shared vCPUs per PU (default 16)");
+  place->add_option("--ram-allocation-ratio", place_options.host.ram_allocation_ratio,
+                    "Nova's ram_allocation_ratio (default 1)");
+  place
+      ->add_option("--reserved-memory-per-node", place_options.host.reserved_memory_per_node,
+                   "memory kept for the host on every NUMA node (Nova's reserved_host_memory_mb)")
       ->type_name("SIZE");
+  add_hugepage_options(place, place_options.hugepages,
+                       "fit as if every node had reserved them (a capture, a host to be set up)");
   std::string release_name;
   auto* release = app.add_subcommand("release", "free a placement committed with place --commit");
   add_globals(release);
@@ -154,9 +163,17 @@ int main(int argc, char** argv) {
   auto* flavors =
       app.add_subcommand("flavors", "OpenStack accelerator flavors that tile this host");
   add_globals(flavors);
-  flavors->add_option("--reserve-cores-per-node", flavors_options.reserve_cores_per_node);
-  flavors->add_option("--reserve-memory-per-node", flavors_options.reserve_memory_per_node)
-      ->type_name("SIZE");
+  flavors
+      ->add_option("--reserve-cores-per-node", flavors_options.reserve_cores_per_node,
+                   "cores of every NUMA node kept for the host and emulator threads "
+                   "(cpu_shared_set)")
+      ->type_name("N")
+      ->capture_default_str();
+  flavors
+      ->add_option("--reserve-memory-per-node", flavors_options.reserve_memory_per_node,
+                   "memory of every NUMA node kept for the host, not given to guests")
+      ->type_name("SIZE")
+      ->capture_default_str();
   flavors
       ->add_option("--page-size", flavors_options.page_size,
                    "guests' huge page size (default: the largest the host reserves, else 1GiB)")
@@ -165,22 +182,22 @@ int main(int argc, char** argv) {
   auto* audit = app.add_subcommand("audit", "check the host's tuning; a remedy per finding");
   add_globals(audit);
   AuditCommandOptions a;
-  audit->add_option("--root", a.root, "audit a captured host: DIR holds sys/, proc/, etc/")
+  non_empty(
+      audit->add_option("--root", a.root, "audit a captured host: DIR holds sys/, proc/, etc/"))
       ->type_name("DIR");
   audit->add_option("--only", a.only, "run only these checks (finding ids)")->type_name("ID");
-  audit->add_option("--fail-on", a.fail_on, "exit 1 from this severity up: critical, warning, info")
+  one_of(audit->add_option("--fail-on", a.fail_on,
+                           "exit 1 from this severity up: critical, warning, info"),
+         std::vector<std::string>{"critical", "warning", "info"})
       ->type_name("SEVERITY");
-  audit->add_option("--role", a.role, "what the host is for: auto, hypervisor, compute");
+  one_of(audit->add_option("--role", a.role, "what the host is for: auto, hypervisor, compute"),
+         std::vector<std::string>{"auto", "hypervisor", "compute"})
+      ->type_name("ROLE");
   audit->add_option("--pinned-cpus", a.pinned_cpus, "CPUs meant for pinned guests or jobs")
       ->type_name("LIST");
   audit->add_option("--passthrough", a.passthrough, "devices meant for guests (vfio-pci)")
       ->type_name("BDF");
-  audit
-      ->add_option("--hugepages-per-node", a.hugepages_per_node,
-                   "hugepages wanted on every NUMA node (64GiB)")
-      ->type_name("SIZE");
-  audit->add_option("--hugepage-size", a.hugepage_size, "page size for --hugepages-per-node")
-      ->type_name("SIZE");
+  add_hugepage_options(audit, a.hugepages, "the pages wanted, checked against what is reserved");
   audit->add_option("--emit", a.emit_dir, "write the remedies as files to review and install")
       ->type_name("DIR");
   audit->add_flag("--fix", a.fix, "apply the changes that are safe at run time");
@@ -212,10 +229,10 @@ int main(int argc, char** argv) {
   agent->add_option("--hostname", agent_options.hostname, "the hostname label");
   agent->add_option("--cluster-name", agent_options.cluster_name,
                     "the cluster_name label of AMD's names (its dashboards select by it)");
-  agent
-      ->add_option("--dcgm-hostname-label", agent_options.dcgm_hostname_label,
-                   "host label of the DCGM names: Hostname (released dcgm-exporter) or hostname")
-      ->check(CLI::IsMember({"Hostname", "hostname"}))
+  one_of(agent->add_option(
+             "--dcgm-hostname-label", agent_options.dcgm_hostname_label,
+             "host label of the DCGM names: Hostname (released dcgm-exporter) or hostname"),
+         std::vector<std::string>{"Hostname", "hostname"})
       ->capture_default_str();
   agent->add_flag("--once", agent_options.once, "print one scrape on stdout and exit");
   agent
@@ -263,7 +280,7 @@ int main(int argc, char** argv) {
   CompletionOptions completion_options;
   add_completion_commands(app, completion_options);
 
-  if (std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+  if (std::string unknown = unknown_word(app, argc, argv); !unknown.empty()) {
     std::cerr << unknown << "\n";
     return kExitError;
   }

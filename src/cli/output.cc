@@ -90,34 +90,44 @@ std::string squeeze_blanks(std::string_view text) {
 }
 
 std::vector<std::string> wrap_words(std::string_view text, std::size_t width) {
-  // Words end at a blank (dropped) or after a comma (kept).
-  std::vector<std::string> words;
-  std::string word;
+  // Words end at a blank (dropped) or after a comma (kept). Each remembers whether a blank came
+  // before it: "0-55,112-167" stays glued, "vm, x86_64" keeps its blank (when on one line).
+  struct Word {
+    std::string text;
+    bool blank_before = false;
+  };
+  std::vector<Word> words;
+  Word word;
+  bool blank = false;
   for (char c : text) {
     if (c == ' ') {
-      if (!word.empty()) words.push_back(word);
-      word.clear();
-    } else {
-      word += c;
-      if (c == ',') {
-        words.push_back(word);
-        word.clear();
-      }
+      if (!word.text.empty()) words.push_back(word);
+      word = {};
+      blank = true;
+      continue;
+    }
+    if (word.text.empty()) {
+      word.blank_before = blank;
+      blank = false;
+    }
+    word.text += c;
+    if (c == ',') {
+      words.push_back(word);
+      word = {};
     }
   }
-  if (!word.empty()) words.push_back(word);
+  if (!word.text.empty()) words.push_back(word);
   std::vector<std::string> lines;
   std::string line;
-  bool glued = false;  // the previous word ended with a comma: no blank before the next
   for (const auto& w : words) {
-    std::string sep = line.empty() || glued ? "" : " ";
-    if (width > 0 && !line.empty() && display_width(line) + sep.size() + display_width(w) > width) {
+    std::string sep = line.empty() || !w.blank_before ? "" : " ";
+    if (width > 0 && !line.empty() &&
+        display_width(line) + sep.size() + display_width(w.text) > width) {
       lines.push_back(line);
       line.clear();
       sep.clear();
     }
-    line += sep + w;
-    glued = !w.empty() && w.back() == ',';
+    line += sep + w.text;
   }
   if (!line.empty() || lines.empty()) lines.push_back(line);
   return lines;

@@ -1,5 +1,7 @@
 #include "cli/output_format.h"
 
+#include "cli/conventions.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
@@ -65,20 +67,26 @@ void emit(YAML::Emitter& out, const nlohmann::json& j) {
 }  // namespace
 
 void add_output_options(CLI::App* cmd, GlobalOptions& g) {
-  cmd->add_option("--color", g.color, "colour: auto (on a terminal), always, never")
-      ->transform(
-          CLI::CheckedTransformer(std::map<std::string, ColorMode>{{"auto", ColorMode::automatic},
-                                                                   {"always", ColorMode::always},
-                                                                   {"never", ColorMode::never}},
-                                  CLI::ignore_case))
+  one_of(cmd->add_option("--color", g.color, "colour: auto (on a terminal), always, never"),
+         std::vector<std::pair<std::string, ColorMode>>{{"auto", ColorMode::automatic},
+                                                        {"always", ColorMode::always},
+                                                        {"never", ColorMode::never}})
       ->type_name("WHEN");
-  // nccl-topo and cdi generate write files: their -o is the output, as in nvidia-ctk.
-  bool has_own_o = cmd->get_name() == "nccl-topo" ||
-                   (cmd->get_name() == "generate" && cmd->get_parent() &&
-                    cmd->get_parent()->get_name() == "cdi");
-  cmd->add_option(has_own_o ? "--format" : "-o,--format", g.format,
-                  "output format: table (for people), json (as --json) or yaml")
-      ->check(CLI::IsMember({"table", "json", "yaml"}))
+  // -o is the output format in every command, as in kubectl; commands that write files name
+  // them with their own long options (nccl-topo --output-file, cdi generate --cdi-dir).
+  // A value that is no format is what the command's own option takes: say which.
+  std::string name = cmd->get_name();
+  bool cdi_generate =
+      name == "generate" && cmd->get_parent() && cmd->get_parent()->get_name() == "cdi";
+  ValueHint hint = [name, cdi_generate](const std::string& refused) -> std::string {
+    if (name == "topo" && refused == "xml") return " (hwloc XML: --of xml)";
+    if (name == "nccl-topo") return " (-o is the output format; write a file with --output-file)";
+    if (cdi_generate) return " (-o is the output format; write the specs with --cdi-dir DIR)";
+    return "";
+  };
+  one_of(cmd->add_option("-o,--format", g.format,
+                         "output format: table (for people), json (as --json) or yaml"),
+         std::vector<std::string>{"table", "json", "yaml"}, hint)
       ->type_name("FORMAT");
   cmd->add_flag("-q,--quiet", g.quiet, "print nothing on stdout; the exit status says it");
   cmd->add_flag("-v,--verbose", g.verbose,

@@ -13,8 +13,8 @@ class App;
 
 namespace polyaccel::cli {
 
-// Adds --color WHEN, -o/--format FORMAT (only --format on nccl-topo, whose -o is its output
-// file), -q/--quiet and -v/--verbose, bound to `g`.
+// Adds --color WHEN, -o/--format FORMAT (the same in every command), -q/--quiet and
+// -v/--verbose, bound to `g`.
 void add_output_options(CLI::App* cmd, GlobalOptions& g);
 
 // After parsing: -o json|yaml sets json, the style is detected from --color and stdout.

@@ -161,8 +161,16 @@ void print_placement(const place::Placement& p, std::ostream& out) {
 int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) {
   auto policy = host_policy(o.host);
   if (!policy) return fail(policy.error());
+  auto hugepages = parse_hugepage_options(o.hugepages);
+  if (!hugepages) return fail(hugepages.error());
+  if (hugepages->per_node_bytes > 0 && o.commit) {
+    return fail(bad_input("--commit", "reserves on pages --hugepages-per-node only assumes",
+                          "reserve the pages on the host first (polyaccel audit --emit)"));
+  }
   auto model = discover_host(g.discover);
   if (!model) return fail(model.error());
+  // The what-if (as audit's): the fit as if every node had reserved the pages already.
+  assume_hugepages(*model, *hugepages);
   auto request = build_request(o, largest_vcpu_request(*model, *policy));
   if (!request) return fail(request.error());
   if (o.commit && o.name.empty())

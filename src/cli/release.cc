@@ -1,5 +1,6 @@
 // `polyaccel release NAME`: frees a placement that `place --commit` recorded.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -33,6 +34,15 @@ int run_release(const GlobalOptions& g, const std::string& state_path,
   // The same guard as place: a state file of another host is not ours to rewrite.
   auto model = discover_host(g.discover);
   if (!model) return fail(model.error());
+  // Nothing to release in a state that does not exist: said before the store's update, which
+  // would leave its lock file behind in the state's directory.
+  // Only an absent name: a link loop or an unreadable file is the store's to explain.
+  std::error_code ec;
+  if (std::filesystem::symlink_status(state_path, ec).type() ==
+      std::filesystem::file_type::not_found) {
+    return fail(bad_input(name, "is not allocated: " + state_path + " does not exist",
+                          "place --commit records placements there; --state names another file"));
+  }
   place::AllocationStore store(state_path);
   size_t remaining = 0;
   auto s = store.update([&](place::AllocationState& state) -> Result<bool> {
@@ -55,8 +65,8 @@ int run_release(const GlobalOptions& g, const std::string& state_path,
                                     {"remaining", remaining}})
         << "\n";
   } else {
-    out << "released " << name << " (" << remaining << " allocations left in " << state_path
-        << ")\n";
+    out << "released " << name << " (" << plural(remaining, "allocation") << " left in "
+        << state_path << ")\n";
   }
   return kExitOk;
 }

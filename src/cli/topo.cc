@@ -176,12 +176,9 @@ std::string device_name(const Nic& n) {
 
 }  // namespace
 
-void print_topology(const HostModel& m, std::ostream& out, const OutputStyle& style) {
-  print_topology(m, {}, out, style);
-}
-
-void print_topology(const HostModel& m, const std::map<unsigned, std::uint64_t>& free,
-                    std::ostream& out, const OutputStyle& style) {
+void print_topology(const HostModel& m, const std::string& root, std::ostream& out,
+                    const OutputStyle& style) {
+  const std::map<unsigned, std::uint64_t> free = free_memory(m, root);
   // Names come from captures and the hardware: escaped, so that a capture cannot write control
   // characters to the terminal (the tables escape their cells).
   std::string host_line =
@@ -379,8 +376,7 @@ int run_topo(const GlobalOptions& options, const TopoOptions& topo, std::ostream
   if (options.json) {
     out << json_text(to_json(*model)) << "\n";
   } else {
-    print_topology(*model, free_memory(*model, filesystem_root(options.discover)), out,
-                   options.style);
+    print_topology(*model, filesystem_root(options.discover), out, options.style);
   }
   return kExitOk;
 }

@@ -281,6 +281,7 @@ void read_pci_function(Reader& r, TuningFacts& f, const std::string& name) {
 }
 
 void read_iommu(Reader& r, TuningFacts& f) {
+  f.iommu_known = r.exists("sys/class/iommu");
   f.iommu_present = !r.entries("sys/class/iommu").empty();
   for (const auto& name : r.entries("sys/kernel/iommu_groups")) {
     auto id = whole<unsigned>(name, "IOMMU group");

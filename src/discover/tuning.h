@@ -88,6 +88,7 @@ struct TuningFacts {
   std::string nvidia_driver_text;  // proc/driver/nvidia/version, empty when absent
 
   bool iommu_present = false;  // sys/class/iommu has an entry
+  bool iommu_known = false;    // sys/class/iommu exists (empty: the IOMMU is off)
   std::map<unsigned, IommuGroupFacts> iommu_groups;
   std::map<PciAddress, PciFunctionFacts> pci;
 

@@ -22,6 +22,10 @@ class AuditFindingsCollector : public Collector {
                        "When the tuning audit last ran.", MetricType::Gauge);
     auto duration = family("polyaccel_audit_duration_seconds",
                            "How long the last tuning audit took.", MetricType::Gauge);
+    auto checked = family("polyaccel_audit_check_ran",
+                          "1 when the check ran, 0 when it could not for lack of a fact (a "
+                          "file the host or capture lacks): its findings then say nothing.",
+                          MetricType::Gauge);
     for (const auto& id : s.ids) {
       for (Severity severity : {Severity::critical, Severity::warning, Severity::info}) {
         auto it = s.counts.find({id, severity});
@@ -29,9 +33,13 @@ class AuditFindingsCollector : public Collector {
                    it == s.counts.end() ? 0 : it->second);
       }
     }
+    for (const auto& id : s.ids) {
+      if (id == "audit.limits") continue;  // the audit's own notes, no check of the host
+      add_sample(checked, {{"id", id}}, s.unchecked.count(id) ? 0 : 1);
+    }
     add_sample(last, {}, std::chrono::duration<double>(s.time.time_since_epoch()).count());
     add_sample(duration, {}, s.duration_seconds);
-    emit(out, {&findings, &last, &duration});
+    emit(out, {&findings, &checked, &last, &duration});
     return Ok{};
   }
 };

@@ -118,6 +118,8 @@ AuditSample run_host_audit(const HostModel& host, const std::string& root,
   TuningFacts facts = read_tuning_facts(root);
   for (const auto& f : audit_host(host, facts, samples))
     ++s.counts[{f.id, f.severity}];
+  for (const auto& u : audit_coverage({host, facts, samples, {}}).unchecked)
+    s.unchecked.insert(u.id);
   s.ids = all_finding_ids();
   s.duration_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

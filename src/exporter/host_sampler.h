@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +63,9 @@ struct AuditSample {
   double duration_seconds = 0;
   std::vector<std::string> ids;  // every id the checks can give
   std::map<std::pair<std::string, Severity>, unsigned> counts;
+  // The check ids that could not run for lack of a fact (audit_coverage): a clean count there
+  // means "not checked", not "fine".
+  std::set<std::string> unchecked;
 };
 
 struct HostSample {

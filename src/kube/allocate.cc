@@ -209,7 +209,8 @@ Result<DeviceListChoice> choose_device_list_strategy(const std::string& text,
     if (spec.empty()) {
       return DeviceListChoice{
           envvar, "auto: " + setting + ", but no polyaccel.io spec is in the CDI directories " +
-                      r->name + " reads (`polyaccel cdi generate -o /var/run/cdi` writes them)"};
+                      r->name +
+                      " reads (`polyaccel cdi generate --cdi-dir /var/run/cdi` writes them)"};
     }
     why += (why.empty() ? "" : "; ") + setting + " and reads " + spec;
   }

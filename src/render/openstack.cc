@@ -232,6 +232,7 @@ Result<FlavorPlan> plan_flavors(const HostModel& original, const FlavorOptions& 
   const std::uint64_t page = flavor_page_size(original, options);
   plan.page_size_bytes = page;
   std::vector<std::string> short_nodes;
+  std::uint64_t fewest_short_pages = UINT64_MAX;
   for (auto& n : model.numa_nodes) {
     if (n.cpus.empty()) continue;
     unsigned taken = 0;
@@ -252,13 +253,23 @@ Result<FlavorPlan> plan_flavors(const HostModel& original, const FlavorOptions& 
     auto pool = std::find_if(n.hugepages.begin(), n.hugepages.end(),
                              [&](const Hugepages& h) { return h.size_bytes == page; });
     const std::uint64_t now = pool == n.hugepages.end() ? 0 : pool->total;
-    if (now < pages) short_nodes.push_back(std::to_string(n.os_index));
+    if (now < pages) {
+      short_nodes.push_back(std::to_string(n.os_index));
+      fewest_short_pages = std::min(fewest_short_pages, pages);
+    }
     if (pool == n.hugepages.end()) {
       n.hugepages.push_back({page, pages, std::nullopt});
     } else {
       pool->total = pages;
     }
   }
+  // The what-if options of audit and place for the pages, in the sizes they parse ("495GiB").
+  auto option_size = [](std::uint64_t bytes) {
+    if (bytes % (1ull << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
+    return std::to_string(bytes >> 20) + "MiB";
+  };
+  const std::string what_if =
+      option_size(fewest_short_pages * page) + " --hugepage-size " + option_size(page);
   if (!short_nodes.empty())
     plan.notes.push_back("NUMA node(s) " +
                          [&] {
@@ -268,8 +279,12 @@ Result<FlavorPlan> plan_flavors(const HostModel& original, const FlavorOptions& 
                            return list;
                          }() +
                          " reserve fewer " + format_byte_size(page) +
-                         " pages than the flavors need: reserve the pages below before booting "
-                         "guests (polyaccel audit --emit)");
+                         " pages than the flavors need: reserve the huge pages per NUMA node of "
+                         "this plan before booting guests (polyaccel audit --hugepages-per-node " +
+                         what_if +
+                         " --emit DIR); to check a flavor before, polyaccel place "
+                         "--flavor FILE --hugepages-per-node " +
+                         what_if);
   plan.policy.cpu_dedicated_set = model.pus - reserved;
   plan.policy.cpu_shared_set = reserved;
   plan.policy.reserved_memory_per_node = options.reserve_memory_per_node;

@@ -471,6 +471,66 @@ TEST(AuditChecks, EachReservedPageSizeNeedsAHugetlbfsMount) {
   EXPECT_TRUE(with_id(audit(m, h), "hugepages.mount").empty());
 }
 
+// issue 32: on AMD the IOMMU is on by default and amd_iommu has no "on": iommu=pt only.
+TEST(AuditChecks, AmdIommuRemedyIsIommuPtOnly) {
+  FakeHost h;
+  boot(h, "ro vfio-pci.ids=10de:2330");
+  h.write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: AuthenticAMD\n");
+  auto f = with_id(audit(xe8640(), h), "iommu.enabled");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].remedy.kernel_args, std::vector<std::string>{"iommu=pt"});
+}
+
+// issue 32: a capture's 256-byte config files say so, and how to gather the 4096 bytes.
+TEST(AuditChecks, AcsUnreadableInACaptureSaysHowToGatherIt) {
+  FakeHost h;
+  boot(h);
+  xe8640_switch(h, 0x001d, 0x001d);
+  h.write(h.device_dir("0000:4a:01.0") + "/config", std::string(256, '\0'));
+  h.write(h.device_dir("0000:4a:00.0") + "/config", std::string(256, '\0'));
+  auto limits = with_id(audit(xe8640(), h), "audit.limits");
+  ASSERT_EQ(limits.size(), 1u);
+  EXPECT_THAT(limits[0].remedy.summary, HasSubstr("this capture holds 256 of the 4096"));
+  EXPECT_THAT(limits[0].remedy.summary, HasSubstr("as root"));
+  EXPECT_THAT(limits[0].remedy.summary, ::testing::Not(HasSubstr("run the audit as root")));
+}
+
+// issue 32: which checks could not run for lack of a fact, so that half a capture never reads
+// as a clean host; a full tree runs them.
+TEST(AuditChecks, CoverageNamesTheChecksThatLackAFact) {
+  FakeHost h;  // nothing at all under the root
+  TuningFacts empty = read_tuning_facts(h.root_string());
+  std::vector<AcceleratorSample> none;
+  AuditCoverage c = audit_coverage({xe8640(), empty, none, {}});
+  EXPECT_EQ(c.checks, all_finding_ids().size() - 1);  // audit.limits is no check of the host
+  auto unchecked = [](const AuditCoverage& cov, const std::string& id) {
+    for (const auto& u : cov.unchecked)
+      if (u.id == id) return u.missing_fact;
+    return std::string();
+  };
+  EXPECT_EQ(unchecked(c, "numa.balancing"), "proc/sys/kernel/numa_balancing");
+  EXPECT_EQ(unchecked(c, "gpudirect.peer-memory"), "proc/modules");
+  EXPECT_EQ(unchecked(c, "iommu.enabled"), "proc/cmdline and sys/class/iommu");
+  EXPECT_EQ(unchecked(c, "gpudirect.nic-distance"), "");  // the model is enough
+  EXPECT_GT(c.unchecked.size(), c.ran());
+
+  boot(h);
+  h.write("proc/sys/kernel/numa_balancing", "0\n");
+  h.write("proc/modules", "nvidia 1 0 - Live 0x0\n");
+  h.write("sys/class/iommu/dmar0/.keep", "");
+  TuningFacts some = read_tuning_facts(h.root_string());
+  AuditCoverage more = audit_coverage({xe8640(), some, none, {}});
+  EXPECT_EQ(unchecked(more, "numa.balancing"), "");
+  EXPECT_EQ(unchecked(more, "gpudirect.peer-memory"), "");
+  EXPECT_EQ(unchecked(more, "iommu.enabled"), "");
+  EXPECT_LT(more.unchecked.size(), c.unchecked.size());
+  // --only: the asked ids only.
+  AuditCoverage only = audit_coverage({xe8640(), empty, none, {}}, {"numa.balancing"});
+  EXPECT_EQ(only.checks, 1u);
+  ASSERT_EQ(only.unchecked.size(), 1u);
+  EXPECT_EQ(only.ran(), 0u);
+}
+
 TEST(AuditChecks, OnlyKeepsTheAskedIdsAndUnknownFactsStaySilent) {
   FakeHost h;  // nothing at all under the root
   auto all = audit(xe8640(), h, hypervisor());

@@ -172,7 +172,8 @@ TEST(RuntimeChecks, SpecsThatMissDevicesOrNameNone) {
   auto f = with_id(runtime_findings(h), "runtime.cdi-spec-missing");
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].observed, "CDI specs name 2 devices, the host has 4");
-  EXPECT_THAT(f[0].remedy.commands, ::testing::Contains("polyaccel cdi generate -o /var/run/cdi"));
+  EXPECT_THAT(f[0].remedy.commands,
+              ::testing::Contains("polyaccel cdi generate --cdi-dir /var/run/cdi"));
 
   h.remove("etc/cdi");
   f = with_id(runtime_findings(h), "runtime.cdi-spec-missing");

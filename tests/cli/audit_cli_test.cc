@@ -158,6 +158,29 @@ TEST_F(AuditCli, TextForPeopleAndTheExitCodes) {
   EXPECT_EQ(audit("--role compute --only memory.swap --json").doc["findings"].size(), 0u);
 }
 
+// issue 32: a capture without most facts says how many checks ran and which could not, in text
+// and --json: "No findings." of half a capture is not a clean host.
+TEST(AuditCliCoverage, HalfACaptureSaysWhatItCouldNotCheck) {
+  TempDir tmp;
+  fs::create_directories(tmp.path() / "sys/devices/system/cpu");
+  std::string args = polyaccel_binary() + " audit --topology " +
+                     topology_fixture(polyaccel::testing::kXe8640).string() + " --root " +
+                     tmp.path().string() + " --only numa.balancing memory.swap cpu.isolation";
+  auto text = run_command(args);
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_THAT(text.output, HasSubstr("0 findings, 0 of 3 checks ran (3 lack a fact"));
+  EXPECT_THAT(text.output, HasSubstr("No findings in the checks that ran."));
+  EXPECT_THAT(text.output, HasSubstr("numa.balancing  needs proc/sys/kernel/numa_balancing"));
+  EXPECT_EQ(text.output.find("No findings.\n"), std::string::npos) << text.output;
+  auto json = run_command(args + " --json");
+  auto j = nlohmann::json::parse(json.output);
+  EXPECT_EQ(j["checks"]["total"], 3);
+  EXPECT_EQ(j["checks"]["ran"], 0);
+  ASSERT_EQ(j["checks"]["unchecked"].size(), 3u);
+  EXPECT_EQ(j["checks"]["unchecked"][0]["id"], "numa.balancing");
+  EXPECT_EQ(j["checks"]["unchecked"][0]["missing_fact"], "proc/sys/kernel/numa_balancing");
+}
+
 TEST_F(AuditCli, BadInputIsOneLineAndExitTwo) {
   for (const std::string args :
        {"--only numa.balance", "--fail-on loud", "--role router", "--pinned-cpus 3-x",

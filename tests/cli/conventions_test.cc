@@ -74,7 +74,9 @@ TEST(Conventions, ParseErrorsAreOneLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_EQ(r.output.find("Run with --help"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output, "polyaccel: The following argument was not expected: --no-such-flag\n");
+  EXPECT_EQ(r.output,
+            "polyaccel topo: unknown option --no-such-flag (polyaccel topo --help lists the "
+            "options)\n");
 }
 
 TEST(Conventions, HelpHasOurNameAndNoParserInternals) {
@@ -187,6 +189,136 @@ TEST(ConfigFile, UnknownKeyIsRefusedWithFileAndLine) {
   EXPECT_NE(r.output.find("no such config file"), std::string::npos) << r.output;
 }
 
+// issue 32: an option typo is named with the closest option of the command, not "the following
+// arguments were not expected: VALUE --option".
+TEST(Conventions, UnknownOptionNamesTheClosest) {
+  std::string topo = topology_fixture(kXe8640).string();
+  struct Case {
+    std::string args;
+    std::string said;
+  };
+  for (const Case& c : {
+           Case{"topo --topolgy " + topo,
+                "polyaccel topo: unknown option --topolgy (did you mean --topology?)\n"},
+           Case{"place --mem 4GiB --topology " + topo,
+                "polyaccel place: unknown option --mem (did you mean --memory?)\n"},
+           Case{"agent --port 9477",
+                "polyaccel agent: unknown option --port (did you mean "
+                "--listen?)\n"},
+           Case{"topo --zzzzzzzzzz=1",
+                "polyaccel topo: unknown option --zzzzzzzzzz (polyaccel topo --help lists the "
+                "options)\n"},
+       }) {
+    auto r = run_command(bin() + " " + c.args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_EQ(r.output, c.said) << c.args;
+  }
+  auto run = run_command(bin() + " run --dry-run --local-rank 0 --topology " + topo +
+                         " echo --zzzzzz 2>&1");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("unknown option --zzzzzz (the command's own options go after --)"),
+            std::string::npos)
+      << run.output;
+  // A value that looks like an option, after an option that takes one, is the value.
+  auto r = run_command(bin() + " topo -q --topology " + topo + " -C gpu0 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// Every option with a fixed set of values says which in words, and takes no number for a word.
+TEST(Conventions, EnumValuesInWordsAndNoNumbers) {
+  std::string topo = " --topology " + topology_fixture(kXe8640).string();
+  struct Case {
+    std::string args;
+    std::string said;
+  };
+  for (const Case& c : {
+           Case{"topo --color blue", "--color: 'blue' is not auto, always or never"},
+           Case{"topo --color 1" + topo, "--color: '1' is not auto, always or never"},
+           Case{"topo --accel-backends 2" + topo, "'2' is not auto, on or off"},
+           Case{"audit --role 0" + topo, "'0' is not auto, hypervisor or compute"},
+           Case{"audit --fail-on x" + topo, "'x' is not critical, warning or info"},
+           Case{"place --strategy best" + topo, "'best' is not polyaccel or first-fit"},
+           Case{"cdi generate --cdi-version 1" + topo, "'1' is not 0.5.0, 0.6.0, 0.7.0 or 0.8.0"},
+       }) {
+    auto r = run_command(bin() + " " + c.args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_NE(r.output.find(c.said), std::string::npos) << c.args << ": " << r.output;
+    EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("->"), std::string::npos) << r.output;
+  }
+  auto r = run_command(bin() + " topo -q --color always" + topo);
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST(Conventions, EmptyPathIsRefused) {
+  for (const char* args : {"topo --topology ''", "topo --fsroot ''", "audit --root ''",
+                           "nccl-topo --output-file ''", "cdi generate --cdi-dir ''"}) {
+    auto r = run_command(bin() + " " + args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("an empty value"), std::string::npos) << args << ": " << r.output;
+  }
+}
+
+// issue 29 (12): -o is the output format in every command; a value that is no format names the
+// option that was meant.
+TEST(Conventions, DashOIsTheFormatEverywhere) {
+  std::string topo = " --topology " + topology_fixture(kXe8640).string();
+  TempDir tmp;
+  struct Case {
+    std::string args;
+    std::string said;
+  };
+  for (const Case& c : {
+           Case{"topo -o xml" + topo, "(hwloc XML: --of xml)"},
+           Case{"nccl-topo -o " + (tmp.path() / "t.xml").string() + topo, "--output-file"},
+           Case{"cdi generate -o " + (tmp.path() / "cdi").string() + topo, "--cdi-dir DIR"},
+       }) {
+    auto r = run_command("cd " + tmp.path().string() + " && " + bin() + " " + c.args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_NE(r.output.find(c.said), std::string::npos) << c.args << ": " << r.output;
+  }
+  for (const char* command : {"nccl-topo", "cdi generate", "topo", "flavors", "report"}) {
+    auto r = run_command("cd " + tmp.path().string() + " && " + bin() + " " + command + topo +
+                         " -o yaml 2>/dev/null");
+    // cdi generate: this host has no device minors for the capture's GPUs, all are skipped.
+    EXPECT_EQ(r.exit_code, std::string(command) == "cdi generate" ? 1 : 0)
+        << command << ": " << r.output;
+    EXPECT_NO_THROW(YAML::Load(r.output)) << command;
+    EXPECT_EQ(r.output.find('{'), std::string::npos) << command << ": YAML, not JSON";
+  }
+  // Nothing was written where -o's value would name a file or directory.
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.path()));
+}
+
+// issue 32: prose keeps its blanks after commas, whatever the width; lists stay glued.
+TEST(Conventions, WrappedProseKeepsItsBlanksAfterCommas) {
+  for (const char* columns : {"200", "40"}) {
+    auto r = run_command(std::string("COLUMNS=") + columns + " " + bin() + " topo --topology " +
+                         topology_fixture(kXe8640).string());
+    ASSERT_EQ(r.exit_code, 0);
+    std::string first = r.output.substr(0, r.output.find("(xml:"));
+    EXPECT_EQ(first.rfind("Host testhost-nvidia, x86_64, page size", 0), 0u) << first;
+    EXPECT_EQ(first.find(",x86_64"), std::string::npos) << first;
+    EXPECT_NE(r.output.find("CPUs 0-55,112-167"), std::string::npos) << r.output;
+  }
+}
+
+// issue 32: report shows topo's NUMA table, free memory included (one table).
+TEST(Conventions, ReportShowsTopoNumaTable) {
+  auto header = [](const std::string& text) {
+    auto at = text.find("NUMA nodes\n");
+    if (at == std::string::npos) return std::string();
+    auto line = text.find('\n', at + 11);
+    return text.substr(at, line - at);
+  };
+  auto topo = run_command(bin() + " topo");
+  auto report = run_command(bin() + " report");
+  ASSERT_EQ(topo.exit_code, 0);
+  ASSERT_EQ(report.exit_code, 0);
+  EXPECT_NE(header(topo.output).find("free"), std::string::npos) << topo.output;
+  EXPECT_EQ(header(report.output), header(topo.output)) << report.output;
+}
+
 TEST(Completion, ScriptsNameEveryCommandAndParse) {
   auto bash = run_command(bin() + " completion bash");
   ASSERT_EQ(bash.exit_code, 0);
@@ -208,6 +340,62 @@ TEST(Completion, ScriptsNameEveryCommandAndParse) {
   EXPECT_NE(fish.output.find("complete -c polyaccel -n '__fish_use_subcommand' -a topo"),
             std::string::npos);
   EXPECT_EQ(run_command(bin() + " completion tcsh 2>/dev/null").exit_code, 2);
+}
+
+// issue 32: after an enum option its values, after a device option the host's device ids (as
+// kubectl completes resource names), after -o the formats (issue 29: not files).
+TEST(Completion, EnumValuesAndDeviceIds) {
+  auto bash = run_command(bin() + " completion bash");
+  ASSERT_EQ(bash.exit_code, 0);
+  TempDir tmp;
+  std::ofstream(tmp.path() / "c.bash") << bash.output;
+  std::string bin_dir = std::filesystem::path(bin()).parent_path().string();
+  auto complete = [&](const std::string& words, int cword) {
+    auto r = run_command("bash -c 'PATH=" + bin_dir + ":$PATH; source " +
+                         (tmp.path() / "c.bash").string() + "; COMP_WORDS=(" + words +
+                         "); COMP_CWORD=" + std::to_string(cword) +
+                         "; _polyaccel; echo ${COMPREPLY[*]}'");
+    EXPECT_EQ(r.exit_code, 0) << words;
+    return r.output;
+  };
+  EXPECT_EQ(complete("polyaccel topo --accel-backends \"\"", 3), "auto on off\n");
+  EXPECT_EQ(complete("polyaccel topo --color a", 3), "auto always\n");
+  EXPECT_EQ(complete("polyaccel nccl-topo -o \"\"", 3), "table json yaml\n");
+  EXPECT_EQ(complete("polyaccel cdi generate --format y", 4), "yaml\n");
+  EXPECT_EQ(complete("polyaccel audit --role h", 3), "hypervisor\n");
+  std::string topo = topology_fixture(kXe8640).string();
+  EXPECT_EQ(complete("polyaccel topo --topology " + topo + " -C g", 5), "gpu0 gpu1 gpu2 gpu3\n");
+  EXPECT_EQ(complete("polyaccel run --topology " + topo + " --gpu 0000:5", 5),
+            "0000:5f:00.0 0000:5e:00.0\n");  // the GPU, and the NIC beside it
+  auto fish = run_command(bin() + " completion fish");
+  EXPECT_NE(fish.output.find("-l color -x -a 'auto always never'"), std::string::npos);
+  EXPECT_NE(fish.output.find("-s C -l device -x -a '(polyaccel __devices)'"), std::string::npos);
+  // The hidden command is no command a user is offered.
+  EXPECT_EQ(bash.output.find("__devices'"), std::string::npos);
+  auto r = run_command(bin() + " zzzzzzzz 2>&1");
+  EXPECT_EQ(r.output.find("__devices"), std::string::npos) << r.output;
+}
+
+// issue 32: the man pages have the sections a man page has, not only --help as troff.
+TEST(ManPages, ExamplesExitStatusFilesSeeAlso) {
+  TempDir tmp;
+  ASSERT_EQ(run_command(bin() + " man " + tmp.path().string()).exit_code, 0);
+  for (const char* page :
+       {"polyaccel.1", "polyaccel-place.1", "polyaccel-mig-plan.1", "polyaccel-sriov-set.1"}) {
+    std::ifstream in(tmp.path() / page);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    for (const char* section :
+         {".SH EXAMPLES\n", ".SH EXIT STATUS\n", ".SH FILES\n", ".SH SEE ALSO\n"}) {
+      EXPECT_NE(text.find(section), std::string::npos) << page << " lacks " << section;
+    }
+  }
+  std::ifstream in(tmp.path() / "polyaccel-place.1");
+  std::string place((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(place.find("/var/lib/polyaccel/allocations.json"), std::string::npos);
+  EXPECT_NE(place.find("\\-\\-hugepages\\-per\\-node"), std::string::npos);
+  std::ifstream top(tmp.path() / "polyaccel.1");
+  std::string root((std::istreambuf_iterator<char>(top)), {});
+  EXPECT_NE(root.find("\\fBpolyaccel\\-topo\\fR(1)"), std::string::npos);
 }
 
 TEST(ManPages, OnePerCommandFromTheOptionDefinitions) {

@@ -1,4 +1,5 @@
-// `polyaccel nccl-topo` as a user runs it: stdout, -o FILE (well-formed for xmllint), --json.
+// `polyaccel nccl-topo` as a user runs it: stdout, --output-file FILE (well-formed for xmllint),
+// --json.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -21,7 +22,8 @@ TEST(NcclTopoCli, WritesTheFileAtomicallyAndSaysHowToUseIt) {
   TempDir tmp;
   const auto file = tmp.path() / "topo.xml";
   const std::string topo = " --topology " + topology_fixture(kXe8640).string();
-  auto r = run_command(polyaccel_binary() + " nccl-topo" + topo + " -o " + file.string());
+  auto r =
+      run_command(polyaccel_binary() + " nccl-topo" + topo + " --output-file " + file.string());
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("NCCL_TOPO_FILE=" + file.string()), std::string::npos);
   EXPECT_EQ(run_command("xmllint --noout " + file.string() + " 2>&1").exit_code, 0);
@@ -35,7 +37,8 @@ TEST(NcclTopoCli, WritesTheFileAtomicallyAndSaysHowToUseIt) {
   EXPECT_NE(j["xml"].get<std::string>().find("gdr=\"1\""), std::string::npos);
   r = run_command(polyaccel_binary() + " nccl-topo --gdr maybe" + topo + " 2>&1");
   EXPECT_EQ(r.exit_code, 2);
-  r = run_command(polyaccel_binary() + " nccl-topo" + topo + " -o /nonexistent/dir/t.xml 2>&1");
+  r = run_command(polyaccel_binary() + " nccl-topo" + topo +
+                  " --output-file /nonexistent/dir/t.xml 2>&1");
   EXPECT_EQ(r.exit_code, 2);
 }
 

@@ -1,7 +1,8 @@
 // CDI specs of real captured machines and of the vendor libraries' test builds, checked against
 // the fields and formats of the CDI specification (container-device-interface SPEC.md: cdiVersion,
 // kind "vendor/class", device names, containerEdits and its members); and the two commands,
-// `polyaccel dra slices --json` and `polyaccel cdi generate -o DIR --json`, run as a user would.
+// `polyaccel dra slices --json` and `polyaccel cdi generate --cdi-dir DIR --json`, run as a user
+// would.
 //
 // A container runtime consuming the spec (podman run --device polyaccel.io/gpu=gpu-0 with a local
 // rootfs) is not part of this suite: in the sandbox CI runs in, podman 4.3's runtimes cannot
@@ -241,11 +242,27 @@ TEST_F(Cdi, CommandsPrintSlicesAndWriteSpecs) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("Bad_Name"), std::string::npos);
 
+  // issue 32: every device skipped (no device minors under the root): the skips on stderr, exit 1
+  // (nothing written is no success), stdout without them.
+  fs::path none = dir_.path() / "none";
+  std::string all_skipped = polyaccel::testing::polyaccel_binary() + " cdi generate --topology '" +
+                            topo + "' --root '" + (dir_.path() / "empty-root").string() +
+                            "' --cdi-dir '" + none.string() + "'";
+  fs::create_directories(dir_.path() / "empty-root");
+  auto skips = run_command(all_skipped + " 2>/dev/null");
+  EXPECT_EQ(skips.exit_code, 1) << skips.output;
+  EXPECT_EQ(skips.output.find("skipped"), std::string::npos) << skips.output;
+  auto said = run_command(all_skipped + " 2>&1 >/dev/null");
+  EXPECT_NE(said.output.find("skipped: "), std::string::npos) << said.output;
+  EXPECT_NE(said.output.find("nothing written"), std::string::npos) << said.output;
+  EXPECT_FALSE(fs::exists(none) && !fs::is_empty(none));
+  EXPECT_EQ(run_command(all_skipped + " --json 2>/dev/null").exit_code, 1);
+
   write_text(root() / "proc/driver/nvidia/gpus/0000:4e:00.0/information", "Device Minor: 0\n");
   fs::path out = dir_.path() / "cdi";
   auto g =
       run_command(polyaccel::testing::polyaccel_binary() + " cdi generate --topology '" + topo +
-                  "' --root '" + root().string() + "' -o '" + out.string() + "' --json");
+                  "' --root '" + root().string() + "' --cdi-dir '" + out.string() + "' --json");
   ASSERT_EQ(g.exit_code, 0) << g.output;
   auto gj = json::parse(g.output);
   ASSERT_EQ(gj["specs"].size(), 1u);
@@ -259,7 +276,7 @@ TEST_F(Cdi, CommandsPrintSlicesAndWriteSpecs) {
   fs::remove_all(out);
   for (const std::string v : {"0.4.0", "0.9.0", "x"}) {
     auto b = run_command(polyaccel::testing::polyaccel_binary() + " cdi generate --topology '" +
-                         topo + "' --root '" + root().string() + "' -o '" + out.string() +
+                         topo + "' --root '" + root().string() + "' --cdi-dir '" + out.string() +
                          "' --cdi-version " + v + " 2>&1");
     EXPECT_EQ(b.exit_code, 2) << v << ": " << b.output;
     EXPECT_NE(b.output.find("--cdi-version"), std::string::npos) << b.output;

@@ -4,6 +4,7 @@
 // its tuning, compared with what `polyaccel audit --json` says of the same tree.
 #include <cctype>
 #include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -203,8 +204,28 @@ std::map<std::pair<std::string, std::string>, int> cli_audit(const fs::path& roo
   return out;
 }
 
+// The check ids `polyaccel audit --json` on the same tree could not run.
+std::set<std::string> cli_unchecked(const fs::path& root) {
+  auto r = polyaccel::testing::run_command("'" + polyaccel::testing::polyaccel_binary() +
+                                           "' audit --json --accel-backends off --root '" +
+                                           root.string() + "' 2>/dev/null");
+  std::set<std::string> out;
+  auto j = nlohmann::json::parse(r.output, nullptr, false);
+  if (j.is_discarded()) return out;
+  for (const auto& u : j["checks"]["unchecked"])
+    out.insert(u["id"].get<std::string>());
+  return out;
+}
+
 void expect_gauges_match(const Families& f, const fs::path& root) {
   auto want = cli_audit(root);
+  // issue 32: which checks ran, as the command says it (a check that could not run is 0).
+  auto unchecked = cli_unchecked(root);
+  for (const auto& id : all_finding_ids()) {
+    if (id == "audit.limits") continue;
+    EXPECT_EQ(value(f, "polyaccel_audit_check_ran", {{"id", id}}), unchecked.count(id) ? 0 : 1)
+        << id;
+  }
   size_t ids = all_finding_ids().size();
   EXPECT_EQ(count(f, "polyaccel_audit_findings"), ids * 3);  // every id, every severity
   for (const auto& id : all_finding_ids()) {

@@ -73,7 +73,7 @@ def generate(*extra):
     """polyaccel cdi generate into the CDI directory; the specs it printed (--json)."""
     shutil.rmtree(cdi_dir, ignore_errors=True)
     r = subprocess.run([polyaccel, "cdi", "generate", "--topology", topology, "--accel-backends",
-                        "on", "--root", proc_root, "-o", cdi_dir, *extra, "--json"],
+                        "on", "--root", proc_root, "--cdi-dir", cdi_dir, *extra, "--json"],
                        capture_output=True, text=True, env=env)
     check(r.returncode == 0, "cdi generate %s exits 0 (%s)" % (" ".join(extra), r.stderr.strip()))
     return json.loads(r.stdout)["specs"] if r.returncode == 0 else []

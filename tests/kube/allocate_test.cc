@@ -255,7 +255,7 @@ class AutoDeviceListStrategy : public ::testing::Test {
     write(to, text);
   }
   void write(const std::string& file, const std::string& text) { write_text(root() / file, text); }
-  // A spec as `polyaccel cdi generate -o /var/run/cdi` writes it (kind polyaccel.io/gpu).
+  // A spec as `polyaccel cdi generate --cdi-dir /var/run/cdi` writes it (kind polyaccel.io/gpu).
   void write_polyaccel_spec(const std::string& dir = "var/run/cdi") {
     write(dir + "/polyaccel.io-gpu.json",
           R"({"cdiVersion":"0.8.0","kind":"polyaccel.io/gpu","devices":[{"name":")" + kGpu4e +
