@@ -209,8 +209,8 @@ TEST(DevicePlugin, CdiCriNamesTheDevicesOfTheSpecsCdiGenerateWrites) {
   }
   auto g = run_command(polyaccel_binary() + " cdi generate --topology '" +
                        topology_fixture(kXe8640).string() + "' --accel-backends on --root '" +
-                       (dir.path() / "root").string() + "' -o '" + (dir.path() / "cdi").string() +
-                       "' --json");
+                       (dir.path() / "root").string() + "' --cdi-dir '" +
+                       (dir.path() / "cdi").string() + "' --json");
   ASSERT_EQ(g.exit_code, 0) << g.output;
   auto spec = nlohmann::json::parse(std::ifstream(dir.path() / "cdi/polyaccel.io-gpu.json"));
   ASSERT_EQ(spec["kind"], "polyaccel.io/gpu");
