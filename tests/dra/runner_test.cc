@@ -190,7 +190,8 @@ TEST(DraRunner, AServerWithoutPartitionableDevicesGetsNothingItCanOverCommit) {
   unsigned allocated = 0;
   while (auto got = scheduler.allocate(any_mig)) {
     ++allocated;
-    const Device* d = agent.runner->pool().device(got->front());
+    const Pool pool = agent.runner->pool();  // a copy: device() points into it
+    const Device* d = pool.device(got->front());
     ASSERT_NE(d, nullptr);
     ASSERT_TRUE(d->mig_instance) << d->name;
     compute[d->attributes.at("parentUUID").text] +=
