@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cstring>
 #include <iostream>
+#include <utility>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include "exporter/families.h"
@@ -180,8 +182,16 @@ std::shared_ptr<const ScrapeBody> Scraper::body() const {
   auto entry = std::make_shared<CachedBody>(
       CachedBody{std::move(now), rendered_at, std::shared_ptr<const ScrapeBody>(body)});
   renders_.fetch_add(1);
-  std::lock_guard lock(cache_mu_);
-  cache_ = entry;
+  std::shared_ptr<const CachedBody> previous;
+  {
+    std::lock_guard lock(cache_mu_);
+    previous = std::exchange(cache_, entry);
+  }
+  previous.reset();  // with the last snapshots it held, unless a scrape still sends it
+  // A render allocates and frees a few MiB (the families, their label vectors) on whichever
+  // civetweb thread ran it, and glibc keeps freed pages resident in that thread's arena. Handing
+  // them back costs a walk of the free lists once per render (every --interval), not per scrape.
+  ::malloc_trim(0);
   return entry->body;
 }
 
