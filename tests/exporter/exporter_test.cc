@@ -372,6 +372,33 @@ TEST_F(Exporter, BodyIsRenderedOncePerSetOfSnapshots) {
   EXPECT_EQ(s.renders(), 4u);
 }
 
+// civetweb serves scrapes on several threads: bodies are read and replaced at once while the
+// monitor publishes (the TSan build runs this). Every body is whole: it ends with the last
+// family's sample, and a body is a render of one snapshot, never a mix.
+TEST_F(Exporter, BodiesFromSeveralThreadsWhileSnapshotsChange) {
+  start_monitor();
+  wait_sampled();
+  auto s =
+      std::make_shared<Scraper>(make_all_collectors(), ExporterOptions{},
+                                Sources{[this] { return monitor_->snapshot(); }, nullptr, nullptr});
+  std::string expected_tail = "polyaccel_accelerator_monitor_ready 1\n";
+  std::atomic<int> whole{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 40; ++i) {
+        auto body = s->body();
+        if (body->text.ends_with(expected_tail) && !body->gzip.empty()) ++whole;
+        std::this_thread::sleep_for(1ms);
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(whole.load(), 160);
+  EXPECT_GE(s->renders(), 1u);  // how many depends on the timing: not asserted
+}
+
 // Fetches a URL with curl: the body, or the response headers with `headers_only`.
 std::string curl(const std::string& args) {
   auto r = polyaccel::testing::run_command("curl -sS --max-time 20 " + args + " 2>&1");
