@@ -22,6 +22,9 @@ struct DraStatus {
   std::uint64_t restores = 0;        // syncs that put back slices someone else deleted (a wipe)
   std::size_t devices = 0;           // devices in the published pool
   bool watching = false;             // a watch on the pool's slices is open
+
+  // The exporter serves a cached scrape body until a source changes (exporter.h).
+  bool operator==(const DraStatus&) const = default;
 };
 
 }  // namespace polyaccel

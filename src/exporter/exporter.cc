@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cstring>
 #include <iostream>
+#include <utility>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include "exporter/families.h"
@@ -71,17 +73,13 @@ int answer_request(mg_connection* conn) {
     }
   }
   if (std::strcmp(ri->local_uri, "/metrics") == 0) {
-    std::string text = exporter->metrics_text();
-    // gzip when the client takes it (Prometheus always does), as prometheus-cpp's handler did.
+    std::shared_ptr<const ScrapeBody> body = exporter->metrics_body();
     const char* accept = mg_get_header(conn, "Accept-Encoding");
-    if (accept && std::strstr(accept, "gzip")) {
-      std::string compressed = gzip(text);
-      if (!compressed.empty()) {
-        answer(conn, 200, fields + "Content-Encoding: gzip\r\n", compressed, head);
-        return 200;
-      }
+    if (accept && std::strstr(accept, "gzip") && !body->gzip.empty()) {
+      answer(conn, 200, fields + "Content-Encoding: gzip\r\n", body->gzip, head);
+      return 200;
     }
-    answer(conn, 200, fields, text, head);
+    answer(conn, 200, fields, body->text, head);
     return 200;
   }
   if (std::strcmp(ri->local_uri, "/healthz") == 0) {
@@ -123,29 +121,78 @@ Scraper::Scraper(std::vector<std::unique_ptr<Collector>> collectors, ExporterOpt
       sources_(std::move(sources)),
       started_(std::chrono::system_clock::now()) {}
 
+Scraper::Snapshots Scraper::take_snapshots() const {
+  Snapshots s;
+  if (sources_.accelerators) s.accelerators = sources_.accelerators();
+  if (sources_.host) s.host = sources_.host();
+  if (sources_.pods) s.pods = sources_.pods();
+  if (sources_.dra) s.dra = sources_.dra();
+  return s;
+}
+
+bool Scraper::Snapshots::same_as(const Snapshots& other) const {
+  // Snapshots are immutable and each publication is a new object, so the same pointer is the
+  // same content. The DRA source makes a new status on every call: compared by value.
+  bool same_dra = (!dra && !other.dra) || (dra && other.dra && *dra == *other.dra);
+  return accelerators == other.accelerators && host == other.host && pods == other.pods && same_dra;
+}
+
 ScrapeInput Scraper::input() const {
+  return input_from(take_snapshots());
+}
+
+ScrapeInput Scraper::input_from(Snapshots snapshots) const {
   ScrapeInput in;
   in.now = std::chrono::system_clock::now();
   in.hostname = options_.hostname;
   in.cluster_name = options_.cluster_name;
   in.dcgm_hostname_label = options_.dcgm_hostname_label;
   in.names = options_.names;
-  in.accelerators = sources_.accelerators ? sources_.accelerators() : nullptr;
+  in.accelerators = std::move(snapshots.accelerators);
   if (!in.accelerators) {
     auto empty = std::make_shared<AcceleratorSnapshot>();
     empty->host = std::make_shared<const HostModel>();
     in.accelerators = empty;
   }
-  in.host = sources_.host ? sources_.host() : nullptr;
+  in.host = std::move(snapshots.host);
   if (!in.host) {
     auto empty = std::make_shared<HostSample>();
     empty->host = in.accelerators->host;
     in.host = empty;
   }
-  in.pods = sources_.pods ? sources_.pods() : nullptr;
+  in.pods = std::move(snapshots.pods);
   if (!in.pods) in.pods = std::make_shared<const PodAssignments>();
-  in.dra = sources_.dra ? sources_.dra() : nullptr;
+  in.dra = std::move(snapshots.dra);
   return in;
+}
+
+std::shared_ptr<const ScrapeBody> Scraper::body() const {
+  Snapshots now = take_snapshots();
+  auto rendered_at = Clock::now();
+  {
+    std::lock_guard lock(cache_mu_);
+    if (cache_ && cache_->key.same_as(now) && rendered_at - cache_->rendered < kMaxBodyAge)
+      return cache_->body;
+  }
+  auto body = std::make_shared<ScrapeBody>();
+  body->text = text_format(scrape(input_from(now)));
+  // gzip when the client takes it (Prometheus always does), as prometheus-cpp's handler did:
+  // compressed here, once per body, not once per scrape.
+  body->gzip = gzip(body->text);
+  auto entry = std::make_shared<CachedBody>(
+      CachedBody{std::move(now), rendered_at, std::shared_ptr<const ScrapeBody>(body)});
+  renders_.fetch_add(1);
+  std::shared_ptr<const CachedBody> previous;
+  {
+    std::lock_guard lock(cache_mu_);
+    previous = std::exchange(cache_, entry);
+  }
+  previous.reset();  // with the last snapshots it held, unless a scrape still sends it
+  // A render allocates and frees a few MiB (the families, their label vectors) on whichever
+  // civetweb thread ran it, and glibc keeps freed pages resident in that thread's arena. Handing
+  // them back costs a walk of the free lists once per render (every --interval), not per scrape.
+  ::malloc_trim(0);
+  return entry->body;
 }
 
 Families Scraper::scrape() const {
@@ -280,7 +327,11 @@ int HttpExporter::port() const {
 }
 
 std::string HttpExporter::metrics_text() const {
-  return text_format(scraper_->scrape());
+  return metrics_body()->text;
+}
+
+std::shared_ptr<const ScrapeBody> HttpExporter::metrics_body() const {
+  return scraper_->body();
 }
 
 Health HttpExporter::health() const {

@@ -4,7 +4,9 @@
 // them: it never waits on a vendor call or on kubelet.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -53,18 +55,54 @@ struct ExporterOptions {
   std::chrono::milliseconds stall_after{60000};
 };
 
+// What /metrics answers: the text format and its gzip, built together from one set of snapshots.
+struct ScrapeBody {
+  std::string text;
+  std::string gzip;  // empty when zlib failed: the text is served uncompressed
+};
+
+// A cached body is served for at most this long even when no source changed, because of the
+// families that depend on the clock: polyaccel_accelerator_sample_age_seconds (and its vendor
+// twins) are as of the render, so they lag by at most this much; a stalled monitor still shows
+// growing ages (docs/exporter.md).
+inline constexpr std::chrono::milliseconds kMaxBodyAge{1000};
+
 // Runs the collectors over one scrape input and adds the self-metrics. Also what tests and the
 // benchmark call without HTTP. Thread-safe: civetweb serves scrapes on several threads.
 class Scraper {
  public:
   Scraper(std::vector<std::unique_ptr<Collector>> collectors, ExporterOptions options,
           Sources sources);
+  // One render: the collectors run over the snapshots as they are now (or over `input`).
   Families scrape() const;
   Families scrape(const ScrapeInput& input) const;
   ScrapeInput input() const;  // the snapshots as they are now
   const ExporterOptions& options() const { return options_; }
 
+  // What /metrics serves. The samplers publish new snapshots on their own intervals (seconds),
+  // while Prometheus and dashboards may scrape far more often, so the body is rendered once per
+  // set of snapshots (the same shared_ptrs from every source, an equal DraStatus) and the same
+  // bytes are served until a source publishes or kMaxBodyAge passes. The per-collector
+  // polyaccel_collector_duration_seconds and _success are those of the render that built it.
+  std::shared_ptr<const ScrapeBody> body() const;
+  std::uint64_t renders() const { return renders_.load(); }  // bodies built so far (tests)
+
  private:
+  // The sources' answers as they are (null included): the key of the cached body.
+  struct Snapshots {
+    std::shared_ptr<const AcceleratorSnapshot> accelerators;
+    std::shared_ptr<const HostSample> host;
+    std::shared_ptr<const PodAssignments> pods;
+    std::shared_ptr<const DraStatus> dra;
+    bool same_as(const Snapshots& other) const;
+  };
+  struct CachedBody {
+    Snapshots key;
+    std::chrono::steady_clock::time_point rendered;
+    std::shared_ptr<const ScrapeBody> body;
+  };
+  Snapshots take_snapshots() const;
+  ScrapeInput input_from(Snapshots snapshots) const;
   void note_result(const std::string& collector, const std::string& error) const;
 
   std::vector<std::unique_ptr<Collector>> collectors_;
@@ -73,6 +111,11 @@ class Scraper {
   std::chrono::system_clock::time_point started_;
   mutable std::mutex log_mu_;
   mutable std::map<std::string, std::string> last_error_;  // logged once, again when it changes
+  // Held only to read or replace the pointer: renders run outside it, so two scrapes that miss
+  // at once may both render (the same bytes); the last one stays.
+  mutable std::mutex cache_mu_;
+  mutable std::shared_ptr<const CachedBody> cache_;
+  mutable std::atomic<std::uint64_t> renders_{0};
 };
 
 // /healthz: "ok" (200) or why not (503).
@@ -97,6 +140,7 @@ class HttpExporter {
   int port() const;  // the bound port (useful with :0)
   Health health() const;
   std::string metrics_text() const;                          // a scrape in the text format
+  std::shared_ptr<const ScrapeBody> metrics_body() const;    // Scraper::body()
   WebSecurity* security() const { return security_.get(); }  // null without --web-config-file
 
  private:
