@@ -44,8 +44,9 @@ test: build
 # Sanitizer variants (CI runs both after `make test`): the whole suite under AddressSanitizer and
 # UndefinedBehaviorSanitizer, built with clang so that the same tree holds the libFuzzer targets
 # of tests/fuzz (`make fuzz`); the agent's threaded parts (monitor, exporter, device plugin,
-# pod-resources client, DRA driver) under ThreadSanitizer.
-TSAN_TESTS ?= monitor_test exporter_test pod_resources_test kube_plugin_test dra_test
+# pod-resources client, DRA driver, partition manager) under ThreadSanitizer.
+TSAN_TESTS ?= monitor_test exporter_test pod_resources_test kube_plugin_test dra_test \
+  partition_manager_test
 LSAN_ENV := LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 $(LSAN_ENV) \
   UBSAN_OPTIONS=print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
