@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <set>
 #include <thread>
@@ -501,6 +502,78 @@ TEST_F(MigLabels, EightGpusFromLabelToSuccess) {
             << std::chrono::duration<double, std::milli>(m.last_outcome().apply_time).count()
             << " ms, reconcile wall " << std::chrono::duration<double, std::milli>(wall).count()
             << " ms\n";
+}
+
+// The agent's loop: the Node is watched, so a label change starts the apply at once, long before
+// the slow re-check; a dropped watch and a 410 Gone are followed by a new GET and a new watch.
+TEST_F(MigLabels, ALabelChangeIsSeenThroughTheWatchAndDroppedWatchesAreReopened) {
+  PartitionManagerOptions o = options();
+  o.recheck = std::chrono::minutes(10);  // a poll would not see anything within the test
+  PartitionLabelManager m(*client_, o, hooks());
+  ASSERT_TRUE(m.recover());
+  auto node_watches = [&] {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    return server_.node_watches;
+  };
+  auto until = [](const std::function<bool()>& done) {
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+         std::chrono::steady_clock::now() < end;
+         std::this_thread::sleep_for(std::chrono::milliseconds(1)))
+      if (done()) return true;
+    return false;
+  };
+  // Sets the label as kubectl would and waits for `success`; label -> pending, measured.
+  auto relabel = [&](const std::string& config) {
+    size_t before = states().size();
+    auto t0 = std::chrono::steady_clock::now();
+    server_.update_node(kNode, [&](json& n) { n["metadata"]["labels"][kMigConfigLabel] = config; });
+    EXPECT_TRUE(until([&] { return states().size() > before; })) << config << ": never pending";
+    auto latency = std::chrono::steady_clock::now() - t0;
+    EXPECT_TRUE(until([&] { return node_label(kMigConfigStateLabel) == "success"; }))
+        << config << ": " << m.last_outcome().reason;
+    auto s = states();
+    EXPECT_GT(s.size(), before);
+    if (s.size() > before) {
+      EXPECT_EQ(s[before], "pending");
+    }
+    std::cout << "[ measure  ] " << config << ": label -> pending "
+              << std::chrono::duration<double, std::milli>(latency).count() << " ms\n";
+  };
+  m.start();
+  ASSERT_TRUE(until([&] { return node_watches() >= 1; }));
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    bool watched_from_the_get = false;
+    for (const auto& [method, path] : server_.seen)
+      if (method == "GET" &&
+          path.rfind("/api/v1/nodes?fieldSelector=metadata.name%3D" + std::string(kNode) +
+                         "&resourceVersion=",
+                     0) == 0 &&
+          path.find("&watch=1") != std::string::npos)
+        watched_from_the_get = true;
+    EXPECT_TRUE(watched_from_the_get) << "a watch of this Node from the GET's resourceVersion";
+  }
+  relabel("two-change");
+  EXPECT_EQ(ever_withdrawn(), (std::set<std::string>{kBus[1], kBus[3]}));
+
+  // The connection drops: the manager reads the Node again and watches again.
+  unsigned open = node_watches();
+  server_.close_watches();
+  ASSERT_TRUE(until([&] { return node_watches() > open; }));
+  relabel("gpu3-full");
+
+  // The server answers the next watch 410 Gone: read again (a re-list), watch again.
+  open = node_watches();
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.expire_next_node_watches = 1;
+  }
+  server_.close_watches();
+  ASSERT_TRUE(until([&] { return node_watches() >= open + 2; }));
+  relabel("two-change");
+  m.stop();
+  EXPECT_EQ(ever_withdrawn(), (std::set<std::string>{kBus[1], kBus[3]}));
+  EXPECT_TRUE(withdrawals().back().empty()) << "every GPU advertised at the end";
 }
 
 // ---- AMD: dcm.amd.com/gpu-config-profile over amdgpu's sysfs attributes --------------------
