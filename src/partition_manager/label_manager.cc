@@ -73,8 +73,13 @@ Status PartitionLabelManager::recover() {
 }
 
 Status PartitionLabelManager::reconcile_once() {
-  auto labels = get_node_labels(client_, options_.node);
-  if (!labels) return labels.error();
+  auto node = get_node(client_, options_.node);
+  if (!node) return node.error();
+  const auto* labels = &node->labels;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_ = *node;
+  }
   std::string config, state;
   if (auto it = labels->find(options_.labels.config); it != labels->end()) config = it->second;
   if (auto it = labels->find(options_.labels.state); it != labels->end()) state = it->second;
@@ -268,17 +273,82 @@ void PartitionLabelManager::apply(const std::string& config) {
   finish(outcome, record);
 }
 
+bool PartitionLabelManager::wait(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, d, [&] { return stop_; });
+}
+
+bool PartitionLabelManager::stopping() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_;
+}
+
 void PartitionLabelManager::run() {
-  for (;;) {
-    if (auto st = reconcile_once(); !st) log(st.error().message());
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, options_.poll, [&] { return stop_; })) return;
+  const std::chrono::milliseconds first_retry(1000);
+  std::chrono::milliseconds retry = first_retry;
+  unsigned failed_watches = 0;  // in a row
+  std::string last_error;
+  while (!stopping()) {
+    if (auto st = reconcile_once(); !st) {
+      log(st.error().message());
+      if (wait(retry)) return;
+      retry = std::min(retry * 2, options_.recheck);
+      continue;
+    }
+    retry = first_retry;
+    if (!options_.watch) {
+      if (wait(options_.recheck)) return;
+      continue;
+    }
+    // Watch from what the GET saw; a change of either label ends the watch and is looked at
+    // with a GET (the watch's object is not trusted alone: the GET also sees what changed while
+    // no watch was open). The server ends the watch after `recheck`: a slow re-check should a
+    // watch miss something.
+    NodeLabels seen;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen = seen_;
+    }
+    auto label_of = [](const NodeLabels& n, const std::string& key) {
+      auto it = n.labels.find(key);
+      return it == n.labels.end() ? std::string() : it->second;
+    };
+    bool changed = false;
+    auto st = watch_node(
+        *watch_client_, options_.node, seen.resource_version,
+        std::chrono::duration_cast<std::chrono::seconds>(options_.recheck),
+        [&](const NodeLabels& now) {
+          changed =
+              label_of(now, options_.labels.config) != label_of(seen, options_.labels.config) ||
+              label_of(now, options_.labels.state) != label_of(seen, options_.labels.state);
+          return !changed;
+        },
+        [this] { return !stopping(); });
+    if (st || changed) {
+      failed_watches = 0;
+      last_error.clear();
+      continue;
+    }
+    if (stopping()) return;
+    // Dropped, 410 Gone, refused: the Node is read again at once (what changed meanwhile is
+    // not known), then watched from there; a watch that keeps failing is retried less often,
+    // down to one look every `recheck` (RBAC without watch: polling).
+    std::string e = st.error().message();
+    if (e != last_error) log("watching the Node: " + e + "; reading it again");
+    last_error = e;
+    if (++failed_watches > 1) {
+      auto backoff =
+          std::min(first_retry * (1u << std::min(failed_watches - 2, 8u)), options_.recheck);
+      if (wait(backoff)) return;
+    }
   }
 }
 
 void PartitionLabelManager::start() {
   std::lock_guard<std::mutex> lock(mu_);
   stop_ = false;
+  // A watch of its own: an open watch holds its client's one connection for minutes.
+  watch_client_ = std::make_unique<dra::KubeClient>(client_.config());
   thread_ = std::thread([this] { run(); });
 }
 
@@ -288,6 +358,7 @@ void PartitionLabelManager::stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  if (watch_client_) watch_client_->cancel();  // an open watch ends now, not within a second
   if (thread_.joinable()) thread_.join();
 }
 

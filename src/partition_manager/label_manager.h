@@ -7,10 +7,12 @@
 // advertises them again, and reports the outcome in the state label and an Event naming what
 // failed and why. GPUs the plan leaves alone keep serving throughout.
 //
-// The Node is looked at every `poll` (a GET). The ConfigMap is read once per apply: an edit
-// during an apply counts for the next one. A state file, written atomically before each step
-// that touches the GPUs, lets an agent killed in the middle finish the apply or report it failed
-// when it starts again (state_file.h).
+// The Node is read (a GET), then watched from that resourceVersion: a change of its labels starts
+// the apply within a moment; a dropped watch or a 410 Gone reads the Node again before watching
+// again, and each watch ends after options.recheck for a slow re-check. The ConfigMap is read once
+// per apply: an edit during an apply counts for the next one. A state file, written atomically
+// before each step that touches the GPUs, lets an agent killed in the middle finish the apply or
+// report it failed when it starts again (state_file.h).
 #pragma once
 
 #include <chrono>
@@ -29,6 +31,7 @@
 #include "core/error.h"
 #include "core/pod_assignments.h"
 #include "dra/kube_client.h"
+#include "partition_manager/node_api.h"
 #include "partition_manager/state_file.h"
 
 namespace polyaccel {
@@ -77,9 +80,14 @@ struct PartitionManagerOptions {
   bool evict_pods = false;
   std::chrono::milliseconds pod_wait{std::chrono::minutes(10)};  // then the apply fails
   std::chrono::milliseconds pod_check{std::chrono::seconds(2)};  // between two looks at the pods
-  std::chrono::milliseconds poll{std::chrono::seconds(5)};       // between two looks at the Node
-  std::string component = "polyaccel-partition-manager";         // Events' source
-  std::function<void(const std::string&)> log;                   // stderr when empty
+  // The Node is watched: a change of the labels is looked at at once. Off: looked at every
+  // `recheck` only.
+  bool watch = true;
+  // The longest between two looks at the Node (a watch lasts this long, then the Node is read
+  // again): the fallback should a watch miss a change.
+  std::chrono::milliseconds recheck{std::chrono::seconds(60)};
+  std::string component = "polyaccel-partition-manager";  // Events' source
+  std::function<void(const std::string&)> log;            // stderr when empty
 };
 
 // The steps of one apply, for tests that stop the apply after one as a kill would.
@@ -126,7 +134,7 @@ class PartitionLabelManager {
   // be reached (the next look tries again); an apply that fails is an outcome, not an Error.
   Status reconcile_once();
 
-  void start();  // looks every options.poll on a thread of its own (recover() first)
+  void start();  // reconciles and watches on a thread of its own (call recover() first)
   void stop();
 
   PartitionOutcome last_outcome() const;
@@ -139,6 +147,8 @@ class PartitionLabelManager {
   void set_withdrawn(const std::set<std::string>& gpus);
   void log(const std::string& line) const;
   void run();
+  bool wait(std::chrono::milliseconds d);  // true: stopping
+  bool stopping() const;
 
   dra::KubeClient& client_;
   const PartitionManagerOptions options_;
@@ -150,6 +160,8 @@ class PartitionLabelManager {
   std::condition_variable cv_;
   bool stop_ = false;
   std::thread thread_;
+  std::unique_ptr<dra::KubeClient> watch_client_;
+  NodeLabels seen_;  // the last GET of the Node
 };
 
 }  // namespace polyaccel

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -38,8 +39,30 @@ std::string now_rfc3339() {
 
 }  // namespace
 
-Result<std::map<std::string, std::string>> get_node_labels(KubeClient& client,
-                                                           const std::string& node) {
+namespace {
+
+std::map<std::string, std::string> labels_of(const nlohmann::json& node) {
+  std::map<std::string, std::string> labels;
+  const auto& meta = node.value("metadata", nlohmann::json::object());
+  if (meta.is_object() && meta.contains("labels") && meta["labels"].is_object()) {
+    for (const auto& [k, v] : meta["labels"].items()) {
+      if (v.is_string()) labels[k] = v.get<std::string>();
+    }
+  }
+  return labels;
+}
+
+std::string resource_version_of(const nlohmann::json& node) {
+  const auto& meta = node.value("metadata", nlohmann::json::object());
+  if (!meta.is_object() || !meta.contains("resourceVersion") ||
+      !meta["resourceVersion"].is_string())
+    return "";
+  return meta["resourceVersion"].get<std::string>();
+}
+
+}  // namespace
+
+Result<NodeLabels> get_node(KubeClient& client, const std::string& node) {
   std::string what = "Node " + node;
   auto r = client.request("GET", "/api/v1/nodes/" + url_encode(node));
   if (!r) return r.error();
@@ -47,14 +70,49 @@ Result<std::map<std::string, std::string>> get_node_labels(KubeClient& client,
   auto doc = nlohmann::json::parse(r->body, nullptr, false);
   if (!doc.is_object())
     return Error{ErrorCode::io, what, "the API server's answer is not JSON", ""};
-  std::map<std::string, std::string> labels;
-  const auto& meta = doc.value("metadata", nlohmann::json::object());
-  if (meta.is_object() && meta.contains("labels") && meta["labels"].is_object()) {
-    for (const auto& [k, v] : meta["labels"].items()) {
-      if (v.is_string()) labels[k] = v.get<std::string>();
-    }
-  }
-  return labels;
+  return NodeLabels{labels_of(doc), resource_version_of(doc)};
+}
+
+Result<std::map<std::string, std::string>> get_node_labels(KubeClient& client,
+                                                           const std::string& node) {
+  auto n = get_node(client, node);
+  if (!n) return n.error();
+  return n->labels;
+}
+
+Status watch_node(KubeClient& client, const std::string& node, const std::string& resource_version,
+                  std::chrono::seconds server_timeout,
+                  const std::function<bool(const NodeLabels&)>& on_change,
+                  const std::function<bool()>& keep_going) {
+  const std::string path = "/api/v1/nodes?fieldSelector=" + url_encode("metadata.name=" + node) +
+                           "&resourceVersion=" + url_encode(resource_version) +
+                           "&watch=1&timeoutSeconds=" + std::to_string(server_timeout.count());
+  std::string ended;  // an ERROR event's message
+  auto r = client.watch(
+      path,
+      [&](const std::string& line) {
+        auto event = nlohmann::json::parse(line, nullptr, false);
+        if (!event.is_object()) return true;  // not an event: ignored, as a blank line
+        std::string type = event.value("type", "");
+        auto object = event.value("object", nlohmann::json::object());
+        if (type == "ERROR") {
+          // 410 Gone (the resourceVersion is older than what the server keeps) and the like.
+          ended = "the server ended the watch: " +
+                  (object.is_object() ? object.value("message", std::string()) : std::string());
+          return false;
+        }
+        if (type == "BOOKMARK" || !object.is_object()) return true;
+        if (type == "DELETED") {
+          ended = "the Node was deleted";
+          return false;
+        }
+        return on_change(NodeLabels{labels_of(object), resource_version_of(object)});
+      },
+      keep_going, server_timeout + std::chrono::seconds(30));
+  if (!r) return r.error();
+  if (r->status != 200) return api_error("watch of Node " + node, *r);
+  if (!ended.empty()) return Error{ErrorCode::io, "watch of Node " + node, ended, ""};
+  return Ok{};
 }
 
 Status patch_node_labels(KubeClient& client, const std::string& node,

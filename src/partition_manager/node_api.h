@@ -1,9 +1,11 @@
 // The few Kubernetes API calls the partition manager makes, through the DRA driver's API-server
-// client (dra/kube_client.h): its own Node's labels (get, merge-patch), one ConfigMap key (get),
-// a pod's eviction (policy/v1 Eviction) and an Event on the Node. Each names the object and the
-// HTTP status in its error.
+// client (dra/kube_client.h): its own Node's labels (get, watch, merge-patch), one ConfigMap key
+// (get), a pod's eviction (policy/v1 Eviction) and an Event on the Node. Each names the object and
+// the HTTP status in its error.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -12,9 +14,27 @@
 
 namespace polyaccel {
 
+struct NodeLabels {
+  std::map<std::string, std::string> labels;
+  std::string resource_version;  // where a watch of the Node starts
+};
+
 // The Node's labels. Error not_found when the Node does not exist.
+Result<NodeLabels> get_node(dra::KubeClient& client, const std::string& node);
 Result<std::map<std::string, std::string>> get_node_labels(dra::KubeClient& client,
                                                            const std::string& node);
+
+// Watches the Node from `resource_version` (a GET of nodes with ?watch=1 and the field selector
+// metadata.name=<node>: RBAC's watch on nodes): `on_change` gets its labels after each change
+// and ends the watch by returning false. Ok when it ends that way, by the server's
+// `server_timeout` or by `keep_going` (asked about once a second) returning false; an Error when
+// the server ends it with an ERROR event (410 Gone: the resourceVersion is too old), the Node is
+// deleted, the request is refused or the connection fails. Then what changed since is not
+// known: get the Node again before the next watch.
+Status watch_node(dra::KubeClient& client, const std::string& node,
+                  const std::string& resource_version, std::chrono::seconds server_timeout,
+                  const std::function<bool(const NodeLabels&)>& on_change,
+                  const std::function<bool()>& keep_going);
 
 // Sets labels on the Node (a JSON merge patch of metadata.labels only).
 Status patch_node_labels(dra::KubeClient& client, const std::string& node,

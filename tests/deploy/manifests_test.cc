@@ -480,7 +480,8 @@ TEST(Manifests, MigManagerGrantsOnlyWhatItUses) {
               read_text(kKube / "overlays/mig-manager/config-default.yaml"));
     EXPECT_EQ(
         rules_of(all, "ClusterRole", "polyaccel-mig-manager"),
-        json::parse(R"([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}])"));
+        json::parse(
+            R"([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}])"));
     EXPECT_EQ(rules_of(all, "Role", "polyaccel-mig-manager"), json::parse(R"([
         {"apiGroups": [""], "resources": ["configmaps"],
          "resourceNames": ["default-mig-parted-config"], "verbs": ["get"]},
@@ -513,7 +514,8 @@ TEST(Manifests, AmdPartitionManagerGrantsOnlyWhatItUses) {
   EXPECT_EQ(a.flags["--amd-config-map"], "polyaccel-system/config-manager-config");
   EXPECT_EQ(
       one(all, "ClusterRole", "polyaccel-partition-manager")["rules"],
-      json::parse(R"([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}])"));
+      json::parse(
+          R"([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}])"));
   EXPECT_EQ(one(all, "Role", "polyaccel-partition-manager")["rules"], json::parse(R"([
       {"apiGroups": [""], "resources": ["configmaps"],
        "resourceNames": ["config-manager-config"], "verbs": ["get"]},

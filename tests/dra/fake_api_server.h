@@ -8,7 +8,8 @@
 // off (DRAPartitionableDevices: sharedCounters, consumesCounters; DRADeviceTaints: taints) unless
 // the stored object already has them, answers dry runs (?dryRun=All) without storing, serves
 // watches of the slices (?watch=1, field selectors, timeoutSeconds) and deletes all slices of a
-// node as the kubelet does when it starts (wipe_node).
+// node as the kubelet does when it starts (wipe_node); and watches of a Node (fieldSelector
+// metadata.name, from a resourceVersion; dropped or answered 410 Gone on demand).
 #pragma once
 
 #include <civetweb.h>
@@ -116,6 +117,31 @@ class FakeApiServer {
   // Called under `mu` for each accepted eviction (the test's kubelet ends the pod).
   std::function<void(const std::string& ns, const std::string& pod)> on_eviction;
 
+  // Changes Node `name` as another client would (a label set with kubectl): its resourceVersion
+  // moves on and the Node watches see a MODIFIED event.
+  void update_node(const std::string& name, const std::function<void(nlohmann::json&)>& change) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& node = nodes.at(name);
+      change(node);
+      node_modified(node);
+    }
+    changed_.notify_all();
+  }
+  // Ends every open Node watch as a server that restarts or a load balancer that drops idle
+  // connections would (the server itself stays up).
+  void close_watches() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++watch_generation_;
+    }
+    changed_.notify_all();
+  }
+  unsigned node_watches = 0;
+  // Answer this many Node watches with an ERROR event 410 Gone (the resourceVersion asked for
+  // is older than what the server keeps), as the real server does after compaction.
+  unsigned expire_next_node_watches = 0;
+
   size_t slices_of(const std::string& node) {
     std::lock_guard<std::mutex> lock(mu);
     size_t n = 0;
@@ -154,6 +180,12 @@ class FakeApiServer {
         mg_get_var(query.c_str(), query.size(), "watch", watch, sizeof watch) > 0 &&
         (std::string(watch) == "1" || std::string(watch) == "true")) {
       self->serve_watch(c, query, auth);
+      return 1;
+    }
+    if (std::string(ri->request_method) == "GET" && path == "/api/v1/nodes" &&
+        mg_get_var(query.c_str(), query.size(), "watch", watch, sizeof watch) > 0 &&
+        (std::string(watch) == "1" || std::string(watch) == "true")) {
+      self->serve_node_watch(c, query, auth);
       return 1;
     }
     self->handle(c, ri->request_method, path, query, body, auth);
@@ -222,6 +254,73 @@ class FakeApiServer {
                      .dump() +
                  "\n";
     }
+  }
+
+  // A watch of Nodes as the real server serves one (?fieldSelector=metadata.name=N): from
+  // `resourceVersion` the changes after it; without one, ADDED for the Node first.
+  void serve_node_watch(mg_connection* c, const std::string& query, const std::string& auth) {
+    char value[512];
+    std::string name;
+    if (mg_get_var(query.c_str(), query.size(), "fieldSelector", value, sizeof value) > 0 &&
+        std::string(value).rfind("metadata.name=", 0) == 0)
+      name = std::string(value).substr(14);
+    std::uint64_t from = 0;
+    bool has_from =
+        mg_get_var(query.c_str(), query.size(), "resourceVersion", value, sizeof value) > 0 &&
+        value[0] != '\0';
+    if (has_from) from = std::strtoull(value, nullptr, 10);
+    int timeout_s = 1800;
+    if (mg_get_var(query.c_str(), query.size(), "timeoutSeconds", value, sizeof value) > 0)
+      timeout_s = std::atoi(value);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    std::unique_lock<std::mutex> lock(mu);
+    ++requests;
+    seen.emplace_back("GET", "/api/v1/nodes?" + query);
+    if (require_token && auth != "Bearer " + token)
+      return reply(c, 401, status(401, "Unauthorized", "no token"));
+    ++node_watches;
+    mg_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n");
+    std::string out;
+    if (expire_next_node_watches > 0) {
+      --expire_next_node_watches;
+      out = nlohmann::json{{"type", "ERROR"},
+                           {"object", status(410, "Expired",
+                                             "too old resource version: " + std::to_string(from))}}
+                .dump() +
+            "\n";
+      lock.unlock();
+      mg_write(c, out.data(), out.size());
+      return;
+    }
+    auto selected_node = [&](const nlohmann::json& n) {
+      return name.empty() || n["metadata"].value("name", "") == name;
+    };
+    if (!has_from)
+      for (const auto& [n, node] : nodes)
+        if (selected_node(node))
+          out += nlohmann::json{{"type", "ADDED"}, {"object", node}}.dump() + "\n";
+    size_t next_event = 0;
+    const unsigned generation = watch_generation_;
+    while (!stopping_ && watch_generation_ == generation) {
+      for (; next_event < node_events_.size(); ++next_event)
+        if (node_events_[next_event].first > from && selected_node(node_events_[next_event].second))
+          out += nlohmann::json{{"type", "MODIFIED"}, {"object", node_events_[next_event].second}}
+                     .dump() +
+                 "\n";
+      if (!out.empty()) {
+        lock.unlock();
+        int w = mg_write(c, out.data(), out.size());
+        lock.lock();
+        if (w <= 0) return;  // the client went away
+        out.clear();
+      }
+      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) return;
+    }
+  }
+  // A Node changed (under the lock): a new resourceVersion, an event for the Node watches.
+  void node_modified(nlohmann::json& node) {
+    node["metadata"]["resourceVersion"] = std::to_string(++rv_);
+    node_events_.emplace_back(rv_, node);
   }
 
   // A change for the watches (under the lock).
@@ -384,7 +483,7 @@ class FakeApiServer {
         if (patch.contains("metadata") && patch["metadata"].contains("labels"))
           label_patches.push_back(patch["metadata"]["labels"]);
         it->second.merge_patch(patch);
-        it->second["metadata"]["resourceVersion"] = std::to_string(++rv_);
+        node_modified(it->second);
         reply(c, 200, it->second);
         return true;
       }
@@ -457,7 +556,9 @@ class FakeApiServer {
   K8sSchema schema_;
   std::unique_ptr<K8sSchema> core_schema_;
   std::condition_variable changed_;
-  std::vector<std::pair<std::string, nlohmann::json>> events_;  // every change, in order
+  std::vector<std::pair<std::string, nlohmann::json>> events_;         // every change, in order
+  std::vector<std::pair<std::uint64_t, nlohmann::json>> node_events_;  // resourceVersion, Node
+  unsigned watch_generation_ = 0;  // close_watches() moves it on
   bool stopping_ = false;
 };
 

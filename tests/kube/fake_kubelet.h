@@ -143,6 +143,12 @@ class FakeKubelet final : public v1beta1::Registration::Service {
     return cv_.wait_for(lock, timeout, [&] { return ep->stream_ended; });
   }
 
+  // Every ListAndWatch response of the endpoint so far, in order.
+  std::vector<v1beta1::ListAndWatchResponse> updates(const std::shared_ptr<Endpoint>& ep) {
+    std::lock_guard lock(mutex_);
+    return ep->updates;
+  }
+
   size_t update_count(const std::shared_ptr<Endpoint>& ep) {
     std::lock_guard lock(mutex_);
     return ep->updates.size();

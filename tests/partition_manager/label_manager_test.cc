@@ -9,13 +9,18 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <set>
 #include <thread>
 
 #include "core/file_io.h"
+#include "discover/accel/backends.h"
+#include "discover/discover.h"
 #include "dra/fake_api_server.h"
+#include "kube/fake_kubelet.h"
 #include "kube/pod_resources.h"
+#include "kube/runner.h"
 #include "partition_manager/amd_workflow.h"
 #include "partition_manager/label_manager.h"
 #include "partition_manager/mig_workflow.h"
@@ -29,6 +34,7 @@ namespace {
 using nlohmann::json;
 using polyaccel::testing::FakeApiServer;
 using polyaccel::testing::FakeContainer;
+using polyaccel::testing::FakeKubelet;
 using polyaccel::testing::FakePodResources;
 using polyaccel::testing::TempDir;
 
@@ -501,6 +507,185 @@ TEST_F(MigLabels, EightGpusFromLabelToSuccess) {
             << std::chrono::duration<double, std::milli>(m.last_outcome().apply_time).count()
             << " ms, reconcile wall " << std::chrono::duration<double, std::milli>(wall).count()
             << " ms\n";
+}
+
+// The agent's loop: the Node is watched, so a label change starts the apply at once, long before
+// the slow re-check; a dropped watch and a 410 Gone are followed by a new GET and a new watch.
+TEST_F(MigLabels, ALabelChangeIsSeenThroughTheWatchAndDroppedWatchesAreReopened) {
+  PartitionManagerOptions o = options();
+  o.recheck = std::chrono::minutes(10);  // a poll would not see anything within the test
+  PartitionLabelManager m(*client_, o, hooks());
+  ASSERT_TRUE(m.recover());
+  auto node_watches = [&] {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    return server_.node_watches;
+  };
+  auto until = [](const std::function<bool()>& done) {
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+         std::chrono::steady_clock::now() < end;
+         std::this_thread::sleep_for(std::chrono::milliseconds(1)))
+      if (done()) return true;
+    return false;
+  };
+  // Sets the label as kubectl would and waits for `success`; label -> pending, measured.
+  auto relabel = [&](const std::string& config) {
+    size_t before = states().size();
+    auto t0 = std::chrono::steady_clock::now();
+    server_.update_node(kNode, [&](json& n) { n["metadata"]["labels"][kMigConfigLabel] = config; });
+    EXPECT_TRUE(until([&] { return states().size() > before; })) << config << ": never pending";
+    auto latency = std::chrono::steady_clock::now() - t0;
+    EXPECT_TRUE(until([&] { return node_label(kMigConfigStateLabel) == "success"; }))
+        << config << ": " << m.last_outcome().reason;
+    auto s = states();
+    EXPECT_GT(s.size(), before);
+    if (s.size() > before) {
+      EXPECT_EQ(s[before], "pending");
+    }
+    std::cout << "[ measure  ] " << config << ": label -> pending "
+              << std::chrono::duration<double, std::milli>(latency).count() << " ms\n";
+  };
+  m.start();
+  ASSERT_TRUE(until([&] { return node_watches() >= 1; }));
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    bool watched_from_the_get = false;
+    for (const auto& [method, path] : server_.seen)
+      if (method == "GET" &&
+          path.rfind("/api/v1/nodes?fieldSelector=metadata.name%3D" + std::string(kNode) +
+                         "&resourceVersion=",
+                     0) == 0 &&
+          path.find("&watch=1") != std::string::npos)
+        watched_from_the_get = true;
+    EXPECT_TRUE(watched_from_the_get) << "a watch of this Node from the GET's resourceVersion";
+  }
+  relabel("two-change");
+  EXPECT_EQ(ever_withdrawn(), (std::set<std::string>{kBus[1], kBus[3]}));
+
+  // The connection drops: the manager reads the Node again and watches again.
+  unsigned open = node_watches();
+  server_.close_watches();
+  ASSERT_TRUE(until([&] { return node_watches() > open; }));
+  relabel("gpu3-full");
+
+  // The server answers the next watch 410 Gone: read again (a re-list), watch again.
+  open = node_watches();
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.expire_next_node_watches = 1;
+  }
+  server_.close_watches();
+  ASSERT_TRUE(until([&] { return node_watches() >= open + 2; }));
+  relabel("two-change");
+  m.stop();
+  EXPECT_EQ(ever_withdrawn(), (std::set<std::string>{kBus[1], kBus[3]}));
+  EXPECT_TRUE(withdrawals().back().empty()) << "every GPU advertised at the end";
+}
+
+// End to end through the device plugin: the agent's DevicePluginRunner, fed by the accelerator
+// monitor on the same test NVML, registers with a kubelet played over the real device-plugin gRPC
+// protocol, and the label manager's withdraw goes to it (as cli/agent_partition.cc wires it).
+// While the apply runs, ListAndWatch shows GPUs 1 and 3 (the ones two-change changes) Unhealthy
+// and the other six Healthy; after it, all eight Healthy; no response ever shows an untouched GPU
+// otherwise.
+TEST_F(MigLabels, KubeletSeesOnlyTheChangingGpusUnhealthyDuringTheApply) {
+  ::setenv("POLYACCEL_ROCM_SMI_LIB", "/nonexistent/librocm_smi64.so.1", 1);
+  ::setenv("POLYACCEL_HLML_LIB", "/nonexistent/libhlml.so", 1);
+  DiscoverOptions discover;
+  discover.topology_xml =
+      polyaccel::testing::topology_fixture(polyaccel::testing::kXe8640).string();
+  auto host = discover_host(discover);
+  ASSERT_TRUE(host) << host.error().message();
+  std::map<std::string, std::string> uuid_of;  // bus id -> GPU UUID, from the scenario
+  const json scenario = json::parse(std::ifstream(kScenario));
+  for (const auto& d : scenario["devices"])
+    uuid_of[d["pci_bus_id"].get<std::string>()] = d["uuid"].get<std::string>();
+  ASSERT_EQ(uuid_of.size(), 8u);
+  const std::set<std::string> changing = {uuid_of[kBus[1]], uuid_of[kBus[3]]};
+
+  MonitorOptions mo;
+  mo.interval = std::chrono::milliseconds(50);
+  mo.rescan = std::chrono::milliseconds(100);
+  AcceleratorMonitor monitor(*host, make_all_backends(), mo);
+  monitor.start();
+  std::filesystem::create_directories(dir_.path() / "device-plugins");
+  FakeKubelet kubelet((dir_.path() / "device-plugins").string());
+  DevicePluginOptions po;
+  po.kubelet_dir = (dir_.path() / "device-plugins").string();
+  po.poll_interval = std::chrono::milliseconds(50);
+  po.root = "";
+  po.mig_strategy = MigStrategy::none;  // whole GPUs, by UUID: ids that survive the apply
+  po.log = [](const std::string&) {};
+  DevicePluginRunner runner(monitor, po);
+  ASSERT_TRUE(runner.start(std::chrono::seconds(60)));
+  auto ep = kubelet.endpoint("nvidia.com/gpu");
+  ASSERT_TRUE(ep);
+  // The health of each of the scenario's 8 GPUs in a response; empty when it does not list all
+  // 8. (The XE8640 topology's own GPUs, which NVML does not know, are listed Unhealthy by bus id
+  // throughout: not looked at.)
+  std::set<std::string> scenario_gpus;
+  for (const auto& [bus, uuid] : uuid_of)
+    scenario_gpus.insert(uuid);
+  auto health = [&](const v1beta1::ListAndWatchResponse& r) {
+    std::map<std::string, std::string> h;
+    for (const auto& d : r.devices())
+      if (scenario_gpus.count(d.id())) h[d.id()] = d.health();
+    return h.size() == 8 ? h : std::map<std::string, std::string>{};
+  };
+  auto unhealthy = [&](const v1beta1::ListAndWatchResponse& r) {
+    std::set<std::string> out;
+    for (const auto& [id, state] : health(r))
+      if (state != "Healthy") out.insert(id);
+    return out;
+  };
+  auto all_eight = [&](const v1beta1::ListAndWatchResponse& r) { return !health(r).empty(); };
+  ASSERT_TRUE(kubelet.wait_update(
+      ep, [&](const auto& r) { return all_eight(r) && unhealthy(r).empty(); },
+      std::chrono::seconds(30)));
+  const size_t before_apply = kubelet.update_count(ep);
+
+  PartitionManagerHooks h = hooks();
+  auto record = h.withdraw;
+  h.withdraw = [&](const std::set<std::string>& gpus) {
+    record(gpus);
+    runner.set_withdrawn(gpus);
+  };
+  bool seen_during_apply = false;
+  h.after_step = [&](ApplyStep s) {
+    // GPUs withdrawn, pods gone, nothing changed yet: what kubelet has now.
+    if (s == ApplyStep::pods_gone)
+      seen_during_apply =
+          kubelet
+              .wait_update(
+                  ep, [&](const auto& r) { return all_eight(r) && unhealthy(r) == changing; },
+                  std::chrono::seconds(10))
+              .has_value();
+    return true;
+  };
+  label("two-change");
+  PartitionLabelManager m(*client_, options(), h);
+  ASSERT_TRUE(m.recover());
+  ASSERT_TRUE(m.reconcile_once());
+  EXPECT_EQ(node_label(kMigConfigStateLabel), "success") << m.last_outcome().reason;
+  EXPECT_TRUE(seen_during_apply) << "kubelet never saw GPUs 1 and 3 alone Unhealthy";
+  EXPECT_TRUE(kubelet.wait_update(
+      ep, [&](const auto& r) { return all_eight(r) && unhealthy(r).empty(); },
+      std::chrono::seconds(30)))
+      << "every GPU Healthy after the apply";
+  // Throughout: no response listed fewer GPUs or an untouched GPU not Healthy.
+  auto updates = kubelet.updates(ep);
+  ASSERT_GT(updates.size(), before_apply);
+  size_t withdrawn_responses = 0;
+  for (size_t i = before_apply; i < updates.size(); ++i) {
+    EXPECT_TRUE(all_eight(updates[i])) << "response " << i;
+    auto bad = unhealthy(updates[i]);
+    for (const auto& id : bad)
+      EXPECT_TRUE(changing.count(id)) << "untouched GPU " << id << " Unhealthy in response " << i;
+    if (bad == changing) ++withdrawn_responses;
+  }
+  EXPECT_GE(withdrawn_responses, 1u);
+  EXPECT_EQ(kubelet.registrations("nvidia.com/gpu"), 1u);
+  runner.stop();
+  monitor.stop();
 }
 
 // ---- AMD: dcm.amd.com/gpu-config-profile over amdgpu's sysfs attributes --------------------
