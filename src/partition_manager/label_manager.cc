@@ -314,6 +314,7 @@ void PartitionLabelManager::run() {
       return it == n.labels.end() ? std::string() : it->second;
     };
     bool changed = false;
+    const auto began = std::chrono::steady_clock::now();
     auto st = watch_node(
         *watch_client_, options_.node, seen.resource_version,
         std::chrono::duration_cast<std::chrono::seconds>(options_.recheck),
@@ -327,6 +328,10 @@ void PartitionLabelManager::run() {
     if (st || changed) {
       failed_watches = 0;
       last_error.clear();
+      // A watch that a server or a proxy ends at once, again and again, must not turn into a
+      // loop of GETs: at most one look a second without a change.
+      if (!changed && std::chrono::steady_clock::now() - began < first_retry && wait(first_retry))
+        return;
       continue;
     }
     if (stopping()) return;

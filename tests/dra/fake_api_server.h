@@ -141,6 +141,8 @@ class FakeApiServer {
   // Answer this many Node watches with an ERROR event 410 Gone (the resourceVersion asked for
   // is older than what the server keeps), as the real server does after compaction.
   unsigned expire_next_node_watches = 0;
+  // Node watches end at once, cleanly and without an event (a proxy that closes every stream).
+  bool end_node_watches_at_once = false;
 
   size_t slices_of(const std::string& node) {
     std::lock_guard<std::mutex> lock(mu);
@@ -281,6 +283,7 @@ class FakeApiServer {
     ++node_watches;
     mg_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n");
     std::string out;
+    if (end_node_watches_at_once) return;
     if (expire_next_node_watches > 0) {
       --expire_next_node_watches;
       out = nlohmann::json{{"type", "ERROR"},

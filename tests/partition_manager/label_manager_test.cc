@@ -576,6 +576,22 @@ TEST_F(MigLabels, ALabelChangeIsSeenThroughTheWatchAndDroppedWatchesAreReopened)
   server_.close_watches();
   ASSERT_TRUE(until([&] { return node_watches() >= open + 2; }));
   relabel("two-change");
+
+  // Every watch ends at once without an event (a proxy closing each stream): at most one look a
+  // second, not a loop of GETs and watches.
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.end_node_watches_at_once = true;
+  }
+  server_.close_watches();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  open = node_watches();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_LE(node_watches() - open, 4u) << "watches in 3 s";
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.end_node_watches_at_once = false;
+  }
   m.stop();
   EXPECT_EQ(ever_withdrawn(), (std::set<std::string>{kBus[1], kBus[3]}));
   EXPECT_TRUE(withdrawals().back().empty()) << "every GPU advertised at the end";
