@@ -57,8 +57,9 @@ class AmdWorkflow final : public PartitionWorkflow {
     auto gpus = read_amd_partitions(sysfs_);
     if (!gpus) return gpus.error();
     for (const auto& [bus, target] : wanted_) {
+      const std::string& id = bus;  // clang 14 cannot capture a structured binding
       auto it = std::find_if(gpus->begin(), gpus->end(),
-                             [&](const auto& g) { return g.pci_bus_id == bus; });
+                             [&](const auto& g) { return g.pci_bus_id == id; });
       if (it == gpus->end())
         return Error{ErrorCode::not_found, "AMD GPU " + bus, "is gone after the apply", ""};
       if (it->compute != target.compute || it->memory != target.memory) {
