@@ -161,8 +161,9 @@ Status Reader::tls(const YAML::Node& node, WebConfig& config) const {
   TlsServerConfig& t = config.tls_server;
   std::optional<YAML::Mark> auth_at, sans_at;  // where client_auth_type, client_allowed_sans are
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& key = it->first;
-    const YAML::Node& value = it->second;
+    // Copies (handles): `it->` is a proxy that lives to the end of the statement only.
+    const YAML::Node key = it->first;
+    const YAML::Node value = it->second;
     std::string name = key.IsScalar() ? key.Scalar() : "";
     auto take = [&](std::string& into, bool is_secret) -> Status {
       auto v = is_secret ? secret(key, value) : string(key, value);
@@ -287,7 +288,7 @@ Status Reader::http_server(const YAML::Node& node, WebConfig& config) const {
       auto v = boolean(it->first, it->second);
       if (!v) return v.error();
     } else if (name == "headers") {
-      const YAML::Node& headers = it->second;
+      const YAML::Node headers = it->second;
       if (headers.IsNull()) continue;
       if (!headers.IsMap()) return at(headers, "headers must be a mapping");
       for (auto h = headers.begin(); h != headers.end(); ++h) {
@@ -344,7 +345,7 @@ Status Reader::users(const YAML::Node& node, WebConfig& config) const {
   for (auto it = node.begin(); it != node.end(); ++it) {
     if (!it->first.IsScalar() || it->first.Scalar().empty())
       return at(it->first, "a user name must be a non-empty string");
-    const std::string& user = it->first.Scalar();
+    const std::string user = it->first.Scalar();
     // The name goes into a Basic credential as "user:password": a colon cannot be told apart.
     if (user.find(':') != std::string::npos ||
         std::any_of(user.begin(), user.end(), [](unsigned char c) { return c < 0x20; }))
