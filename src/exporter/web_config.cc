@@ -15,6 +15,14 @@
 namespace polyaccel::exporter {
 namespace {
 
+// A value quoted in an error. Key material pasted into the wrong field (a PEM private key where a
+// name or a client_auth_type belongs) is a secret all the same: it is never echoed.
+std::string shown(std::string_view value) {
+  if (value.find("PRIVATE KEY") != std::string_view::npos)
+    return "(a value holding a private key, not shown)";
+  return quote_input(value);
+}
+
 // Go's tls.CipherSuites() names (what exporter-toolkit accepts) and OpenSSL's for the same suite.
 // TLS 1.3's suites are accepted and, as in Go, not configurable: they map to "".
 struct CipherName {
@@ -141,8 +149,7 @@ class Reader {
   }
 
   Error unknown(const YAML::Node& key, const std::string& section, const std::string& keys) const {
-    return at(key,
-              "unknown key " + quote_input(key.IsScalar() ? key.Scalar() : "?") + " in " + section,
+    return at(key, "unknown key " + shown(key.IsScalar() ? key.Scalar() : "?") + " in " + section,
               "keys: " + keys);
   }
 
@@ -190,7 +197,7 @@ Status Reader::tls(const YAML::Node& node, WebConfig& config) const {
       auto found = std::find_if(std::begin(kClientAuths), std::end(kClientAuths),
                                 [&](const ClientAuthName& n) { return *v == n.go; });
       if (found == std::end(kClientAuths))
-        return at(value, "client_auth_type " + quote_input(*v) + " is unknown",
+        return at(value, "client_auth_type " + shown(*v) + " is unknown",
                   "one of " + names_of(kClientAuths));
       t.client_auth = found->value;
       auth_at = value.Mark();
@@ -205,8 +212,7 @@ Status Reader::tls(const YAML::Node& node, WebConfig& config) const {
       auto found = std::find_if(std::begin(kVersions), std::end(kVersions),
                                 [&](const VersionName& n) { return *v == n.go; });
       if (found == std::end(kVersions))
-        return at(value, name + " " + quote_input(*v) + " is unknown",
-                  "one of " + names_of(kVersions));
+        return at(value, name + " " + shown(*v) + " is unknown", "one of " + names_of(kVersions));
       (name == "min_version" ? t.min_version : t.max_version) = found->value;
     } else if (name == "cipher_suites") {
       auto v = list(key, value);
@@ -215,7 +221,7 @@ Status Reader::tls(const YAML::Node& node, WebConfig& config) const {
         auto found = std::find_if(std::begin(kCiphers), std::end(kCiphers),
                                   [&](const CipherName& n) { return suite == n.go; });
         if (found == std::end(kCiphers))
-          return at(value, "cipher suite " + quote_input(suite) + " is unknown",
+          return at(value, "cipher suite " + shown(suite) + " is unknown",
                     "Go's names: " + names_of(kCiphers));
         if (*found->openssl) t.cipher_suites.push_back(found->openssl);
       }
@@ -230,8 +236,7 @@ Status Reader::tls(const YAML::Node& node, WebConfig& config) const {
         auto found = std::find_if(std::begin(kCurves), std::end(kCurves),
                                   [&](const CurveName& n) { return curve == n.go; });
         if (found == std::end(kCurves))
-          return at(value, "curve " + quote_input(curve) + " is unknown",
-                    "one of " + names_of(kCurves));
+          return at(value, "curve " + shown(curve) + " is unknown", "one of " + names_of(kCurves));
         t.curve_preferences.push_back(found->openssl);
       }
     } else {
@@ -309,7 +314,7 @@ Status Reader::http_server(const YAML::Node& node, WebConfig& config) const {
           return at(h->second, std::string(rule->name) + " holds a control character");
         if (!rule->allowed.empty() &&
             std::find(rule->allowed.begin(), rule->allowed.end(), lower(*v)) == rule->allowed.end())
-          return at(h->second, std::string(rule->name) + " " + quote_input(*v) + " is not allowed",
+          return at(h->second, std::string(rule->name) + " " + shown(*v) + " is not allowed",
                     rule->allowed.size() == 1 ? rule->allowed[0] : "deny or sameorigin");
         config.headers.emplace_back(rule->name, *v);
       }
@@ -349,12 +354,12 @@ Status Reader::users(const YAML::Node& node, WebConfig& config) const {
     // The name goes into a Basic credential as "user:password": a colon cannot be told apart.
     if (user.find(':') != std::string::npos ||
         std::any_of(user.begin(), user.end(), [](unsigned char c) { return c < 0x20; }))
-      return at(it->first, "user " + quote_input(user) + " holds a colon or control character");
-    if (!seen.insert(user).second) return at(it->first, "user " + quote_input(user) + " twice");
+      return at(it->first, "user " + shown(user) + " holds a colon or control character");
+    if (!seen.insert(user).second) return at(it->first, "user " + shown(user) + " twice");
     auto hash = secret(it->first, it->second);
     if (!hash) return hash.error();
     if (!is_bcrypt_hash(*hash))
-      return at(it->second, "the password of " + quote_input(user) + " is not a bcrypt hash",
+      return at(it->second, "the password of " + shown(user) + " is not a bcrypt hash",
                 "htpasswd -nBC 10 \"\" | tr -d ':\\n' (exporter-toolkit's docs)");
     config.basic_auth_users.emplace_back(user, *hash);
   }
@@ -376,7 +381,7 @@ Status Reader::rate_limit(const YAML::Node& node, WebConfig& config) const {
     } else if (name == "burst") {
       auto n = parse_count(*v);
       if (!n || *n > 1000000)
-        return at(it->second, "burst " + quote_input(*v) + " is not a count (0-1000000)");
+        return at(it->second, "burst " + shown(*v) + " is not a count (0-1000000)");
       config.rate_limit_burst = *n;
     } else {
       return unknown(it->first, "rate_limit", "interval, burst");
@@ -409,7 +414,7 @@ Result<WebConfig> parse_web_config(std::string_view text, const std::string& pat
     std::set<std::string> seen;
     for (auto it = root.begin(); it != root.end(); ++it) {
       std::string name = it->first.IsScalar() ? it->first.Scalar() : "";
-      if (!seen.insert(name).second) return reader.at(it->first, quote_input(name) + " twice");
+      if (!seen.insert(name).second) return reader.at(it->first, shown(name) + " twice");
       Status st = Ok{};
       if (name == "tls_server_config") {
         st = reader.tls(it->second, config);
@@ -424,7 +429,7 @@ Result<WebConfig> parse_web_config(std::string_view text, const std::string& pat
         if (!paths) return paths.error();
         for (const auto& p : *paths) {
           if (p.empty() || p.front() != '/')
-            return reader.at(it->second, "auth_excluded_paths: " + quote_input(p) +
+            return reader.at(it->second, "auth_excluded_paths: " + shown(p) +
                                              " is not a path (it starts with /)");
         }
         config.auth_excluded_paths = *paths;

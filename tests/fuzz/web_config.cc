@@ -3,12 +3,45 @@
 // inline key, a password hash); what it takes is whole: exactly one certificate and one key
 // source with TLS, a bcrypt hash per user, files resolved beside the web config, headers without
 // control characters, min_version not above max_version.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/strings.h"
 #include "exporter/web_config.h"
 #include "fuzz_support.h"
 
-#include <algorithm>
-
 using polyaccel::exporter::parse_web_config;
+
+namespace {
+
+// tls_server_config.key and the values of basic_auth_users, as yaml-cpp reads them.
+std::vector<std::string> secrets_of(const std::string& input) {
+  std::vector<std::string> secrets;
+  try {
+    const YAML::Node doc = YAML::Load(input);
+    if (!doc.IsMap()) return secrets;
+    const YAML::Node tls = doc["tls_server_config"];
+    if (tls.IsMap() && tls["key"].IsScalar()) secrets.push_back(tls["key"].Scalar());
+    const YAML::Node users = doc["basic_auth_users"];
+    if (users.IsMap()) {
+      for (const auto& user : users)
+        if (user.second.IsScalar()) secrets.push_back(user.second.Scalar());
+    }
+  } catch (const std::exception&) {
+  }
+  return secrets;
+}
+
+std::size_t count_of(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1))
+    ++n;
+  return n;
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string path = "/fuzz/web.yml";
@@ -18,7 +51,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::string message = config.error().message();
     POLYACCEL_FUZZ_CHECK(config.error().code == polyaccel::ErrorCode::bad_input);
     POLYACCEL_FUZZ_CHECK(message.find(path) != std::string::npos);
-    POLYACCEL_FUZZ_CHECK(message.find("PRIVATE KEY") == std::string::npos);
+    // The secrets of the input (an inline key, the password hashes) never reach the message. A
+    // value that occurs more than once in the input may be quoted for another key's sake.
+    for (const std::string& secret : secrets_of(input)) {
+      if (secret.size() < 16 || count_of(input, secret) != 1) continue;
+      POLYACCEL_FUZZ_CHECK(message.find(secret) == std::string::npos);
+      POLYACCEL_FUZZ_CHECK(message.find(polyaccel::printable(secret)) == std::string::npos);
+    }
     return 0;
   }
   POLYACCEL_FUZZ_CHECK(!config->files.empty() && config->files.front() == path);
