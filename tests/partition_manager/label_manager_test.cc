@@ -521,7 +521,9 @@ TEST_F(MigLabels, ALabelChangeIsSeenThroughTheWatchAndDroppedWatchesAreReopened)
     return server_.node_watches;
   };
   auto until = [](const std::function<bool()>& done) {
-    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    // Generous: under ThreadSanitizer beside the DRA tests an apply took over 30 s once; a
+    // missed watch event would wait for the 10-minute re-check and still fail.
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
          std::chrono::steady_clock::now() < end;
          std::this_thread::sleep_for(std::chrono::milliseconds(1)))
       if (done()) return true;
