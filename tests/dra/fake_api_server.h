@@ -248,7 +248,11 @@ class FakeApiServer {
         if (w <= 0) return;  // the client went away
         out.clear();
       }
-      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) return;
+      // A change made while the lock was released for the write is not lost: the predicate
+      // looks at the events before waiting.
+      if (!changed_.wait_until(lock, deadline,
+                               [&] { return stopping_ || next_event < events_.size(); }))
+        return;
       for (; next_event < events_.size(); ++next_event)
         if (matches(events_[next_event].second, sel))
           out += nlohmann::json{{"type", events_[next_event].first},
@@ -317,7 +321,14 @@ class FakeApiServer {
         if (w <= 0) return;  // the client went away
         out.clear();
       }
-      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) return;
+      // A change made while the lock was released for the write (update_node() takes the lock
+      // exactly then) is not lost: the predicate looks before waiting. A plain wait lost it
+      // once under ThreadSanitizer, and the watch waited for the next request to the server.
+      if (!changed_.wait_until(lock, deadline, [&] {
+            return stopping_ || watch_generation_ != generation ||
+                   next_event < node_events_.size();
+          }))
+        return;
     }
   }
   // A Node changed (under the lock): a new resourceVersion, an event for the Node watches.
