@@ -142,6 +142,10 @@ Result<NicPool> parse_pool(const YAML::Node& node, ResourceKind kind, const std:
       have_selectors = true;
       // sriov-network-device-plugin takes one object or a list of them (any may select).
       if (v.IsSequence()) {
+        // An empty list selects no device: a pool that can never have one is a mistake.
+        if (v.size() == 0)
+          return bad_input(where, "is an empty list: it selects no device",
+                           "give one selector object, or a list of them");
         for (size_t i = 0; i < v.size(); ++i) {
           auto s =
               parse_selector(v[i], kind, source, prefix + ".selectors[" + std::to_string(i) + "]");

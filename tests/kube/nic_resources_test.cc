@@ -68,6 +68,11 @@ TEST(NicConfig, UnknownKeysAreRefusedWithFileAndLine) {
       "resourceList:\n- resourceName: vfs\n  selectors: {needVhostNet: true}\n", "nics.yaml");
   ASSERT_FALSE(vhost);
   EXPECT_THAT(vhost.error().message(), HasSubstr("does not implement"));
+  // An empty list of selectors (found by the fuzzer) would make a pool that never has a device.
+  auto none = parse_nic_config("configList:\n- resourceName: a\n  selectors: []\n", "nics.yaml");
+  ASSERT_FALSE(none);
+  EXPECT_THAT(none.error().message(), HasSubstr("nics.yaml:3"));
+  EXPECT_THAT(none.error().message(), HasSubstr("selects no device"));
 }
 
 TEST(NicConfig, NumbersAndNamesAreRangeChecked) {
