@@ -52,9 +52,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     POLYACCEL_FUZZ_CHECK(config.error().code == polyaccel::ErrorCode::bad_input);
     POLYACCEL_FUZZ_CHECK(message.find(path) != std::string::npos);
     // The secrets of the input (an inline key, the password hashes) never reach the message. A
-    // value that occurs more than once in the input may be quoted for another key's sake.
+    // value that occurs more than once in the input may be quoted for another key's sake; so may
+    // one whose text also stands in the quoting of other input (printable() writes a raw byte as
+    // \xNN, which a value can hold as text).
+    const std::string shown = polyaccel::printable(input);
     for (const std::string& secret : secrets_of(input)) {
       if (secret.size() < 16 || count_of(input, secret) != 1) continue;
+      if (count_of(shown, secret) > 1 || count_of(shown, polyaccel::printable(secret)) > 1)
+        continue;
       POLYACCEL_FUZZ_CHECK(message.find(secret) == std::string::npos);
       POLYACCEL_FUZZ_CHECK(message.find(polyaccel::printable(secret)) == std::string::npos);
     }
