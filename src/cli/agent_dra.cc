@@ -55,14 +55,9 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
                                                   const DiscoverOptions& discover) {
   if (!o.dra) return std::unique_ptr<dra::DraRunner>();
   dra::DraRunnerOptions ro;
-  std::string node = o.node_name;
-  if (node.empty()) {
-    const char* env = std::getenv("NODE_NAME");
-    if (env) node = env;
-  }
-  ro.slices.node = dra_node_name(*monitor.snapshot()->host, node);
-  if (!dra::is_dns_subdomain(ro.slices.node))
-    return bad_input("--node-name " + ro.slices.node, "is not a DNS subdomain (a Node's name)");
+  auto node = agent_node_name(*monitor.snapshot()->host, o.node_name);
+  if (!node) return node.error();
+  ro.slices.node = *node;
   ro.slices.mig = o.dra_mig_devices == "all" ? dra::MigDevices::all : dra::MigDevices::existing;
   ro.plugin.plugin_dir = o.dra_plugins_dir + "/" + ro.slices.driver;
   ro.plugin.registry_dir = o.dra_registry_dir;

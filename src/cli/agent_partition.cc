@@ -1,7 +1,6 @@
 #include "cli/agent_partition.h"
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 
@@ -77,14 +76,8 @@ Result<std::unique_ptr<PartitionAgent>> start_partition_agent(const AcceleratorM
                                         "--partition-pod-wait " + o.partition_pod_wait,
                                         std::chrono::milliseconds(0), std::chrono::hours(24));
   if (!wait) return wait.error();
-  std::string node = o.node_name;
-  if (node.empty()) {
-    const char* env = std::getenv("NODE_NAME");
-    if (env) node = env;
-  }
-  node = dra_node_name(*monitor.snapshot()->host, node);
-  if (!dra::is_dns_subdomain(node))
-    return bad_input("--node-name " + node, "is not a DNS subdomain (a Node's name)");
+  auto node = agent_node_name(*monitor.snapshot()->host, o.node_name);
+  if (!node) return node.error();
   if (o.kubeconfig == "none")
     return bad_input("--mig-manager", "needs the API server: --kubeconfig none turns it off");
   auto config =
@@ -133,14 +126,14 @@ Result<std::unique_ptr<PartitionAgent>> start_partition_agent(const AcceleratorM
   };
   auto start = [&](PartitionManagerOptions mo, PartitionManagerHooks hooks,
                    const std::string& config_map) -> Status {
-    mo.node = node;
+    mo.node = *node;
     mo.evict_pods = o.partition_evict_pods;
     mo.pod_wait = *wait;
     mo.state_file = std::filesystem::path(o.partition_state_dir) / mo.state_file.filename();
     auto manager = std::make_unique<PartitionLabelManager>(*agent->client, mo, std::move(hooks));
     if (auto st = manager->recover(); !st) return st;
     manager->start();
-    log_line("polyaccel agent: following " + mo.labels.config + " on node " + node +
+    log_line("polyaccel agent: following " + mo.labels.config + " on node " + *node +
              " (ConfigMap " + config_map + ", " + (mo.evict_pods ? "evicting" : "waiting for") +
              " pods)");
     agent->managers.push_back(std::move(manager));

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 
@@ -36,6 +37,18 @@ std::string dra_node_name(const HostModel& model, const std::string& option) {
   for (char& c : name)
     c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return name;
+}
+
+Result<std::string> agent_node_name(const HostModel& model, const std::string& option) {
+  std::string node = option;
+  if (node.empty()) {
+    const char* env = std::getenv("NODE_NAME");
+    if (env) node = env;
+  }
+  node = dra_node_name(model, node);
+  if (!dra::is_dns_subdomain(node))
+    return bad_input("--node-name " + node, "is not a DNS subdomain (a Node's name)");
+  return node;
 }
 
 DraCommands add_dra_commands(CLI::App& app, DraCliOptions& options,

@@ -47,4 +47,8 @@ int run_cdi_hook(bool create_symlinks, const DraCliOptions& options, std::istrea
 // lower-cased (Node names are lower case).
 std::string dra_node_name(const HostModel& model, const std::string& option);
 
+// The agent's Node name (its DRA driver and partition managers): --node-name, else $NODE_NAME,
+// else dra_node_name's; an Error naming --node-name when it is not a DNS subdomain.
+Result<std::string> agent_node_name(const HostModel& model, const std::string& option);
+
 }  // namespace polyaccel::cli

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -161,6 +162,15 @@ int create_temporary(const std::filesystem::path& target, std::string& name) {
 }
 
 }  // namespace
+
+std::vector<std::string> sorted_entry_names(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    names.push_back(it->path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 Result<std::filesystem::path> resolve_links(const std::filesystem::path& path) {
   std::filesystem::path p = path;

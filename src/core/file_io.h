@@ -38,6 +38,10 @@ std::optional<std::string> read_first_line(const std::filesystem::path& path);
 // A file holding one integer (decimal, or hex with 0x), as most sysfs attributes do.
 std::optional<std::int64_t> read_int_file(const std::filesystem::path& path);
 
+// Names of the entries of `dir` (sysfs children, drop-in files), sorted; empty when the
+// directory is absent or cannot be read, and cut short where reading it fails part way.
+std::vector<std::string> sorted_entry_names(const std::filesystem::path& dir);
+
 // The file a write to `path` means: links followed to their end, even to a target that does not
 // exist yet (ELOOP after 40 links, as the kernel counts). write_file_atomically replaces it.
 Result<std::filesystem::path> resolve_links(const std::filesystem::path& path);

@@ -31,15 +31,6 @@ bool exists(const std::string& root, const std::string& absolute) {
   return fs::exists(under(root, absolute), ec);
 }
 
-std::vector<std::string> sorted_entries(const fs::path& dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    names.push_back(it->path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 std::vector<std::string> string_array(const toml::node_view<const toml::node>& node) {
   std::vector<std::string> out;
   if (const auto* array = node.as_array()) {
@@ -87,7 +78,7 @@ std::vector<std::string> expand_imports(const std::string& root, const toml::tab
     std::string dir = pattern.substr(0, slash);
     std::string prefix = pattern.substr(slash + 1, star - slash - 1);
     std::string suffix = pattern.substr(star + 1);
-    for (const auto& name : sorted_entries(under(root, dir))) {
+    for (const auto& name : sorted_entry_names(under(root, dir))) {
       if (name.size() >= prefix.size() + suffix.size() && name.starts_with(prefix) &&
           name.ends_with(suffix))
         out.push_back(dir + "/" + name);
@@ -145,7 +136,7 @@ RuntimeConfigFacts read_crio(const std::string& root) {
                 exists(root, "/etc/crio/crio.conf");
   if (!c.installed) return c;
   std::vector<std::string> files = {"/etc/crio/crio.conf"};
-  for (const auto& name : sorted_entries(under(root, "/etc/crio/crio.conf.d")))
+  for (const auto& name : sorted_entry_names(under(root, "/etc/crio/crio.conf.d")))
     files.push_back("/etc/crio/crio.conf.d/" + name);
   bool dirs_set = false;
   for (const auto& path : files) {
@@ -274,7 +265,7 @@ ContainerRuntimeFacts read_container_runtime_facts(const std::string& root) {
     }
   }
   for (const auto& dir : dirs) {
-    for (const auto& name : sorted_entries(under(root, dir))) {
+    for (const auto& name : sorted_entry_names(under(root, dir))) {
       if (!name.ends_with(".json") && !name.ends_with(".yaml") && !name.ends_with(".yml")) continue;
       std::string path = dir + "/" + name;
       auto text = read_text_file(under(root, path));
@@ -314,7 +305,7 @@ ContainerRuntimeFacts read_container_runtime_facts(const std::string& root) {
     }
   }
 
-  for (const auto& name : sorted_entries(under(root, "/proc"))) {
+  for (const auto& name : sorted_entry_names(under(root, "/proc"))) {
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
     f.processes_known = true;
     if (auto comm = read_first_line(under(root, "/proc/" + name + "/comm")); comm && !comm->empty())
@@ -325,7 +316,7 @@ ContainerRuntimeFacts read_container_runtime_facts(const std::string& root) {
   f.nvidia_module_version = parse_nvidia_module_version(root, proc_text);
   for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
                           "/usr/lib", "/lib/x86_64-linux-gnu", "/lib64"}) {
-    for (const auto& name : sorted_entries(under(root, dir))) {
+    for (const auto& name : sorted_entry_names(under(root, dir))) {
       const std::string prefix = "libnvidia-ml.so.";
       if (!name.starts_with(prefix)) continue;
       std::string version = name.substr(prefix.size());

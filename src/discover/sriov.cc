@@ -14,15 +14,6 @@ fs::path pci_device_dir(const fs::path& root, const PciAddress& address) {
   return root / "sys/bus/pci/devices" / address.to_string();
 }
 
-std::vector<std::string> sysfs_children(const fs::path& dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    names.push_back(it->path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 namespace {
 
 // The PCI address a sysfs link such as virtfn3 → ../0000:60:02.3 points to.
@@ -83,7 +74,7 @@ Result<std::optional<Sriov>> read_sriov_facts(const fs::path& root, const PciAdd
   auto num = read_count(dir / "sriov_numvfs", s.total_vfs);
   if (!num) return num.error();
   s.num_vfs = num->value_or(0);
-  for (const auto& name : sysfs_children(dir)) {
+  for (const auto& name : sorted_entry_names(dir)) {
     auto index = virtfn_index(name);
     if (!index) continue;
     auto vf_address = link_target_address(dir / name);
@@ -99,8 +90,8 @@ Result<std::optional<Sriov>> read_sriov_facts(const fs::path& root, const PciAdd
       if (auto n = parse_integer<unsigned>(*node, "numa_node", 0, detail::kMaxNodeIndex))
         vf.numa_node = *n;
     }
-    vf.netdevs = sysfs_children(vf_dir / "net");
-    vf.rdma_devices = sysfs_children(vf_dir / "infiniband");
+    vf.netdevs = sorted_entry_names(vf_dir / "net");
+    vf.rdma_devices = sorted_entry_names(vf_dir / "infiniband");
     vf.driver = link_target_name(vf_dir / "driver");
     s.vfs.push_back(std::move(vf));
   }

@@ -16,10 +16,6 @@ namespace polyaccel {
 // The sysfs directory of a PCI function under `root`.
 std::filesystem::path pci_device_dir(const std::filesystem::path& root, const PciAddress& address);
 
-// Names of the entries of `dir` (netdevs under .../net, RDMA devices under .../infiniband),
-// sorted; empty when the directory is absent.
-std::vector<std::string> sysfs_children(const std::filesystem::path& dir);
-
 // SR-IOV capability of one function, nullopt when it has none (no sriov_totalvfs). A
 // sriov_totalvfs or sriov_numvfs the kernel would never write (not decimal, beyond PCIe's 16 bits,
 // more VFs enabled than supported) is an error naming the file.

@@ -1,6 +1,5 @@
 #include "kube/device_nodes.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -36,15 +35,6 @@ std::optional<unsigned> nvidia_minor(const fs::path& information) {
   return std::nullopt;
 }
 
-std::vector<std::string> sorted_entries(const fs::path& dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    names.push_back(e.path().filename());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 }  // namespace
 
 std::vector<DeviceNodes> read_device_nodes(const HostModel& model, const std::string& root) {
@@ -56,10 +46,10 @@ std::vector<DeviceNodes> read_device_nodes(const HostModel& model, const std::st
       const fs::path pci = fs::path(root) / "sys/bus/pci/devices" / bdf;
       n.nvidia_minor =
           nvidia_minor(fs::path(root) / "proc/driver/nvidia/gpus" / bdf / "information");
-      for (const auto& name : sorted_entries(pci / "drm")) {
+      for (const auto& name : sorted_entry_names(pci / "drm")) {
         if (number_after(name, "card") || number_after(name, "renderD")) n.drm.push_back(name);
       }
-      for (const auto& name : sorted_entries(pci / "accel")) {
+      for (const auto& name : sorted_entry_names(pci / "accel")) {
         if (auto m = number_after(name, "accel")) n.accel_minor = m;
       }
     }
@@ -80,7 +70,7 @@ NicNodes read_nic_nodes(const HostModel& model, const std::string& root) {
   const fs::path sys = fs::path(root) / "sys/class";
   auto by_ibdev = [&](const std::string& cls, const std::string& prefix) {
     std::vector<std::pair<std::string, std::string>> found;  // (ibdev, node)
-    for (const auto& name : sorted_entries(sys / cls)) {
+    for (const auto& name : sorted_entry_names(sys / cls)) {
       if (!number_after(name, prefix)) continue;
       auto ibdev = read_first_line(sys / cls / name / "ibdev");
       if (ibdev && !ibdev->empty()) found.emplace_back(*ibdev, name);

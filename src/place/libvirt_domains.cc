@@ -1,13 +1,9 @@
 #include "place/libvirt_domains.h"
 
-#include <libxml/parser.h>
-#include <libxml/tree.h>
-
 #include <algorithm>
 #include <cctype>
 #include <climits>
 #include <map>
-#include <memory>
 #include <optional>
 #include <set>
 #include <system_error>
@@ -16,6 +12,7 @@
 #include "core/number.h"
 #include "core/pci_address.h"
 #include "core/strings.h"
+#include "place/xml_tree.h"
 
 namespace polyaccel::place {
 
@@ -30,48 +27,13 @@ constexpr std::uint64_t kMaxMemoryBytes = std::uint64_t{1} << 50;  // 1 PiB
 constexpr std::uint64_t kMaxPageBytes = std::uint64_t{16} << 30;   // 16 GiB (ppc64)
 constexpr unsigned kMaxPus = 1u << 16;                             // PU indexes
 
-std::string attr(xmlNode* n, const char* name) {
-  xmlChar* v = xmlGetProp(n, reinterpret_cast<const xmlChar*>(name));
-  if (!v) return {};
-  std::string s(reinterpret_cast<const char*>(v));
-  xmlFree(v);
-  return s;
-}
-
-bool has_attr(xmlNode* n, const char* name) {
-  return xmlHasProp(n, reinterpret_cast<const xmlChar*>(name)) != nullptr;
-}
-
-std::string text_of(xmlNode* n) {
-  xmlChar* v = xmlNodeGetContent(n);
-  if (!v) return {};
-  std::string s(reinterpret_cast<const char*>(v));
-  xmlFree(v);
-  // libvirt writes no blanks around values, people may.
-  auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
-}
-
-bool is(xmlNode* n, const char* name) {
-  return n && n->type == XML_ELEMENT_NODE &&
-         xmlStrcmp(n->name, reinterpret_cast<const xmlChar*>(name)) == 0;
-}
-
-xmlNode* child(xmlNode* n, const char* name) {
-  for (xmlNode* c = n ? n->children : nullptr; c; c = c->next) {
-    if (is(c, name)) return c;
-  }
-  return nullptr;
-}
-
-std::vector<xmlNode*> children(xmlNode* n, const char* name) {
-  std::vector<xmlNode*> out;
-  for (xmlNode* c = n ? n->children : nullptr; c; c = c->next) {
-    if (is(c, name)) out.push_back(c);
-  }
-  return out;
-}
+using xml::attr;
+using xml::child;
+using xml::children;
+using xml::has_attr;
+using xml::is;
+using xml::parse_untrusted;
+using xml::text_of;
 
 // What one domain's reading needs: the file's name for errors.
 struct DomainReader {
@@ -397,11 +359,7 @@ Result<DomainPlacement> domain_placement(const std::string& input, const std::st
   DomainReader r{input};
   if (xml.size() > kMaxDomainXmlBytes || xml.size() > static_cast<size_t>(INT_MAX))
     return r.error("is larger than " + std::to_string(kMaxDomainXmlBytes) + " bytes");
-  // No network, no entity substitution, no DTD loading: the file is not trusted.
-  std::unique_ptr<xmlDoc, void (*)(xmlDoc*)> doc(
-      xmlReadMemory(xml.data(), static_cast<int>(xml.size()), input.c_str(), nullptr,
-                    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING),
-      xmlFreeDoc);
+  auto doc = parse_untrusted(xml, input);
   if (!doc) return r.error("is not well-formed XML");
   // libvirt writes no DTD; one in the file could only carry entities to expand.
   if (doc->intSubset || doc->extSubset) return r.error("has a DTD, which libvirt never writes");

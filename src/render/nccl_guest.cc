@@ -1,41 +1,23 @@
 #include "render/nccl_guest.h"
 
-#include <libxml/parser.h>
-#include <libxml/tree.h>
-
 #include <algorithm>
 #include <deque>
 #include <map>
-#include <memory>
 #include <optional>
 #include <vector>
 
 #include "core/number.h"
 #include "core/strings.h"
+#include "place/xml_tree.h"
 
 namespace polyaccel::render {
 
 namespace {
 
-std::string attr(xmlNode* n, const char* name) {
-  xmlChar* v = xmlGetProp(n, reinterpret_cast<const xmlChar*>(name));
-  if (!v) return {};
-  std::string s(reinterpret_cast<const char*>(v));
-  xmlFree(v);
-  return s;
-}
-
-bool is(xmlNode* n, const char* name) {
-  return n && n->type == XML_ELEMENT_NODE &&
-         xmlStrcmp(n->name, reinterpret_cast<const xmlChar*>(name)) == 0;
-}
-
-xmlNode* child(xmlNode* n, const char* name) {
-  for (xmlNode* c = n ? n->children : nullptr; c; c = c->next) {
-    if (is(c, name)) return c;
-  }
-  return nullptr;
-}
+using place::xml::attr;
+using place::xml::child;
+using place::xml::has_attr;
+using place::xml::is;
 
 // An address attribute: libvirt writes 0x.. or decimal. A sign, blanks or a leading 0 (octal to
 // libvirt, decimal to a reader) is none: strtoul read "-18446744073709551615" as 1.
@@ -63,10 +45,8 @@ std::string hex_number(unsigned v) {
 Result<std::optional<unsigned>> number_attribute(xmlNode* element, const char* name, unsigned max,
                                                  const std::string& xml_name,
                                                  const std::string& where) {
-  xmlChar* raw = xmlGetProp(element, reinterpret_cast<const xmlChar*>(name));
-  if (!raw) return std::optional<unsigned>();
-  std::string text = attr(element, name);
-  xmlFree(raw);
+  if (!has_attr(element, name)) return std::optional<unsigned>();
+  const std::string text = attr(element, name);
   auto v = number(text, max);
   if (!v)
     return bad_input(xml_name, where + " " + name + "=" + quote_input(text) +
@@ -157,10 +137,7 @@ void number_buses(const std::vector<Controller>& controllers,
 
 Result<NcclGuestView> nccl_guest_view(const place::Placement& placement,
                                       const std::string& xml_name, const std::string& xml_text) {
-  std::unique_ptr<xmlDoc, void (*)(xmlDoc*)> doc(
-      xmlReadMemory(xml_text.data(), static_cast<int>(xml_text.size()), xml_name.c_str(), nullptr,
-                    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING),
-      xmlFreeDoc);
+  auto doc = place::xml::parse_untrusted(xml_text, xml_name);
   if (!doc) return bad_input(xml_name, "is not well-formed XML");
   xmlNode* domain = xmlDocGetRootElement(doc.get());
   if (!is(domain, "domain")) return bad_input(xml_name, "is not a libvirt domain (no <domain>)");

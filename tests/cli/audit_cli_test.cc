@@ -11,7 +11,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "audit/fake_host.h"
@@ -21,6 +20,7 @@ namespace polyaccel {
 namespace {
 
 using polyaccel::testing::polyaccel_binary;
+using polyaccel::testing::read_text;
 using polyaccel::testing::run_command;
 using polyaccel::testing::TempDir;
 using polyaccel::testing::topology_fixture;
@@ -56,13 +56,6 @@ const std::set<std::string> kIds = {"audit.limits",
                                     "runtime.fabricmanager",
                                     "runtime.persistenced",
                                     "runtime.toolkit-missing"};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Every finding has a known id, a severity, and says what, where and how to fix.
 void expect_well_formed(const nlohmann::json& doc) {
@@ -215,18 +208,18 @@ TEST_F(AuditCli, EmitWritesReviewableFilesAndNothingElse) {
                           .output;
   EXPECT_EQ(before, after);  // the audited tree is untouched
 
-  auto unit = slurp(out.path() / "systemd/polyaccel-hugepages.service");
+  auto unit = read_text(out.path() / "systemd/polyaccel-hugepages.service");
   EXPECT_THAT(unit, HasSubstr("ExecStart=/bin/sh -c 'echo 2048 > "
                               "/sys/devices/system/node/node1/hugepages/hugepages-2048kB/"
                               "nr_hugepages'"));
   EXPECT_THAT(unit, HasSubstr("[Install]"));
-  EXPECT_THAT(slurp(out.path() / "sysctl.d/90-polyaccel.conf"),
+  EXPECT_THAT(read_text(out.path() / "sysctl.d/90-polyaccel.conf"),
               HasSubstr("kernel.numa_balancing = 0\n"));
-  auto cmdline = slurp(out.path() / "kernel-cmdline.txt");
+  auto cmdline = read_text(out.path() / "kernel-cmdline.txt");
   EXPECT_THAT(cmdline, HasSubstr("intel_iommu=on iommu=pt nohz_full=2-7 rcu_nocbs=2-7\n"));
-  EXPECT_THAT(slurp(out.path() / "systemd/system.conf.d/90-polyaccel.conf"),
+  EXPECT_THAT(read_text(out.path() / "systemd/system.conf.d/90-polyaccel.conf"),
               HasSubstr("[Manager]\nCPUAffinity=0-1 8-31\n"));
-  EXPECT_THAT(slurp(out.path() / "commands.sh"), HasSubstr("swapoff -a"));
+  EXPECT_THAT(read_text(out.path() / "commands.sh"), HasSubstr("swapoff -a"));
   EXPECT_FALSE(fs::exists(out.path() / "modprobe.d/polyaccel.conf"));  // nothing to say there
 }
 
@@ -234,11 +227,11 @@ TEST_F(AuditCli, FixAppliesWhatIsSafeNowAndSaysWhatWaitsForAReboot) {
   auto r = audit("--role hypervisor --pinned-cpus 0-7,16-23 --fix --json");
   EXPECT_EQ(r.exit_code, 1) << r.output;  // the IOMMU still waits for a reboot
   ASSERT_TRUE(r.doc.is_object()) << r.output;
-  EXPECT_EQ(slurp(root_ / "sys/devices/system/node/node1/hugepages/hugepages-2048kB/"
-                          "nr_hugepages"),
+  EXPECT_EQ(read_text(root_ / "sys/devices/system/node/node1/hugepages/hugepages-2048kB/"
+                              "nr_hugepages"),
             "2048\n");
-  EXPECT_EQ(slurp(root_ / "proc/sys/kernel/numa_balancing"), "0\n");
-  EXPECT_EQ(slurp(root_ / "sys/devices/system/cpu/cpu16/cpufreq/scaling_governor"),
+  EXPECT_EQ(read_text(root_ / "proc/sys/kernel/numa_balancing"), "0\n");
+  EXPECT_EQ(read_text(root_ / "sys/devices/system/cpu/cpu16/cpufreq/scaling_governor"),
             "performance\n");
   EXPECT_EQ(r.doc["fix"]["applied"].size(), 5u);  // hugepages, balancing, 3 governors
   EXPECT_TRUE(r.doc["fix"]["failed"].empty());
@@ -323,7 +316,7 @@ TEST(AuditLive, FixReservesHugepagesOnThisMachineAndTheTestRestoresThem) {
     if (name.rfind("node", 0) != 0 || !std::isdigit(static_cast<unsigned char>(name[4]))) continue;
     fs::path nr = e.path() / "hugepages/hugepages-2048kB/nr_hugepages";
     if (::access(nr.c_str(), W_OK) != 0) GTEST_SKIP() << nr << " is not writable here";
-    old[nr.string()] = slurp(nr);
+    old[nr.string()] = read_text(nr);
   }
   ASSERT_FALSE(old.empty());
   std::uint64_t most = 0;
@@ -334,10 +327,10 @@ TEST(AuditLive, FixReservesHugepagesOnThisMachineAndTheTestRestoresThem) {
       run_command(polyaccel_binary() + " audit --only hugepages.reserved --hugepages-per-node " +
                   std::to_string(want * 2) + "MiB --fix --json");
   for (const auto& [path, value] : old) {
-    std::string now = slurp(path);
+    std::string now = read_text(path);
     std::ofstream(path) << value;  // restore before anything can fail
     EXPECT_EQ(now, std::to_string(want) + "\n") << path;
-    EXPECT_EQ(slurp(path), value) << path << " not restored";
+    EXPECT_EQ(read_text(path), value) << path << " not restored";
   }
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto doc = nlohmann::json::parse(r.output);

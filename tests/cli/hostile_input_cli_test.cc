@@ -13,7 +13,6 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <tuple>
 
 #include "support/test_support.h"
@@ -22,20 +21,11 @@ namespace polyaccel {
 namespace {
 
 using testing::polyaccel_binary;
+using testing::read_text;
 using testing::run_command;
 using testing::TempDir;
 using testing::topology_fixture;
-
-std::string xe8640() {
-  return topology_fixture("2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml").string();
-}
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::xe8640_topology;
 
 // Name, type, size, mode and content of everything under `dir`: what "nothing written" means.
 std::map<std::string, std::string> snapshot(const std::filesystem::path& dir) {
@@ -45,7 +35,7 @@ std::map<std::string, std::string> snapshot(const std::filesystem::path& dir) {
     struct stat st {};
     ::lstat(e.path().c_str(), &st);
     std::string what = std::to_string(st.st_mode) + " " + std::to_string(st.st_size);
-    if (S_ISREG(st.st_mode) && st.st_size < (1 << 20)) what += " " + slurp(e.path());
+    if (S_ISREG(st.st_mode) && st.st_size < (1 << 20)) what += " " + read_text(e.path());
     out[e.path().string()] = what;
   }
   return out;
@@ -64,7 +54,7 @@ Outcome polyaccel(const std::string& args, const std::filesystem::path& scratch)
   auto start = std::chrono::steady_clock::now();
   auto r = run_command("timeout 60 " + polyaccel_binary() + " " + args + " >'" + out.string() +
                        "' 2>'" + err.string() + "'");
-  Outcome o{r.exit_code, slurp(out), slurp(err),
+  Outcome o{r.exit_code, read_text(out), read_text(err),
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                   start)};
   std::filesystem::remove(out);
@@ -106,7 +96,7 @@ class HostileInput : public ::testing::Test {
     return p.string();
   }
   std::string place(const std::string& args) {
-    return "place --topology '" + xe8640() + "' --state '" + state_ + "' " + args;
+    return "place --topology '" + xe8640_topology() + "' --state '" + state_ + "' " + args;
   }
   TempDir tmp_;
   std::filesystem::path dir_, scratch_;
@@ -152,19 +142,21 @@ TEST_F(HostileInput, SpecialAndHugeFilesForEveryFileOption) {
       "topo --topology '{}'",
       place("--vcpus 1 --memory 1GiB --flavor '{}'"),
       place("--vcpus 1 --memory 1GiB --pci-alias-file '{}'"),
-      "place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB --state '{}'",
-      "nccl-topo --topology '" + xe8640() + "' --state '" + state_ +
+      "place --topology '" + xe8640_topology() + "' --vcpus 1 --memory 1GiB --state '{}'",
+      "nccl-topo --topology '" + xe8640_topology() + "' --state '" + state_ +
           "' --placement vm --libvirt '{}'",
       "mig plan --model H100-SXM5-80GB --gpus 1 -f '{}' -c all-1g.10gb",
-      agent + "--topology '" + xe8640() + "' --once --health-config '{}'",
-      agent + "--topology '" + xe8640() + "' --sharing-config '{}'",
-      agent + "--topology '" + xe8640() + "' --nic-config '{}'",
+      agent + "--topology '" + xe8640_topology() + "' --once --health-config '{}'",
+      agent + "--topology '" + xe8640_topology() + "' --sharing-config '{}'",
+      agent + "--topology '" + xe8640_topology() + "' --nic-config '{}'",
       // The state file as each command that reads or writes it takes it: no lock file is made
       // beside a refused one, and `run` refuses it as `place` does (it warned and went on).
-      "place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB --commit --name v --state '{}'",
-      "release --topology '" + xe8640() + "' --state '{}' vm",
-      "run --topology '" + xe8640() + "' --dry-run --gpus 1 --state '{}' -- true",
-      "run --topology '" + xe8640() + "' --dry-run --gpus 1 --reserve r --state '{}' -- true",
+      "place --topology '" + xe8640_topology() +
+          "' --vcpus 1 --memory 1GiB --commit --name v --state '{}'",
+      "release --topology '" + xe8640_topology() + "' --state '{}' vm",
+      "run --topology '" + xe8640_topology() + "' --dry-run --gpus 1 --state '{}' -- true",
+      "run --topology '" + xe8640_topology() +
+          "' --dry-run --gpus 1 --reserve r --state '{}' -- true",
   };
   for (const auto& command : commands) {
     for (const auto& [path, problem] : bad_files) {
@@ -190,7 +182,7 @@ TEST_F(HostileInput, AgentDirectoriesThatAreLinkLoops) {
   auto o = polyaccel(
       "agent --once --accel-backends off --pod-resources-socket '' --state '' "
       "--topology '" +
-          xe8640() + "' --kubelet-dir '" + loop.string() + "' --nfd-features-dir '" +
+          xe8640_topology() + "' --kubelet-dir '" + loop.string() + "' --nfd-features-dir '" +
           loop.string() + "'",
       scratch_);
   EXPECT_EQ(o.exit_code, 0) << o.err;
@@ -208,7 +200,8 @@ TEST_F(HostileInput, BadNicConfigIsOneLineAtStart) {
   refused(
       "agent --listen 127.0.0.1:0 --pod-resources-socket '' --nfd-features-dir '' --state '' "
       "--accel-backends off --topology '" +
-          xe8640() + "' --kubelet-dir '" + kubelet.string() + "' --nic-config '" + nic + "'",
+          xe8640_topology() + "' --kubelet-dir '" + kubelet.string() + "' --nic-config '" + nic +
+          "'",
       "rdmaHcaMax");
 }
 
@@ -220,7 +213,7 @@ TEST_F(HostileInput, StateLockFollowsTheLink) {
   auto link = dir_ / "link.json";
   std::filesystem::create_symlink(target, link);
   auto o =
-      polyaccel("place --topology '" + xe8640() +
+      polyaccel("place --topology '" + xe8640_topology() +
                     "' --vcpus 1 --memory 1GiB --commit --name vm --state '" + link.string() + "'",
                 scratch_);
   ASSERT_EQ(o.exit_code, 0) << o.err;
@@ -296,7 +289,8 @@ TEST_F(HostileInput, HugeAndWrappingNumbers) {
   const std::string prefix = R"({"schema": "polyaccel-allocations", "schema_version": )";
   for (const char* version : {"4294967297", "-4294967295", "1.0", "99999999999999999999"}) {
     auto path = file("state-v.json", prefix + version + R"(, "placements": []})");
-    refused("place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB --state '" + path + "'",
+    refused("place --topology '" + xe8640_topology() + "' --vcpus 1 --memory 1GiB --state '" +
+                path + "'",
             "schema_version");
   }
   // A committed placement's own fields: the one out of range is the one named, with its value,
@@ -305,7 +299,7 @@ TEST_F(HostileInput, HugeAndWrappingNumbers) {
       polyaccel(place("--vcpus 2 --memory 1GiB --spec hw:cpu_policy=dedicated --commit --name vm1"),
                 scratch_);
   ASSERT_EQ(committed.exit_code, 0) << committed.err;
-  const auto state = nlohmann::json::parse(slurp(state_));
+  const auto state = nlohmann::json::parse(read_text(state_));
   const std::vector<std::tuple<std::string, nlohmann::json, std::string>> fields = {
       {"/vcpus", 4294967296ULL, "field 'vcpus': '4294967296'"},
       {"/vcpus", -1, "field 'vcpus': '-1'"},
@@ -319,14 +313,14 @@ TEST_F(HostileInput, HugeAndWrappingNumbers) {
     auto bad = state;
     bad["placements"][0][nlohmann::json::json_pointer(pointer)] = value;
     auto path = file("state-field.json", bad.dump());
-    refused("allocations --topology '" + xe8640() + "' --state '" + path + "'",
+    refused("allocations --topology '" + xe8640_topology() + "' --state '" + path + "'",
             "placement vm1: " + names);
   }
   // Durations of the agent: each made its samplers spin.
   for (const char* interval : {"nan", "inf", "1e300", "9e12s", "-1", "0", "1e-9s", "10parsecs"}) {
     for (const char* option : {"--interval", "--audit-interval"}) {
-      refused(std::string("agent --once --accel-backends off --topology '") + xe8640() + "' " +
-                  option + " " + interval,
+      refused(std::string("agent --once --accel-backends off --topology '") + xe8640_topology() +
+                  "' " + option + " " + interval,
               option);
     }
   }
@@ -355,12 +349,12 @@ TEST_F(HostileInput, NonUtf8AndControlCharacters) {
           "--name 'a\\x1b[31mx': holds a control character");
   refused(place("--vcpus 1 --memory 1GiB --commit --name \"$(printf 'a\\nb')\""),
           "holds a control character");
-  refused("run --topology '" + xe8640() + "' --dry-run --gpus 1 --state '" + state_ +
+  refused("run --topology '" + xe8640_topology() + "' --dry-run --gpus 1 --state '" + state_ +
               "' --reserve \"$(printf 'r\\377')\" -- true",
           "--reserve 'r\\xff': is not UTF-8");
   auto o = polyaccel(place("--vcpus 1 --memory 1GiB --commit --name vm1"), scratch_);
   ASSERT_EQ(o.exit_code, 0) << o.err;
-  std::string text = slurp(state_);
+  std::string text = read_text(state_);
   text.replace(text.find("\"vm1\""), 5, "\"v\\u0007m\"");
   file("state.json", text);
   refused("allocations --state '" + state_ + "'", "placement name 'v\\x07m': holds a control");
@@ -377,7 +371,7 @@ TEST_F(HostileInput, NonUtf8AndControlCharacters) {
 
   // An hwloc capture with 0xff in its HostName: topo --json prints valid JSON. (A control
   // character is refused before hwloc reads the file: HwlocBitmapsAndControlBytesAreRefused.)
-  std::string xml = slurp(xe8640());
+  std::string xml = read_text(xe8640_topology());
   auto at = xml.find("<object type=\"Machine\"");
   ASSERT_NE(at, std::string::npos);
   auto end = xml.find('>', at);
@@ -393,7 +387,7 @@ TEST_F(HostileInput, NonUtf8AndControlCharacters) {
 
 // hwloc XML shapes that crash libhwloc 2.9 itself: refused before hwloc reads them.
 TEST_F(HostileInput, HwlocShapesThatCrashHwloc) {
-  std::string xml = slurp(xe8640());
+  std::string xml = read_text(xe8640_topology());
   auto pu = xml.find("<object type=\"PU\"");
   ASSERT_NE(pu, std::string::npos);
   auto attr = xml.find(" complete_cpuset=\"", pu);
@@ -458,7 +452,7 @@ TEST_F(HostileInput, HwlocShapesThatCrashHwloc) {
 // Attribute syntax libhwloc's reader does not accept: it stops reading the tag there and 2.9 then
 // crashes on the cpusets it never set (fuzzing found an unquoted value). Each is refused by line.
 TEST_F(HostileInput, HwlocMalformedAttributesAreRefused) {
-  std::string xml = slurp(xe8640());
+  std::string xml = read_text(xe8640_topology());
   auto pu = xml.find("<object type=\"PU\"");
   ASSERT_NE(pu, std::string::npos);
   auto attr = xml.find(" complete_cpuset=\"", pu);
@@ -511,7 +505,7 @@ TEST_F(HostileInput, HwlocMalformedAttributesAreRefused) {
 // control characters (a NUL ends libhwloc's C string mid-tag: fuzzing, a read past the buffer):
 // refused by line before hwloc reads the file; every form hwloc itself writes still loads.
 TEST_F(HostileInput, HwlocBitmapsAndControlBytesAreRefused) {
-  std::string xml = slurp(xe8640());
+  std::string xml = read_text(xe8640_topology());
   auto pu = xml.find("<object type=\"PU\"");
   ASSERT_NE(pu, std::string::npos);
   const size_t line = 1 + static_cast<size_t>(std::count(xml.begin(), xml.begin() + pu, '\n'));
@@ -611,7 +605,7 @@ TEST_F(HostileInput, FifoInsideAGatheredTreeIsRefusedNotWaitedOn) {
     refused("topo --fsroot '" + tree.string() + "'", names);
     refused("audit --root '" + tree.string() + "'", names);
     if (first) {
-      refused("audit --topology '" + xe8640() + "' --root '" + tree.string() + "'", names);
+      refused("audit --topology '" + xe8640_topology() + "' --root '" + tree.string() + "'", names);
       refused(
           "place --fsroot '" + tree.string() + "' --vcpus 1 --memory 1GiB --state '" + state_ + "'",
           names);
@@ -642,16 +636,18 @@ TEST_F(HostileInput, FifoInsideAGatheredTreeIsRefusedNotWaitedOn) {
 // Issue 29: errors name the option at fault. A page size larger than any kernel's is the page
 // size's fault, not the reserve's (flavors) or the per-node size's (audit).
 TEST_F(HostileInput, TheOptionAtFaultIsNamed) {
-  refused("flavors --topology '" + xe8640() + "' --page-size 1TiB", "--page-size 1TiB");
-  refused("flavors --topology '" + xe8640() + "' --page-size 64GiB", "--page-size 64GiB");
-  refused("audit --topology '" + xe8640() + "' --hugepage-size 64GiB --hugepages-per-node 8GiB",
+  refused("flavors --topology '" + xe8640_topology() + "' --page-size 1TiB", "--page-size 1TiB");
+  refused("flavors --topology '" + xe8640_topology() + "' --page-size 64GiB", "--page-size 64GiB");
+  refused("audit --topology '" + xe8640_topology() +
+              "' --hugepage-size 64GiB --hugepages-per-node 8GiB",
           "--hugepage-size: '64GiB' is not a page size");
-  refused("audit --topology '" + xe8640() + "' --hugepage-size 1GiB --hugepages-per-node 8MiB",
-          "--hugepages-per-node: '8MiB' is less than one --hugepage-size page (1 GiB)");
+  refused(
+      "audit --topology '" + xe8640_topology() + "' --hugepage-size 1GiB --hugepages-per-node 8MiB",
+      "--hugepages-per-node: '8MiB' is less than one --hugepage-size page (1 GiB)");
   for (const char* args : {"flavors --page-size 1TiB",
                            "audit --hugepage-size 64GiB "
                            "--hugepages-per-node 8GiB"}) {
-    auto o = polyaccel(std::string(args) + " --topology '" + xe8640() + "'", scratch_);
+    auto o = polyaccel(std::string(args) + " --topology '" + xe8640_topology() + "'", scratch_);
     EXPECT_EQ(o.err.find("--reserve-memory-per-node"), std::string::npos) << o.err;
     EXPECT_EQ(o.err.find("--hugepages-per-node"), std::string::npos) << o.err;
   }
@@ -661,7 +657,7 @@ TEST_F(HostileInput, TheOptionAtFaultIsNamed) {
 // nobody typed (listen: "127.0.0.1:99999" was blamed on --listen).
 TEST_F(HostileInput, ConfigFileValuesAreBlamedOnTheirFileAndLine) {
   const std::string agent =
-      "agent --topology '" + xe8640() +
+      "agent --topology '" + xe8640_topology() +
       "' --accel-backends off --pod-resources-socket '' --kubelet-dir '' --nfd-features-dir '' "
       "--state '' --config ";
   for (const char* listen : {"127.0.0.1:99999", "127.0.0.1:4294967297", "not an address"}) {
@@ -681,9 +677,9 @@ TEST_F(HostileInput, ConfigFileValuesAreBlamedOnTheirFileAndLine) {
   std::filesystem::create_directories(dir_ / "state-dir");
   const auto state_config =
       file("place.yaml", "cpu_allocation_ratio: 2\nstate: " + (dir_ / "state-dir").string() + "\n");
-  refused(
-      "--config '" + state_config + "' place --topology '" + xe8640() + "' --vcpus 1 --memory 1GiB",
-      state_config + ":2: state " + (dir_ / "state-dir").string() + ": is a directory");
+  refused("--config '" + state_config + "' place --topology '" + xe8640_topology() +
+              "' --vcpus 1 --memory 1GiB",
+          state_config + ":2: state " + (dir_ / "state-dir").string() + ": is a directory");
 }
 
 // --fsroot checked the same way by every command that takes it, before any reads it: a

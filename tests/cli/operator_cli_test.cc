@@ -14,17 +14,14 @@ namespace {
 using testing::polyaccel_binary;
 using testing::run_command;
 using testing::TempDir;
-using testing::topology_fixture;
-
-std::string xe8640() {
-  return topology_fixture("2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml").string();
-}
+using testing::xe8640_topology;
 
 // flavors sizes 1 GiB-page flavors for a capture that reserves none; place checks one of them
 // on the same capture as if the pages were reserved, with the what-if audit has.
 TEST(OperatorCli, PlaceChecksAFlavorOfFlavorsWithTheHugepageWhatIf) {
   TempDir tmp;
-  auto flavors = run_command(polyaccel_binary() + " flavors --json --topology " + xe8640());
+  auto flavors =
+      run_command(polyaccel_binary() + " flavors --json --topology " + xe8640_topology());
   ASSERT_EQ(flavors.exit_code, 0) << flavors.output;
   auto plan = nlohmann::json::parse(flavors.output);
   const auto& f = plan["flavors"][0];
@@ -41,7 +38,7 @@ TEST(OperatorCli, PlaceChecksAFlavorOfFlavorsWithTheHugepageWhatIf) {
                            {"properties", f["extra_specs"]}};
   std::ofstream(tmp.path() / "f.json") << flavor.dump();
   std::string place =
-      polyaccel_binary() + " place --topology " + xe8640() + " --state " +
+      polyaccel_binary() + " place --topology " + xe8640_topology() + " --state " +
       (tmp.path() / "state.json").string() + " --flavor " + (tmp.path() / "f.json").string() +
       " --pci-alias " +
       f["extra_specs"]["pci_passthrough:alias"].get<std::string>().substr(
@@ -86,8 +83,8 @@ TEST(OperatorCli, FlavorsOptionsAllHaveHelp) {
 TEST(OperatorCli, ReleaseOfAMissingStateLeavesNoLock) {
   TempDir tmp;
   auto state = (tmp.path() / "absent.json").string();
-  auto r = run_command(polyaccel_binary() + " release vm1 --topology " + xe8640() + " --state " +
-                       state + " 2>&1");
+  auto r = run_command(polyaccel_binary() + " release vm1 --topology " + xe8640_topology() +
+                       " --state " + state + " 2>&1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::is_empty(tmp.path()))
@@ -97,7 +94,7 @@ TEST(OperatorCli, ReleaseOfAMissingStateLeavesNoLock) {
 TEST(OperatorCli, OneAllocationIsSingular) {
   TempDir tmp;
   auto state = (tmp.path() / "s.json").string();
-  std::string common = " --topology " + xe8640() + " --state " + state;
+  std::string common = " --topology " + xe8640_topology() + " --state " + state;
   ASSERT_EQ(
       run_command(polyaccel_binary() + " place --vcpus 2 --memory 1GiB --commit --name a" + common)
           .exit_code,

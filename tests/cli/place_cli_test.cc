@@ -20,14 +20,11 @@ using testing::polyaccel_binary;
 using testing::run_command;
 using testing::TempDir;
 using testing::topology_fixture;
-
-std::string xe8640() {
-  return topology_fixture("2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml").string();
-}
+using testing::xe8640_topology;
 
 std::string place_cmd(const std::string& state, const std::string& args) {
-  return polyaccel_binary() + " place --topology '" + xe8640() + "' --state '" + state + "' " +
-         args;
+  return polyaccel_binary() + " place --topology '" + xe8640_topology() + "' --state '" + state +
+         "' " + args;
 }
 
 TEST(PlaceCli, JsonSchemaOfAFit) {
@@ -87,7 +84,7 @@ TEST(PlaceCli, CommitReleaseAndForeignState) {
   EXPECT_EQ(full.exit_code, 1);
   auto dup = run_command(place_cmd(state, "--vcpus 1 --memory 1GiB --commit --name vm0 2>&1"));
   EXPECT_EQ(dup.exit_code, 2);
-  auto rel = run_command(polyaccel_binary() + " release vm3 --topology '" + xe8640() +
+  auto rel = run_command(polyaccel_binary() + " release vm3 --topology '" + xe8640_topology() +
                          "' --state '" + state + "' --json");
   ASSERT_EQ(rel.exit_code, 0) << rel.output;
   EXPECT_EQ(nlohmann::json::parse(rel.output)["remaining"], 7);
@@ -97,7 +94,7 @@ TEST(PlaceCli, CommitReleaseAndForeignState) {
   auto lj = nlohmann::json::parse(list.output);
   EXPECT_EQ(lj["placements"].size(), 8u);
   EXPECT_EQ(lj["host"], "testhost-nvidia");
-  EXPECT_EQ(run_command(polyaccel_binary() + " release nope --topology '" + xe8640() +
+  EXPECT_EQ(run_command(polyaccel_binary() + " release nope --topology '" + xe8640_topology() +
                         "' --state '" + state + "' 2>&1")
                 .exit_code,
             2);
@@ -248,7 +245,8 @@ TEST(PlaceCli, LibvirtPassesTheWholeIommuGroup) {
 }
 
 TEST(FlavorsCli, CommandsAndJson) {
-  auto r = run_command(polyaccel_binary() + " flavors --topology '" + xe8640() + "' --json");
+  auto r =
+      run_command(polyaccel_binary() + " flavors --topology '" + xe8640_topology() + "' --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["flavors"].size(), 3u);
@@ -257,10 +255,10 @@ TEST(FlavorsCli, CommandsAndJson) {
                   topology_fixture("24socket-24numa-384pu-cpuonly-1xmlx4_sgi.xml").string() + "'");
   EXPECT_EQ(cpu_only.exit_code, 1);
   // A reserve the host cannot give is bad input, not "no flavor".
-  auto too_many = run_command(polyaccel_binary() + " flavors --topology '" + xe8640() +
+  auto too_many = run_command(polyaccel_binary() + " flavors --topology '" + xe8640_topology() +
                               "' --reserve-cores-per-node 20 2>&1");
   EXPECT_EQ(too_many.exit_code, 2) << too_many.output;
-  auto report = run_command(polyaccel_binary() + " report --topology '" + xe8640() + "'");
+  auto report = run_command(polyaccel_binary() + " report --topology '" + xe8640_topology() + "'");
   EXPECT_NE(report.output.find("== Accelerator flavors =="), std::string::npos);
   EXPECT_NE(report.output.find("openstack flavor create"), std::string::npos);
 }

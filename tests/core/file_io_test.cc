@@ -33,6 +33,19 @@ TEST(FileIo, ReadsSysfsStyleFiles) {
   EXPECT_FALSE(read_int_file(dir.path() / "speed"));
 }
 
+// What a sysfs directory holds, in name order whatever order readdir gives; nothing for a
+// directory that is not there.
+TEST(FileIo, SortedEntryNamesListsFilesDirectoriesAndLinks) {
+  TempDir dir;
+  std::ofstream(dir.path() / "virtfn10") << "";
+  std::filesystem::create_directory(dir.path() / "net");
+  std::filesystem::create_symlink("../0000:60:02.3", dir.path() / "virtfn2");
+  EXPECT_EQ(sorted_entry_names(dir.path()),
+            (std::vector<std::string>{"net", "virtfn10", "virtfn2"}));
+  EXPECT_TRUE(sorted_entry_names(dir.path() / "absent").empty());
+  EXPECT_TRUE(sorted_entry_names(dir.path() / "virtfn10").empty());  // a file, not a directory
+}
+
 TEST(FileIo, IntFilesAreDecimalOrHexAndNeverWrapped) {
   TempDir dir;
   auto value_of = [&](const std::string& text) {

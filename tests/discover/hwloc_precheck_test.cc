@@ -6,7 +6,6 @@
 
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <tuple>
 
 #include "discover/discover.h"
@@ -15,15 +14,9 @@
 namespace polyaccel {
 namespace {
 
+using polyaccel::testing::read_text;
 using polyaccel::testing::TempDir;
 using polyaccel::testing::topology_fixture;
-
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Each start tag's element, its `type` attribute (objects) and its attribute names, with the
 // byte range of each attribute (` name="value"`, leading space included).
@@ -61,7 +54,7 @@ std::vector<Attribute> attributes(const std::string& xml) {
 class HwlocPrecheck : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HwlocPrecheck, AnyAttributeRemovedIsLoadedOrRefusedNeverACrash) {
-  const std::string xml = slurp(topology_fixture(GetParam()));
+  const std::string xml = read_text(topology_fixture(GetParam()));
   ASSERT_FALSE(xml.empty());
   TempDir tmp;
   const auto path = (tmp.path() / "edited.xml").string();

@@ -21,6 +21,7 @@
 #include "core/file_io.h"
 #include "dra/dra_fixture.h"
 #include "dra/fake_api_server.h"
+#include "dra/kubelet_dra_client.h"
 #include "kube/models.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/pluginregistration_v1.grpc.pb.h"
@@ -152,35 +153,12 @@ class AgentDra : public ::testing::Test {
 
   v1::NodePrepareResourcesResponse prepare(const std::string& endpoint, const std::string& name,
                                            const std::string& uid) {
-    auto stub = v1::DRAPlugin::NewStub(
-        grpc::CreateChannel("unix:" + endpoint, grpc::InsecureChannelCredentials()));
-    v1::NodePrepareResourcesRequest req;
-    auto* c = req.add_claims();
-    c->set_namespace_("ns1");
-    c->set_name(name);
-    c->set_uid(uid);
-    v1::NodePrepareResourcesResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 45s);
-    grpc::Status s = stub->NodePrepareResources(&ctx, req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return resp;
+    return node_prepare(endpoint, {{name, uid}});
   }
 
   v1::NodeUnprepareResourcesResponse unprepare(const std::string& endpoint, const std::string& name,
                                                const std::string& uid) {
-    auto stub = v1::DRAPlugin::NewStub(
-        grpc::CreateChannel("unix:" + endpoint, grpc::InsecureChannelCredentials()));
-    v1::NodeUnprepareResourcesRequest req;
-    auto* c = req.add_claims();
-    c->set_namespace_("ns1");
-    c->set_name(name);
-    c->set_uid(uid);
-    v1::NodeUnprepareResourcesResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 45s);
-    EXPECT_TRUE(stub->NodeUnprepareResources(&ctx, req, &resp).ok());
-    return resp;
+    return node_unprepare(endpoint, {{name, uid}});
   }
 
   // The published device (and its slice) whose polyaccel.io/uuid attribute is `uuid`.

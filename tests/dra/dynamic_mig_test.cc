@@ -19,6 +19,7 @@
 
 #include "core/file_io.h"
 #include "dra/dra_fixture.h"
+#include "dra/kubelet_dra_client.h"
 #include "dra/plugin.h"
 #include "dra/structured_allocator.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
@@ -148,32 +149,14 @@ class DynamicMig : public ::testing::Test {
   }
 
   v1::NodePrepareResourcesResponse prepare(const std::string& name, const std::string& uid) {
-    auto stub = v1::DRAPlugin::NewStub(
-        grpc::CreateChannel("unix:" + plugin_->endpoint(), grpc::InsecureChannelCredentials()));
-    v1::NodePrepareResourcesRequest req;
-    auto* c = req.add_claims();
-    c->set_namespace_("ns1");
-    c->set_name(name);
-    c->set_uid(uid);
-    v1::NodePrepareResourcesResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(45));
-    EXPECT_TRUE(stub->NodePrepareResources(&ctx, req, &resp).ok());
-    return resp;
+    return polyaccel::testing::node_prepare(plugin_->endpoint(), {{name, uid}});
   }
 
   std::string unprepare(const std::string& name, const std::string& uid) {
-    auto stub = v1::DRAPlugin::NewStub(
-        grpc::CreateChannel("unix:" + plugin_->endpoint(), grpc::InsecureChannelCredentials()));
-    v1::NodeUnprepareResourcesRequest req;
-    auto* c = req.add_claims();
-    c->set_namespace_("ns1");
-    c->set_name(name);
-    c->set_uid(uid);
-    v1::NodeUnprepareResourcesResponse resp;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(stub->NodeUnprepareResources(&ctx, req, &resp).ok());
-    return resp.claims().at(uid).error();
+    return polyaccel::testing::node_unprepare(plugin_->endpoint(), {{name, uid}})
+        .claims()
+        .at(uid)
+        .error();
   }
 
   TempDir dir_;

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "dra/dra_fixture.h"
+#include "dra/kubelet_dra_client.h"
 #include "dra/plugin.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/dra_v1beta1.grpc.pb.h"
@@ -83,35 +84,12 @@ class Kubelet : public ::testing::Test {
     return std::make_unique<Stub>(ch);
   }
 
-  v1::NodePrepareResourcesResponse prepare_v1(
-      const std::vector<std::pair<std::string, std::string>>& claims) {
-    auto stub = dial<v1::DRAPlugin::Stub>();
-    v1::NodePrepareResourcesRequest req;
-    for (const auto& [name, uid] : claims) {
-      auto* c = req.add_claims();
-      c->set_namespace_("ns1");
-      c->set_name(name);
-      c->set_uid(uid);
-    }
-    v1::NodePrepareResourcesResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(45));
-    grpc::Status s = stub->NodePrepareResources(&ctx, req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return resp;
+  v1::NodePrepareResourcesResponse prepare_v1(const polyaccel::testing::DraClaims& claims) {
+    return polyaccel::testing::node_prepare(plugin_->endpoint(), claims);
   }
 
   v1::NodeUnprepareResourcesResponse unprepare_v1(const std::string& name, const std::string& uid) {
-    auto stub = dial<v1::DRAPlugin::Stub>();
-    v1::NodeUnprepareResourcesRequest req;
-    auto* c = req.add_claims();
-    c->set_namespace_("ns1");
-    c->set_name(name);
-    c->set_uid(uid);
-    v1::NodeUnprepareResourcesResponse resp;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(stub->NodeUnprepareResources(&ctx, req, &resp).ok());
-    return resp;
+    return polyaccel::testing::node_unprepare(plugin_->endpoint(), {{name, uid}});
   }
 
   TempDir dir_;

@@ -12,8 +12,8 @@
 #include "place/fit.h"
 #include "place/host_view.h"
 #include "place/request.h"
+#include "place/xml_tree.h"
 #include "render/libvirt.h"
-#include "render/xml_attr.h"
 #include "support/fixture_model.h"
 #include "support/test_support.h"
 
@@ -46,13 +46,8 @@ place::Placement two_cell_placement(const HostModel& m) {
   return r->placement;
 }
 
-using polyaccel::testing::attr;
-xmlNode* child(xmlNode* n, const char* name) {
-  for (xmlNode* c = n->children; c; c = c->next) {
-    if (c->type == XML_ELEMENT_NODE && xmlStrcmp(c->name, BAD_CAST name) == 0) return c;
-  }
-  return nullptr;
-}
+using place::xml::attr;
+using place::xml::child;
 
 TEST(NcclGuest, AddressesFollowTheLibvirtXmlAndCellsTheirVcpus) {
   HostModel m = xe8640();

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "discover/discover.h"
-#include "render/xml_attr.h"
+#include "place/xml_tree.h"
 #include "support/fixture_model.h"
 #include "support/test_support.h"
 
@@ -23,11 +23,8 @@ using polyaccel::testing::topology_fixture;
 using polyaccel::testing::kXe8640;
 const char* kJureca = "2socket-nps4-8numa-4xA100-4xmlx5-pcieswitch_jureca-dc-gpu.xml";
 
-using polyaccel::testing::attr;
-bool is(xmlNode* n, const char* name) {
-  return n->type == XML_ELEMENT_NODE &&
-         xmlStrcmp(n->name, reinterpret_cast<const xmlChar*>(name)) == 0;
-}
+using place::xml::attr;
+using place::xml::is;
 
 // What the file says, flattened: for every GPU and net, its NUMA node and the chain of <pci>
 // bus ids above it (top down).

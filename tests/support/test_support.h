@@ -27,6 +27,10 @@ inline std::filesystem::path topology_fixture(const std::string& name) {
 // The capture most tests decide on: a Dell XE8640, two sockets in SNC4 (8 NUMA nodes), 4 H100
 // and 4 mlx5 HCAs, three GPUs sharing a PCIe switch with an HCA (fixtures/topologies/README.md).
 inline const std::string kXe8640 = "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml";
+// kXe8640's path, as the commands' --topology takes it.
+inline std::string xe8640_topology() {
+  return topology_fixture(kXe8640).string();
+}
 
 // A fresh directory under $TMPDIR, removed with everything in it at the end of the test.
 class TempDir {
