@@ -11,12 +11,16 @@ stays flat). Not run by CI.
 
 --full-node: the node at full size, 8 H200 GPUs each in MIG with 7 instances and GPM on
 (tests/inject/nvml/scenarios/hgx-8xh200-mig7-gpm.json) on the captured Dell XE8640 (its PCIe
-tree, switches and RDMA NICs, --topology), with the host families of this machine.
+tree and switches, --topology) with 8 RDMA NICs, with the host families of this machine. The
+capture has 4 ConnectX HCAs; the script writes a copy of it (in a temporary folder) in which the
+captured ConnectX-7 of one switch, with its downstream port, is copied to a free port of each of
+the four GPU switches (full_node_topology below), as an HGX board with a NIC per GPU pair has.
 
 node_exporter comes from Debian's prometheus-node-exporter package; when it is not installed the
 script says so and measures the agent alone.
 """
 import argparse
+import copy
 import http.client
 import os
 import shutil
@@ -24,11 +28,92 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+XE8640 = os.path.join(SOURCE, "../shared/fixtures/topologies",
+                      "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml")
+# The captured ConnectX-7 (mlx5_2, 0000:5e:00.0) sits behind downstream port 0000:5b:02.0 of a
+# GPU switch. Copies of that port and HCA go to a free bus of each of the four GPU switches
+# (the switch's upstream port, the free bus, the new downstream port): each bus lies in its
+# switch's captured bus range.
+CX7_PORT = "0000:5b:02.0"
+NEW_NICS = [("0000:49:00.0", 0x4c, "0000:4a:01.0"), ("0000:5a:00.0", 0x5c, "0000:5b:01.0"),
+            ("0000:c8:00.0", 0xcc, "0000:c9:02.0"), ("0000:d8:00.0", 0xdc, "0000:d9:02.0")]
+
+
+def full_node_topology(folder):
+    """The XE8640 capture with 8 RDMA NICs (4 captured, 4 copies of its ConnectX-7); its path."""
+    tree = ET.parse(XE8640)
+    objects = list(tree.iter("object"))
+    by_busid = {o.get("pci_busid"): o for o in objects if o.get("pci_busid")}
+    next_index = max(int(o.get("gp_index")) for o in objects) + 1
+    rdma = lambda: sum(1 for o in tree.iter("object") if o.get("osdev_type") == "3")
+    first = rdma()
+    for n, (switch, bus, port_busid) in enumerate(NEW_NICS):
+        if port_busid in by_busid or f"0000:{bus:02x}:00.0" in by_busid:
+            sys.exit(f"{XE8640}: {port_busid} or bus {bus:02x} is taken: the capture changed")
+        port = copy.deepcopy(by_busid[CX7_PORT])
+        port.set("pci_busid", port_busid)
+        port.set("bridge_pci", f"0000:[{bus:02x}-{bus:02x}]")
+        hca = port.find("object")
+        hca.set("pci_busid", f"0000:{bus:02x}:00.0")
+        guid = f"a088:c203:0009:{0x7050 + n:04x}"  # unique, next to the captured one's
+        for o in port.iter("object"):
+            o.set("gp_index", str(next_index))
+            next_index += 1
+            if o.get("osdev_type") == "2":  # the IPoIB netdev, named after its bus
+                o.set("name", f"ibp{bus}s0")
+            if o.get("osdev_type") == "3":
+                o.set("name", f"mlx5_{first + n}")
+            for info in o.findall("info"):
+                if info.get("name") in ("NodeGUID", "SysImageGUID"):
+                    info.set("value", guid)
+                elif info.get("name") == "Port1GID0":
+                    info.set("value", "fe80:0000:0000:0000:" + guid)
+                elif info.get("name") == "Address":  # IPoIB: its last 3 bytes are the GUID's
+                    tail = guid.replace(":", "")[-6:]
+                    info.set("value", info.get("value")[:-8] + ":".join(
+                        tail[i:i + 2] for i in range(0, 6, 2)))
+        for info in port.findall("info"):
+            if info.get("name") == "PCISlot":
+                port.remove(info)  # a slot number of the capture would be claimed twice
+        # Among the switch's downstream ports in bus order, as the kernel lists them.
+        parent = by_busid[switch]
+        ports = [c for c in parent if c.tag == "object"]
+        port.set("pci_type", ports[0].get("pci_type"))  # this switch's IDs
+        after = [c for c in ports if int(c.get("bridge_pci")[6:8], 16) > bus]
+        parent.insert(list(parent).index(after[0]) if after else len(parent), port)
+    if rdma() != 8:
+        sys.exit(f"{XE8640}: the full node has {rdma()} RDMA NICs, not 8")
+    path = os.path.join(folder, "xe8640-8xrdma.xml")
+    with open(path, "wb") as f:
+        f.write(b'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n')
+        tree.write(f, encoding="utf-8", xml_declaration=False)
+    return path
+
+
+def rdma_busids(topology):
+    """The PCI addresses of the RDMA NICs (PCI devices with an OpenFabrics OS device)."""
+    return sorted(o.get("pci_busid") for o in ET.parse(topology).iter("object")
+                  if o.get("type") == "PCIDev" and
+                  any(c.get("osdev_type") == "3" for c in o.findall("object")))
+
+
+def nics_in_scrape(port, busids):
+    """Those of `busids` that the scrape lists as NICs (polyaccel_placement_device_held)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    return [b for b in busids if any(
+        line.startswith("polyaccel_placement_device_held{") and 'device="nic' in line and
+        f'pci_bus_id="{b}"' in line for line in text.splitlines())]
 
 
 def free_port():
@@ -118,6 +203,7 @@ def main():
     node_exporter = shutil.which("prometheus-node-exporter")
 
     procs, results = [], []
+    folder = tempfile.mkdtemp(prefix="agent_vs_node_exporter.")
     try:
         port = free_port()
         scenario = "hgx-8xh200-mig7-gpm.json" if args.full_node else "hgx-8xh100.json"
@@ -128,10 +214,9 @@ def main():
                    f"127.0.0.1:{port}", "--interval", "2s" if args.full_node else "10s"]
         name = "polyaccel agent (8 GPUs + host)"
         if args.full_node:
-            command += ["--topology", os.path.join(
-                SOURCE, "../shared/fixtures/topologies",
-                "2socket-snc4-8numa-4xH100-4xmlx5-pcieswitch_dell-xe8640.xml")]
-            name = "polyaccel agent (8 GPUs x 7 MIG, GPM)"
+            topology = full_node_topology(folder)
+            command += ["--topology", topology]
+            name = "polyaccel agent (8 GPUs x 7 MIG, GPM, 8 RDMA)"
         agent = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
         procs.append(agent)
         targets = [(name, agent.pid, port)]
@@ -149,18 +234,23 @@ def main():
                 sys.exit(f"{name} did not answer on port {p}")
         if args.full_node and not wait_for(port, b"DCGM_FI_PROF_SM_ACTIVE"):
             sys.exit("the agent gave no GPM (DCGM_FI_PROF_*) families within 60 s")
+        if args.full_node:
+            rdma = nics_in_scrape(port, rdma_busids(topology))
+            if len(rdma) != 8:
+                sys.exit(f"the scrape lists {len(rdma)} RDMA NICs ({', '.join(rdma)}), not 8")
         for name, pid, p in targets:
             results.append(measure(name, pid, p, args.scrapes))
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=10)
+        shutil.rmtree(folder)
 
     print(f"{args.scrapes} sequential scrapes each, gzip, on {os.cpu_count()} CPUs")
-    print(f"{'exporter':38} {'p50 ms':>8} {'p99 ms':>8} {'CPU s/1000':>11} {'RSS MiB':>8} {'gzip B':>8}  RSS every 1000")
+    print(f"{'exporter':46} {'p50 ms':>8} {'p99 ms':>8} {'CPU s/1000':>11} {'RSS MiB':>8} {'gzip B':>8}  RSS every 1000")
     for r in results:
         track = " ".join(f"{x:.1f}" for x in r["rss_track"])
-        print(f"{r['name']:38} {r['p50_ms']:8.3f} {r['p99_ms']:8.3f} {r['cpu_s_per_1000']:11.3f} "
+        print(f"{r['name']:46} {r['p50_ms']:8.3f} {r['p99_ms']:8.3f} {r['cpu_s_per_1000']:11.3f} "
               f"{r['rss_mib']:8.1f} {r['gzip_bytes']:8d}  {track}")
     if len(results) == 2:
         a, n = results
