@@ -325,8 +325,7 @@ class FakeApiServer {
       // exactly then) is not lost: the predicate looks before waiting. A plain wait lost it
       // once under ThreadSanitizer, and the watch waited for the next request to the server.
       if (!changed_.wait_until(lock, deadline, [&] {
-            return stopping_ || watch_generation_ != generation ||
-                   next_event < node_events_.size();
+            return stopping_ || watch_generation_ != generation || next_event < node_events_.size();
           }))
         return;
     }
