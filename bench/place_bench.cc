@@ -19,22 +19,8 @@ HostView load(const std::string& file) {
   return *build_host_view(bench::load_fixture(file), {});
 }
 
+using bench::half_full;
 using bench::make_request;
-
-// Fills the host to about half with 4-vCPU pinned guests, so the fit works on a used host.
-HostUsage half_full(const HostView& view) {
-  HostUsage usage = *usage_of(view, {});
-  auto filler = make_request(4, 4, {{"hw:cpu_policy", "dedicated"}});
-  unsigned pus = 0;
-  for (const auto& c : view.cells)
-    pus += c.pcpus.count();
-  for (unsigned placed = 0; placed * 4 < pus / 2; ++placed) {
-    auto f = fit(view, usage, filler);
-    if (!f.fit) break;
-    add_usage(view, f.placement, usage);
-  }
-  return usage;
-}
 
 void run(benchmark::State& state, const char* file, const Request& r, bool used, Strategy s) {
   HostView view = load(file);

@@ -20,25 +20,12 @@ using namespace polyaccel::place;
 using Specs = std::vector<std::pair<std::string, std::string>>;
 
 // The host as given, and with the first core of each node left to the host (cpu_shared_set) and
-// 4 GiB of each node reserved, as place_fleet configures it.
+// 1 GiB of each node reserved (place_fleet reserves 4 GiB).
 std::vector<std::pair<std::string, HostView>> views_of(const std::string& file) {
   auto m = bench::load_fixture(file);
   std::vector<std::pair<std::string, HostView>> out;
   out.emplace_back(file + " legacy", *build_host_view(m, {}));
-  HostPolicy policy;
-  CpuSet reserved;
-  for (const auto& n : m.numa_nodes) {
-    for (const auto& core : m.cores) {
-      if (n.cpus.contains(core.pus)) {
-        reserved |= core.pus;
-        break;
-      }
-    }
-  }
-  policy.cpu_dedicated_set = m.pus - reserved;
-  policy.cpu_shared_set = reserved;
-  policy.reserved_memory_per_node = std::uint64_t{1} << 30;
-  auto v = build_host_view(m, policy);
+  auto v = build_host_view(m, bench::first_core_to_host_policy(m, std::uint64_t{1} << 30));
   if (v) out.emplace_back(file + " dedicated", std::move(*v));
   return out;
 }

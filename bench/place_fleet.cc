@@ -24,20 +24,7 @@ using namespace polyaccel::place;
 HostView load(const std::string& file) {
   auto m = bench::load_fixture(file);
   // The first core of each node is left to the host (cpu_shared_set), as an operator would.
-  HostPolicy policy;
-  CpuSet reserved;
-  for (const auto& n : m.numa_nodes) {
-    for (const auto& core : m.cores) {
-      if (n.cpus.contains(core.pus)) {
-        reserved |= core.pus;
-        break;
-      }
-    }
-  }
-  policy.cpu_dedicated_set = m.pus - reserved;
-  policy.cpu_shared_set = reserved;
-  policy.reserved_memory_per_node = std::uint64_t{4} << 30;
-  return *build_host_view(m, policy);
+  return *build_host_view(m, bench::first_core_to_host_policy(m, std::uint64_t{4} << 30));
 }
 
 struct Shape {

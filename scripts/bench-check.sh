@@ -21,7 +21,7 @@ tar -xjf "$here/../shared/fixtures/topologies/sysfs_2socket-2numa-8xNEC-VE-2xIB-
 root=$(find "$work" -mindepth 1 -maxdepth 1 -type d | head -1)
 
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" --collect-atstart=no \
-  --toggle-collect='*count_*' "$program" "$root" >"$work/stdout" 2>"$work/valgrind.log" || {
+  --toggle-collect='(anonymous namespace)::count_*' "$program" "$root" >"$work/stdout" 2>"$work/valgrind.log" || {
   cat "$work/valgrind.log" >&2
   echo "bench-check: $program failed under valgrind" >&2
   exit 2
@@ -34,7 +34,7 @@ import re, sys
 annotate, runs, counts_file, update = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 measured = {}
 for line in open(annotate):
-    m = re.match(r"\s*([\d,]+)\s.*count_(\w+)\(", line)
+    m = re.match(r"\s*([\d,]+)\s.*\(anonymous namespace\)::count_(\w+)\(", line)
     if m:
         measured[m.group(2)] = int(m.group(1).replace(",", "")) // runs
 if not measured:

@@ -149,6 +149,20 @@ std::string policy_text(PciNumaPolicy p) {
 
 }  // namespace
 
+bool too_few_free_devices(const HostView& host, const HostUsage& usage, const Request& request) {
+  auto free = [&](const HostDevice& d) { return !usage.devices.count(d.pci_bus_id); };
+  for (const auto& want : request.devices) {
+    size_t n = 0;
+    for (const auto& d : host.devices)
+      n += free(d) && want.alias.matches(d.pci) ? 1 : 0;
+    if (n < want.count) return true;
+  }
+  size_t nics = 0;
+  for (const auto& d : host.devices)
+    nics += free(d) && d.rdma && !d.accelerator ? 1 : 0;
+  return nics < request.rdma_nics;
+}
+
 DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const Request& request,
                             const std::vector<unsigned>& nodes, Strategy strategy) {
   DeviceChoice out;

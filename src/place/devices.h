@@ -38,6 +38,11 @@ struct DeviceChoice {
 DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const Request& request,
                             const std::vector<unsigned>& nodes, Strategy strategy);
 
+// Whether the host has fewer free devices matching an alias (or free RDMA NICs) than the
+// request wants, whatever its NUMA nodes: then choose_devices refuses every set of nodes, and a
+// search over sets can stop at its first refusal.
+bool too_few_free_devices(const HostView& host, const HostUsage& usage, const Request& request);
+
 LinkLevel link_level(NicAffinity affinity);
 
 }  // namespace polyaccel::place

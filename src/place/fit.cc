@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 #include <tuple>
+#include <unordered_set>
 
 #include "core/byte_size.h"
 #include "place/devices.h"
@@ -27,15 +28,14 @@ struct CellFit {
   std::optional<unsigned> emulator_pu;
   // What the cell has left afterwards, as shares of what it has: CPUs (dedicated or shared
   // capacity) and memory. Their sum measures fit (smaller: tighter); their difference measures
-  // how much of one resource would be stranded behind the other.
-  double cpu_left = 0;
-  double memory_left = 0;
+  // how much of one resource would be stranded behind the other. Kept as whole numbers, set
+  // once by set_left: the search reads them at every step.
+  unsigned imbalance_pct = 0;
+  std::uint64_t left_ppm = 0;
   bool was_empty = false;  // nothing of the cell was in use before
-  unsigned imbalance_pct() const {
-    return static_cast<unsigned>(std::abs(cpu_left - memory_left) * 100);
-  }
-  std::uint64_t left_ppm() const {
-    return static_cast<std::uint64_t>((cpu_left + memory_left) * 1e6);
+  void set_left(double cpu_left, double memory_left) {
+    imbalance_pct = static_cast<unsigned>(std::abs(cpu_left - memory_left) * 100);
+    left_ppm = static_cast<std::uint64_t>((cpu_left + memory_left) * 1e6);
   }
 };
 
@@ -170,16 +170,29 @@ std::optional<std::vector<unsigned>> pack(const HostCell& hc, const CpuSet& held
       if (free_threads.size(c) >= k) candidates.push_back(c);
     }
     if (candidates.size() * k < want) continue;
-    if (strategy == Strategy::polyaccel) {
-      std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
-        return free_threads.size(a) < free_threads.size(b);
-      });
-    }
     std::vector<unsigned> chain;
-    for (size_t c : candidates) {
+    chain.reserve(want);
+    auto take = [&](size_t c) {  // true once the chain is complete
       for (unsigned t = 0; t < k && chain.size() < want; ++t)
         chain.push_back(free_threads.at(c, t));
-      if (chain.size() == want) break;
+      return chain.size() == want;
+    };
+    if (strategy == Strategy::polyaccel) {
+      // Cores with the fewest free threads first, in host order among equals: one pass per
+      // count (a core has at most threads_per_core), no sorted copy to allocate.
+      bool done = false;
+      for (size_t n = k; n <= tpc && !done; ++n) {
+        for (size_t c : candidates) {
+          if (free_threads.size(c) == n && take(c)) {
+            done = true;
+            break;
+          }
+        }
+      }
+    } else {
+      for (size_t c : candidates) {
+        if (take(c)) break;
+      }
     }
     for (unsigned pu : chain)
       holds.set(pu);
@@ -234,6 +247,7 @@ CellFit fit_cell(const HostView& host, size_t h, const CellUsage& u, const Reque
                            std::to_string(hc.shared_cpus.count()) + " in all");
   const std::uint64_t memory_free =
       hc.memory_bytes > u.memory_used ? hc.memory_bytes - u.memory_used : 0;
+  double cpu_left = 0, memory_left = 0;
   if (pins) {
     const unsigned free_pcpus = hc.pcpus.count_without(u.held);
     if (want > free_pcpus)
@@ -247,7 +261,7 @@ CellFit fit_cell(const HostView& host, size_t h, const CellUsage& u, const Reque
     for (size_t i = 0; i < pinned.size(); ++i)
       f.cell.pinning.emplace_back(pinned[i], (*chain)[i]);
     if (reserve_emulator) f.emulator_pu = chain->back();
-    f.cpu_left = static_cast<double>(free_pcpus - want) / hc.pcpus.count();
+    cpu_left = static_cast<double>(free_pcpus - want) / hc.pcpus.count();
   } else {
     const double cpu_limit = hc.shared_cpus.count() * host.policy.cpu_allocation_ratio;
     if (u.cpu_usage + shared.size() > cpu_limit)
@@ -261,12 +275,13 @@ CellFit fit_cell(const HostView& host, size_t h, const CellUsage& u, const Reque
                              format_byte_size(static_cast<std::uint64_t>(
                                  std::max(0.0, ram_limit - static_cast<double>(u.memory_used)))) +
                              " left under ram_allocation_ratio");
-    f.cpu_left = (cpu_limit - u.cpu_usage - static_cast<double>(shared.size())) / cpu_limit;
+    cpu_left = (cpu_limit - u.cpu_usage - static_cast<double>(shared.size())) / cpu_limit;
   }
   f.cell.shared_vcpus = shared;
   if (!shared.empty()) f.cell.shared_pus = hc.shared_cpus;
   if (hc.memory_bytes)
-    f.memory_left = static_cast<double>(memory_free - gc.memory_bytes) / hc.memory_bytes;
+    memory_left = static_cast<double>(memory_free - gc.memory_bytes) / hc.memory_bytes;
+  f.set_left(cpu_left, memory_left);
   f.was_empty = u.held.empty() && u.cpu_usage == 0 && u.memory_used == 0;
   f.ok = true;
   return f;
@@ -368,34 +383,43 @@ FitResult fit_floating(const HostView& host, const HostUsage& u, const Request& 
   return res;
 }
 
+bool wants_devices(const Request& r) {
+  return !r.devices.empty() || r.rdma_nics > 0;
+}
+
 // Nova's host cell order for a guest with fewer cells than the host: three stable sorts, the
 // last one dominant (PCI presence, then free pCPUs or CPU usage, then free memory).
 std::vector<size_t> nova_cell_order(const HostView& host, const HostUsage& u, const Request& r) {
   std::vector<size_t> order(host.cells.size());
   std::iota(order.begin(), order.end(), 0);
   if (r.cells.size() >= host.cells.size()) return order;
-  auto free_memory = [&](size_t i) {
-    return static_cast<std::int64_t>(host.cells[i].memory_bytes) -
-           static_cast<std::int64_t>(u.cells[i].memory_used);
-  };
-  auto free_devices = [&](size_t i) {
-    int n = 0;
-    for (const auto& d : host.devices)
-      n += d.numa_node == host.cells[i].node && !u.devices.count(d.pci_bus_id) ? 1 : 0;
-    return n;
-  };
+  // The keys, computed once per cell rather than in every comparison.
   const bool pins = r.cpu_policy != CpuPolicy::shared;
+  const size_t n = host.cells.size();
+  std::vector<std::int64_t> free_memory(n);
+  std::vector<unsigned> free_pcpus(n), free_devices(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    free_memory[i] = static_cast<std::int64_t>(host.cells[i].memory_bytes) -
+                     static_cast<std::int64_t>(u.cells[i].memory_used);
+    if (pins) free_pcpus[i] = host.cells[i].pcpus.count_without(u.cells[i].held);
+  }
+  const bool devices = wants_devices(r);
+  if (devices) {
+    for (const auto& d : host.devices) {
+      if (u.devices.count(d.pci_bus_id)) continue;
+      for (size_t i = 0; i < n; ++i)
+        free_devices[i] += d.numa_node == host.cells[i].node ? 1 : 0;
+    }
+  }
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return free_memory(a) > free_memory(b); });
+                   [&](size_t a, size_t b) { return free_memory[a] > free_memory[b]; });
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (pins)
-      return (host.cells[a].pcpus - u.cells[a].held).count() >
-             (host.cells[b].pcpus - u.cells[b].held).count();
+    if (pins) return free_pcpus[a] > free_pcpus[b];
     return u.cells[a].cpu_usage < u.cells[b].cpu_usage;
   });
-  if (!r.devices.empty() || r.rdma_nics > 0) {
+  if (devices) {
     std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return free_devices(a) > free_devices(b); });
+                     [&](size_t a, size_t b) { return free_devices[a] > free_devices[b]; });
   }
   return order;
 }
@@ -422,10 +446,6 @@ struct Choice {
   DeviceChoice devices;
   std::string device_reason;  // the first device refusal met, when nothing fits
 };
-
-bool wants_devices(const Request& r) {
-  return !r.devices.empty() || r.rdma_nics > 0;
-}
 
 // Device choices per set of host cells (the order of the guest cells does not change them).
 struct DeviceMemo {
@@ -458,20 +478,43 @@ struct DeviceMemo {
 
 // Nova's own choice: depth first over its cell order, the first host cells (a permutation, one
 // per guest cell) that hold every guest cell and the devices.
+//
+// Nova walks every permutation when the devices fit nowhere: for 8 guest cells on 24 nodes,
+// hours. Here a set of host cells under which nothing fitted is not searched again in another
+// order (what fits after it depends only on which cells are taken: the guest cells left are
+// always the same, the devices are chosen per set), the search stops at its first refusal when
+// the host lacks the devices whatever the nodes, and it gives up after kStepBudget steps. None
+// of these changes which permutation is found first.
 struct FirstFit {
   const CellTable& table;
   const std::vector<size_t>& order;
   DeviceMemo devices;
   std::vector<size_t> current;
   std::vector<bool> taken;
+  std::unordered_set<std::vector<bool>> failed;  // sets of taken cells with nothing fitting after
+  bool devices_fit_nowhere;
+  bool stop = false;
+  size_t steps = 0;
   Choice choice;
+
+  // Far more than a search that succeeds needs (the fixtures' take a few hundred); about a second.
+  static constexpr size_t kStepBudget = size_t{1} << 20;
 
   FirstFit(const HostView& h, const HostUsage& u, const Request& r, const CellTable& t,
            const std::vector<size_t>& o)
-      : table(t), order(o), devices(h, u, r, Strategy::first_fit), taken(h.cells.size(), false) {}
+      : table(t),
+        order(o),
+        devices(h, u, r, Strategy::first_fit),
+        taken(h.cells.size(), false),
+        devices_fit_nowhere(too_few_free_devices(h, u, r)) {}
+
+  bool gave_up() const { return steps > kStepBudget; }
 
   bool descend(size_t g) {
+    if (++steps > kStepBudget) stop = true;
+    if (stop) return false;
     if (g == devices.request.cells.size()) return leaf();
+    if (g > 0 && failed.count(taken)) return false;
     for (size_t h : order) {
       if (taken[h] || !table.at(g, h).ok) continue;
       taken[h] = true;
@@ -480,7 +523,9 @@ struct FirstFit {
       current.pop_back();
       taken[h] = false;
       if (done) return true;
+      if (stop) return false;
     }
+    if (g > 0) failed.insert(taken);
     return false;
   }
 
@@ -488,6 +533,7 @@ struct FirstFit {
     const DeviceChoice& d = devices.of(current);
     if (!d.ok) {
       if (choice.device_reason.empty()) choice.device_reason = d.reason;
+      stop = devices_fit_nowhere;
       return false;
     }
     choice.found = true;
@@ -508,63 +554,73 @@ struct FirstFit {
 class BranchAndBound {
  public:
   BranchAndBound(const HostView& host, const HostUsage& usage, const Request& request,
-                 const CellTable& table, std::vector<std::vector<size_t>> order, bool combinations)
+                 const CellTable& table, std::vector<std::vector<size_t>> order, size_t guest_cells)
       : host_(host),
         usage_(usage),
         table_(table),
         order_(std::move(order)),
-        combinations_(combinations),
+        combinations_(table.identical),
         devices_(host, usage, request, Strategy::polyaccel),
-        guest_cells_(order_.size()),
-        taken_(host.cells.size(), false),
-        to_chosen_(host.cells.size(), 0),
-        candidates_(order_.size()) {
+        guest_cells_(guest_cells),
+        cell_(host.cells.size()),
+        devices_fit_nowhere_(too_few_free_devices(host, usage, request)),
+        have_nearest_(host.cells_by_distance.size() == host.cells.size()) {
+    // Every buffer sized once here: an allocation costs more than a level of the search.
+    candidates_.reserve(host.cells.size() * guest_cells_);
+    current_.reserve(guest_cells_);
+    positions_.reserve(guest_cells_);
+    added_.reserve(host.cells.size());
     std::vector<unsigned> sockets;
-    for (const auto& c : host_.cells) {
-      if (!c.socket) {
-        socket_of_.push_back(-1);
-        continue;
-      }
-      auto it = std::find(sockets.begin(), sockets.end(), *c.socket);
-      socket_of_.push_back(static_cast<int>(it - sockets.begin()));
-      if (it == sockets.end()) sockets.push_back(*c.socket);
+    sockets.reserve(host.cells.size());
+    for (size_t x = 0; x < host_.cells.size(); ++x) {
+      const auto& socket = host_.cells[x].socket;
+      if (!socket) continue;
+      auto it = std::find(sockets.begin(), sockets.end(), *socket);
+      cell_[x].socket = static_cast<int>(it - sockets.begin());
+      if (it == sockets.end()) sockets.push_back(*socket);
     }
     cells_on_socket_.assign(sockets.size(), 0);
     // Per guest cell g: the smallest packing terms guest cells g.. can add, and which host cells
     // any of them fits.
-    rest_broken_.assign(guest_cells_ + 1, 0);
-    rest_imbalance_.assign(guest_cells_ + 1, 0);
-    rest_left_.assign(guest_cells_ + 1, 0);
-    usable_from_.assign(guest_cells_ + 1, std::vector<bool>(host_.cells.size(), false));
+    rest_.assign(guest_cells_ + 1, Tail{});
+    usable_from_.assign((guest_cells_ + 1) * host_.cells.size(), 0);
     for (size_t g = guest_cells_; g-- > 0;) {
       unsigned broken = ~0u, imbalance = ~0u;
       std::uint64_t left = ~std::uint64_t{0};
       for (size_t h = 0; h < host_.cells.size(); ++h) {
         const CellFit& f = table_.at(g, h);
-        usable_from_[g][h] = usable_from_[g + 1][h] || f.ok;
+        usable_from_[g * host_.cells.size() + h] =
+            usable_from_[(g + 1) * host_.cells.size() + h] || f.ok;
         if (!f.ok) continue;
         broken = std::min(broken, f.was_empty ? 1u : 0u);
-        imbalance = std::min(imbalance, f.imbalance_pct());
-        left = std::min(left, f.left_ppm());
+        imbalance = std::min(imbalance, f.imbalance_pct);
+        left = std::min(left, f.left_ppm);
       }
-      rest_broken_[g] = rest_broken_[g + 1] + (broken == ~0u ? 0 : broken);
-      rest_imbalance_[g] = rest_imbalance_[g + 1] + (imbalance == ~0u ? 0 : imbalance);
-      rest_left_[g] = rest_left_[g + 1] + (left == ~std::uint64_t{0} ? 0 : left);
+      rest_[g].broken = rest_[g + 1].broken + (broken == ~0u ? 0 : broken);
+      rest_[g].imbalance = rest_[g + 1].imbalance + (imbalance == ~0u ? 0 : imbalance);
+      rest_[g].left = rest_[g + 1].left + (left == ~std::uint64_t{0} ? 0 : left);
     }
     // With identical guest cells, the host cells that fit, by each packing term, smallest first.
     if (table_.identical && guest_cells_ > 1) {
-      for (size_t h = 0; h < host_.cells.size(); ++h) {
-        if (table_.at(0, h).ok) by_broken_.push_back(h);
-      }
-      by_imbalance_ = by_left_ = by_broken_;
-      auto sort_by = [](std::vector<size_t>& cells, auto term) {
-        std::sort(cells.begin(), cells.end(), [&](size_t a, size_t b) {
-          return std::make_pair(term(a), a) < std::make_pair(term(b), b);
-        });
+      // Sorted as (term, cell) pairs: each term computed once per cell, not in every comparison.
+      std::vector<std::pair<std::uint64_t, size_t>> terms;
+      terms.reserve(host_.cells.size());
+      auto sorted_cells = [&](auto term) {
+        terms.clear();
+        for (size_t h = 0; h < host_.cells.size(); ++h) {
+          const CellFit& f = table_.at(0, h);
+          if (f.ok) terms.emplace_back(term(f), h);
+        }
+        std::sort(terms.begin(), terms.end());
+        std::vector<size_t> cells;
+        cells.reserve(terms.size());
+        for (const auto& t : terms)
+          cells.push_back(t.second);
+        return cells;
       };
-      sort_by(by_broken_, [&](size_t x) { return broken_of(x); });
-      sort_by(by_imbalance_, [&](size_t x) { return table_.at(0, x).imbalance_pct(); });
-      sort_by(by_left_, [&](size_t x) { return table_.at(0, x).left_ppm(); });
+      by_broken_ = sorted_cells([](const CellFit& f) { return f.was_empty ? 1u : 0u; });
+      by_imbalance_ = sorted_cells([](const CellFit& f) { return f.imbalance_pct; });
+      by_left_ = sorted_cells([](const CellFit& f) { return f.left_ppm; });
     }
   }
 
@@ -579,50 +635,40 @@ class BranchAndBound {
 
   Choice run() {
     descend(0, 0);
-    return choice_;
+    return std::move(choice_);
   }
 
  private:
-  unsigned pair_distance(size_t a, size_t b) const {
-    return std::min(host_.distance(a, b), host_.distance(b, a));
-  }
-
   // The sum of x's distances to its n nearest cells not taken (0, still a bound, for a view
   // built without cells_by_distance).
   unsigned nearest_free(size_t x, size_t n) const {
     unsigned sum = 0;
-    if (host_.cells_by_distance.size() != host_.cells.size()) return 0;
-    for (size_t y : host_.cells_by_distance[x]) {
+    if (!have_nearest_) return 0;
+    for (const HostView::NearCell& y : host_.cells_by_distance[x]) {
       if (n == 0) break;
-      if (taken_[y]) continue;
-      sum += pair_distance(x, y);
+      if (cell_[y.cell].taken) continue;
+      sum += y.distance;
       --n;
     }
     return sum;
   }
 
   // The free cells by socket, for the sockets bound: on the sockets in use, and the most on any
-  // socket not in use (a cell without a socket counts as a socket of its own).
+  // socket not in use (a cell without a socket counts as a socket of its own). Counted cell by
+  // cell (count_room) into free_on_socket_.
   struct Room {
     size_t on_used = 0;
     size_t most_on_unused = 0;
   };
-  Room room() {
-    Room r;
-    free_on_socket_.assign(cells_on_socket_.size(), 0);
-    for (size_t x = 0; x < host_.cells.size(); ++x) {
-      if (taken_[x]) continue;
-      const int s = socket_of_[x];
-      if (s < 0) {
-        r.most_on_unused = std::max<size_t>(r.most_on_unused, 1);
-      } else if (cells_on_socket_[static_cast<size_t>(s)] > 0) {
-        ++r.on_used;
-      } else {
-        r.most_on_unused =
-            std::max<size_t>(r.most_on_unused, ++free_on_socket_[static_cast<size_t>(s)]);
-      }
+  void count_room(int socket, Room& r) {
+    if (socket < 0) {
+      r.most_on_unused = std::max<size_t>(r.most_on_unused, 1);
+    } else if (cells_on_socket_[static_cast<size_t>(socket)] > 0) {
+      ++r.on_used;
+    } else {
+      r.most_on_unused =
+          std::max<size_t>(r.most_on_unused, ++free_on_socket_[static_cast<size_t>(socket)]);
     }
-    return r;
   }
   // At least this many sockets more for `rest` cells when `fit` of them can go on sockets in
   // use and at most `per_socket` on any other.
@@ -641,22 +687,21 @@ class BranchAndBound {
   Tail tail(size_t g, size_t rest) const {
     Tail t;
     if (rest == 0) return t;
-    if (!table_.identical) return {rest_broken_[g + 1], rest_imbalance_[g + 1], rest_left_[g + 1]};
+    if (!table_.identical) return rest_[g + 1];
     auto smallest = [&](const std::vector<size_t>& cells, auto term) {
       decltype(term(0)) sum = 0;
       size_t n = rest;
       for (size_t x : cells) {
         if (n == 0) break;
-        if (taken_[x]) continue;
+        if (cell_[x].taken) continue;
         sum += term(x);
         --n;
       }
       return sum;
     };
     t.broken = smallest(by_broken_, [&](size_t x) { return broken_of(x); });
-    t.imbalance =
-        smallest(by_imbalance_, [&](size_t x) { return table_.at(0, x).imbalance_pct(); });
-    t.left = smallest(by_left_, [&](size_t x) { return table_.at(0, x).left_ppm(); });
+    t.imbalance = smallest(by_imbalance_, [&](size_t x) { return table_.at(0, x).imbalance_pct; });
+    t.left = smallest(by_left_, [&](size_t x) { return table_.at(0, x).left_ppm; });
     return t;
   }
   unsigned broken_of(size_t x) const { return table_.at(0, x).was_empty ? 1u : 0u; }
@@ -665,6 +710,8 @@ class BranchAndBound {
     unsigned new_socket;      // sockets it and the cells after it add at least
     unsigned twice_distance;  // twice its distance to the cells chosen + its nearest to the rest
     size_t position;          // in the guest cell's list
+    size_t cell;              // the host cell there
+    Score bound;              // the least score a choice through it can have (see bound_of)
     bool operator<(const Candidate& o) const {
       return std::tie(new_socket, twice_distance, position) <
              std::tie(o.new_socket, o.twice_distance, o.position);
@@ -676,37 +723,42 @@ class BranchAndBound {
   static constexpr size_t kVisitBudget = size_t{1} << 18;
 
   void push(size_t g, size_t h, size_t position) {
-    taken_[h] = true;
+    cell_[h].taken = true;
     current_.push_back(h);
     positions_.push_back(position);
-    distance_ += to_chosen_[h];
-    for (size_t x = 0; x < host_.cells.size(); ++x)
-      to_chosen_[x] += host_.distance(x, h);
-    if (socket_of_[h] < 0)
+    distance_ += cell_[h].to_chosen;
+    // The distances to the cells chosen serve the levels below; the last level has none.
+    if (g + 1 < guest_cells_) {
+      for (size_t x = 0; x < host_.cells.size(); ++x)
+        cell_[x].to_chosen += host_.distance(x, h);
+    }
+    if (cell_[h].socket < 0)
       ++sockets_;
-    else if (cells_on_socket_[static_cast<size_t>(socket_of_[h])]++ == 0)
+    else if (cells_on_socket_[static_cast<size_t>(cell_[h].socket)]++ == 0)
       ++sockets_;
     const CellFit& f = table_.at(g, h);
     broken_ += f.was_empty ? 1 : 0;
-    imbalance_ += f.imbalance_pct();
-    left_ += f.left_ppm();
+    imbalance_ += f.imbalance_pct;
+    left_ += f.left_ppm;
   }
 
   void pop(size_t g, size_t h) {
     const CellFit& f = table_.at(g, h);
     broken_ -= f.was_empty ? 1 : 0;
-    imbalance_ -= f.imbalance_pct();
-    left_ -= f.left_ppm();
-    if (socket_of_[h] < 0)
+    imbalance_ -= f.imbalance_pct;
+    left_ -= f.left_ppm;
+    if (cell_[h].socket < 0)
       --sockets_;
-    else if (--cells_on_socket_[static_cast<size_t>(socket_of_[h])] == 0)
+    else if (--cells_on_socket_[static_cast<size_t>(cell_[h].socket)] == 0)
       --sockets_;
-    for (size_t x = 0; x < host_.cells.size(); ++x)
-      to_chosen_[x] -= host_.distance(x, h);
-    distance_ -= to_chosen_[h];
+    if (g + 1 < guest_cells_) {
+      for (size_t x = 0; x < host_.cells.size(); ++x)
+        cell_[x].to_chosen -= host_.distance(x, h);
+    }
+    distance_ -= cell_[h].to_chosen;
     positions_.pop_back();
     current_.pop_back();
-    taken_[h] = false;
+    cell_[h].taken = false;
   }
 
   void descend(size_t g, size_t first_position) {
@@ -716,72 +768,116 @@ class BranchAndBound {
     }
     // What the cells after this one bring whichever candidate is taken: at least half of the
     // cheapest `rest` of (twice their distance to the cells chosen + their nearest `rest`
-    // distances); taking one candidate away only raises that sum.
+    // distances); taking one candidate away only raises that sum. At the last guest cell there
+    // is no rest: a candidate's bound is its exact score but for the devices.
     const size_t rest = guest_cells_ - g - 1;
     unsigned rest_twice = 0;
+    Room free_cells;
+    Tail rest_terms;
     if (rest > 0) {
+      // One pass over the free cells: each one's nearest `rest` distances (used by both
+      // bounds), what it would bring the cells after this one, and the free cells by socket.
+      const std::uint8_t* usable = &usable_from_[(g + 1) * host_.cells.size()];
       added_.clear();
+      free_on_socket_.assign(cells_on_socket_.size(), 0);
       for (size_t x = 0; x < host_.cells.size(); ++x) {
-        if (!taken_[x] && usable_from_[g + 1][x])
-          added_.push_back(2 * to_chosen_[x] + nearest_free(x, rest));
+        CellState& c = cell_[x];
+        if (c.taken) continue;
+        c.nearest = nearest_free(x, rest);
+        if (usable[x]) added_.push_back(2 * c.to_chosen + c.nearest);
+        count_room(c.socket, free_cells);
       }
       if (added_.size() < rest) return;
       std::partial_sort(added_.begin(), added_.begin() + static_cast<long>(rest), added_.end());
       for (size_t i = 0; i < rest; ++i)
         rest_twice += added_[i];
+      rest_terms = tail(g, rest);
     }
-    // Best first: fewest new sockets, then the least distance a candidate brings (to the cells
-    // chosen, and half its nearest to the rest), then the list. Along that order the bound below
-    // only grows: once it loses to the best, every candidate left does.
-    const Room free_cells = room();
-    const Tail rest_terms = tail(g, rest);
-    std::vector<Candidate>& candidates = candidates_[g];
-    candidates.clear();
-    for (size_t pos = combinations_ ? first_position : 0; pos < order_[g].size(); ++pos) {
-      const size_t h = order_[g][pos];
-      if (taken_[h] || !table_.at(g, h).ok) continue;
-      const int s = socket_of_[h];
-      unsigned new_sockets = 0;
-      size_t fit = free_cells.on_used;
-      if (s < 0) {
-        new_sockets = 1;
-      } else if (cells_on_socket_[static_cast<size_t>(s)] == 0) {
-        new_sockets = 1;
-        fit += free_on_socket_[static_cast<size_t>(s)] - 1;
-      } else {
-        --fit;  // h itself
+    const size_t begin = candidates_.size();
+    const std::vector<size_t>& order = order_of(g);
+    for (size_t pos = combinations_ ? first_position : 0; pos < order.size(); ++pos) {
+      const size_t h = order[pos];
+      if (cell_[h].taken) continue;
+      const CellFit& f = table_.at(g, h);
+      if (!f.ok) continue;
+      const int s = cell_[h].socket;
+      const bool socket_in_use = s >= 0 && cells_on_socket_[static_cast<size_t>(s)] > 0;
+      unsigned new_sockets = socket_in_use ? 0 : 1;
+      unsigned twice_distance = 2 * cell_[h].to_chosen;
+      if (rest > 0) {
+        size_t fit = free_cells.on_used;
+        if (socket_in_use) {
+          --fit;  // h itself
+        } else if (s >= 0) {
+          fit += free_on_socket_[static_cast<size_t>(s)] - 1;
+        }
+        new_sockets += more_sockets(rest, fit, free_cells.most_on_unused);
+        twice_distance += cell_[h].nearest;
       }
-      new_sockets += more_sockets(rest, fit, free_cells.most_on_unused);
-      Candidate c{new_sockets, 2 * to_chosen_[h] + nearest_free(h, rest), pos};
-      if (!choice_.found || may_win(g, c, rest_twice, rest_terms)) candidates.push_back(c);
+      Candidate c{new_sockets, twice_distance, pos, h, {}};
+      c.bound = bound_of(f, c, rest_twice, rest_terms);
+      candidates_.push_back(c);
     }
-    std::sort(candidates.begin(), candidates.end());
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      const Candidate c = candidates_[g][i];  // deeper levels use their own lists
-      if (choice_.found) {
-        if (visits_ >= kVisitBudget) return;
-        if (!may_win(g, c, rest_twice, rest_terms)) continue;
+    if (devices_fit_nowhere_) {
+      // Every leaf is refused, and the answer is the refusal ranked first: the first leaf a walk
+      // in list order meets (the candidates are listed in that order).
+      const size_t end = candidates_.size();
+      for (size_t i = begin; i < end && !refused_; ++i) {
+        const Candidate c = candidates_[i];
+        push(g, c.cell, c.position);
+        descend(g + 1, c.position + 1);
+        pop(g, c.cell);
       }
+      candidates_.resize(begin);
+      return;
+    }
+    while (candidates_.size() > begin) {
+      if (choice_.found && visits_ >= kVisitBudget) break;
+      // A candidate that cannot win now never will: the best only gets better.
+      constexpr size_t kNone = ~size_t{0};
+      size_t best = kNone;
+      for (size_t i = begin; i < candidates_.size();) {
+        if (choice_.found && !may_win(g, candidates_[i])) {
+          candidates_[i] = candidates_.back();
+          candidates_.pop_back();
+          continue;
+        }
+        if (best == kNone || candidates_[i] < candidates_[best]) best = i;
+        ++i;
+      }
+      if (best == kNone) break;
+      const Candidate c = candidates_[best];
+      candidates_[best] = candidates_.back();
+      candidates_.pop_back();
       ++visits_;
-      const size_t h = order_[g][c.position];
+      const size_t h = c.cell;
       push(g, h, c.position);
       descend(g + 1, c.position + 1);
       pop(g, h);
     }
+    candidates_.resize(begin);
   }
 
-  // Whether taking candidate c for guest cell g may still beat the best (see descend).
-  bool may_win(size_t g, const Candidate& c, unsigned rest_twice, const Tail& rest) const {
-    const CellFit& f = table_.at(g, order_[g][c.position]);
-    const Score bound{sockets_ + c.new_socket,
-                      distance_ + (c.twice_distance + rest_twice + 1) / 2,
-                      0,
-                      0,
-                      broken_ + (f.was_empty ? 1 : 0) + rest.broken,
-                      imbalance_ + f.imbalance_pct() + rest.imbalance,
-                      left_ + f.left_ppm() + rest.left};
-    if (bound < best_score_) return true;
-    if (best_score_ < bound) return false;
+  // The least score of a choice that takes candidate c (its cell fit f) for this guest cell. It
+  // depends only on the partial choice, which is the same whenever the search is at this level.
+  Score bound_of(const CellFit& f, const Candidate& c, unsigned rest_twice,
+                 const Tail& rest) const {
+    return {sockets_ + c.new_socket,
+            distance_ + (c.twice_distance + rest_twice + 1) / 2,
+            0,
+            0,
+            broken_ + (f.was_empty ? 1 : 0) + rest.broken,
+            imbalance_ + f.imbalance_pct + rest.imbalance,
+            left_ + f.left_ppm + rest.left};
+  }
+
+  const std::vector<size_t>& order_of(size_t g) const { return order_[combinations_ ? 0 : g]; }
+
+  // Whether taking candidate c for guest cell g may still beat the best.
+  bool may_win(size_t g, const Candidate& c) const {
+    const auto order = c.bound <=> best_score_;
+    if (order < 0) return true;
+    if (order > 0) return false;
     // A tie: only a choice ranked before the best can win it.
     if (best_rank_.empty()) return false;
     const auto prefix = std::mismatch(positions_.begin(), positions_.end(), best_rank_.begin());
@@ -818,26 +914,32 @@ class BranchAndBound {
   const HostView& host_;
   const HostUsage& usage_;
   const CellTable& table_;
-  std::vector<std::vector<size_t>> order_;  // host cells to try, per guest cell
+  std::vector<std::vector<size_t>> order_;  // host cells to try, per guest cell (one if identical)
   bool combinations_;  // identical guest cells: one order of each set (positions ascending)
   DeviceMemo devices_;
   size_t guest_cells_;
-  std::vector<int> socket_of_;  // dense socket index per host cell, -1 when unknown
-  std::vector<unsigned> rest_broken_, rest_imbalance_;
-  std::vector<std::uint64_t> rest_left_;
-  std::vector<std::vector<bool>> usable_from_;
+  std::vector<Tail> rest_;                 // [g]: the smallest packing terms guest cells g.. add
+  std::vector<std::uint8_t> usable_from_;  // [g * cells + h]: a guest cell g.. fits host cell h
 
   // The partial choice: host cells, their positions in the lists, and its score terms.
   std::vector<size_t> current_, positions_;
-  std::vector<bool> taken_;
-  std::vector<unsigned> to_chosen_;  // per host cell: its distances to the cells chosen, summed
+  // Per host cell, side by side: one buffer, read in every loop of the search.
+  struct CellState {
+    int socket = -1;         // dense socket index, -1 when unknown
+    bool taken = false;      // by the partial choice
+    unsigned to_chosen = 0;  // its distances to the cells chosen, summed
+    unsigned nearest = 0;    // scratch: its nearest free distances (see descend)
+  };
+  std::vector<CellState> cell_;
   std::vector<unsigned> cells_on_socket_;
-  std::vector<size_t> free_on_socket_;                      // scratch for room()
+  std::vector<size_t> free_on_socket_;                      // scratch for count_room()
   std::vector<size_t> by_broken_, by_imbalance_, by_left_;  // for tail()
   unsigned sockets_ = 0, distance_ = 0, broken_ = 0, imbalance_ = 0;
   std::uint64_t left_ = 0;
-  std::vector<unsigned> added_;                     // scratch for the bounds
-  std::vector<std::vector<Candidate>> candidates_;  // per guest cell, reused
+  std::vector<unsigned> added_;        // scratch for the bounds
+  std::vector<Candidate> candidates_;  // every level's, deepest last (see descend)
+  bool devices_fit_nowhere_;  // too_few_free_devices: only the first leaf's refusal matters
+  bool have_nearest_;         // the view has cells_by_distance
 
   Choice choice_;
   Score best_score_{};
@@ -900,23 +1002,35 @@ FitResult fit(const HostView& host, const HostUsage& usage, const Request& reque
     FirstFit nova(host, usage, request, table, nova_order);
     nova.descend(0);
     choice = std::move(nova.choice);
+    if (!choice.found && nova.gave_up()) {
+      res.reason =
+          "gave up after " + std::to_string(FirstFit::kStepBudget) + " steps of the search for " +
+          std::to_string(guest_cells) + " host NUMA nodes" +
+          (choice.device_reason.empty() ? "" : "; the first refusal: " + choice.device_reason);
+      return res;
+    }
   } else {
-    // Per guest cell, Nova's order sorted (stably) by the packing terms.
+    // Per guest cell (one list when they are identical), Nova's order sorted stably by the
+    // packing terms: by (terms, place in Nova's order), which needs no buffer.
+    using Key = std::tuple<bool, unsigned, std::uint64_t, size_t>;
+    std::vector<Key> keys(host.cells.size());
     auto packing_order = [&](size_t g) {
-      using Key = std::tuple<bool, unsigned, std::uint64_t>;
-      std::vector<Key> keys(host.cells.size());
-      for (size_t h = 0; h < host.cells.size(); ++h) {
-        const CellFit& f = table.at(g, h);
-        keys[h] = {f.was_empty, f.imbalance_pct(), f.left_ppm()};
+      for (size_t i = 0; i < nova_order.size(); ++i) {
+        const CellFit& f = table.at(g, nova_order[i]);
+        keys[i] = {f.was_empty, f.imbalance_pct, f.left_ppm, i};
       }
-      std::vector<size_t> o = nova_order;
-      std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+      std::sort(keys.begin(), keys.end());
+      std::vector<size_t> o;
+      o.reserve(keys.size());
+      for (const Key& k : keys)
+        o.push_back(nova_order[std::get<3>(k)]);
       return o;
     };
-    std::vector<std::vector<size_t>> order(guest_cells, packing_order(0));
-    for (unsigned g = 1; g < guest_cells && !table.identical; ++g)
-      order[g] = packing_order(g);
-    BranchAndBound search(host, usage, request, table, std::move(order), table.identical);
+    std::vector<std::vector<size_t>> order;
+    order.reserve(table.identical ? 1 : guest_cells);
+    for (unsigned g = 0; g < (table.identical ? 1u : guest_cells); ++g)
+      order.push_back(packing_order(g));
+    BranchAndBound search(host, usage, request, table, std::move(order), guest_cells);
     if (guest_cells > 1) {
       // Nova's own first fit is the first candidate, so the choice is never more spread out or
       // farther apart than Nova's.

@@ -68,16 +68,17 @@ std::optional<unsigned> socket_of(const HostModel& model, unsigned node) {
 }
 
 // HostView::cells_by_distance.
-std::vector<std::vector<size_t>> cells_by_distance(
+std::vector<std::vector<HostView::NearCell>> cells_by_distance(
     const std::vector<std::vector<unsigned>>& distances) {
-  std::vector<std::vector<size_t>> out(distances.size());
+  std::vector<std::vector<HostView::NearCell>> out(distances.size());
   for (size_t a = 0; a < distances.size(); ++a) {
-    auto pair = [&](size_t b) { return std::min(distances[a][b], distances[b][a]); };
     for (size_t b = 0; b < distances.size(); ++b) {
-      if (b != a) out[a].push_back(b);
+      if (b != a) out[a].push_back({b, std::min(distances[a][b], distances[b][a])});
     }
     std::stable_sort(out[a].begin(), out[a].end(),
-                     [&](size_t x, size_t y) { return pair(x) < pair(y); });
+                     [](const HostView::NearCell& x, const HostView::NearCell& y) {
+                       return x.distance < y.distance;
+                     });
   }
   return out;
 }

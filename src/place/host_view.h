@@ -66,8 +66,13 @@ struct HostView {
   // no distances: 10 local, 20 remote, as Linux assumes without a SLIT.
   std::vector<std::vector<unsigned>> cell_distances;
   // Per cell: the other cells, nearest first (by the shorter way round where the SLIT is not
-  // symmetric), ties by index. The multi-cell fit bounds its search with it.
-  std::vector<std::vector<size_t>> cells_by_distance;
+  // symmetric), ties by index, each with that distance. The multi-cell fit bounds its search
+  // with it.
+  struct NearCell {
+    size_t cell;
+    unsigned distance;  // the shorter way round
+  };
+  std::vector<std::vector<NearCell>> cells_by_distance;
   // The host's IOMMU groups (HostModel::iommu_groups): a device goes to a guest with every
   // endpoint of its group.
   std::vector<IommuGroup> iommu_groups;

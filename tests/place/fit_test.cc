@@ -585,5 +585,64 @@ TEST(Fit, BigHostsAnswerQuickly) {
   expect_valid(v, r, f.placement);
 }
 
+// Nova walks every permutation of host cells when the devices fit none: for 8 guest cells on
+// the 24-node SGI, hours. Both strategies answer at once with the refusal Nova would give first.
+TEST(Fit, ManyCellsWhoseDevicesTheHostLacksAreRefusedAtOnce) {
+  auto v = view_of(fixture(kSgi));
+  auto r = request(
+      16, 16,
+      {{"hw:cpu_policy", "dedicated"}, {"hw:numa_nodes", "8"}, {"pci_passthrough:alias", "h100:1"}},
+      gpu_aliases());
+  const HostUsage u = *usage_of(v, {});
+  for (Strategy s : {Strategy::first_fit, Strategy::polyaccel}) {
+    auto f = fit(v, u, r, s);
+    EXPECT_FALSE(f.fit);
+    EXPECT_EQ(f.reason,
+              "pci_passthrough:alias h100:1 needs 1 free devices allowed by policy legacy for "
+              "host NUMA nodes 0,1,2,3,4,5,6,7: 0 there, 0 free on the host");
+  }
+}
+
+// The host has the device, but only on a node no guest cell fits: every set of nodes is refused.
+// The first fit stops after its step budget and says so; polyaccel's search after its visits.
+TEST(Fit, ManyCellsWhoseNicSitsOnAFullNodeStopWithinABudget) {
+  auto v = view_of(fixture(kSgi));
+  HostUsage u = *usage_of(v, {});
+  std::optional<unsigned> nic_node;
+  for (const auto& d : v.devices) {
+    if (d.rdma && !d.accelerator) nic_node = d.numa_node;
+  }
+  ASSERT_TRUE(nic_node);
+  for (size_t i = 0; i < v.cells.size(); ++i) {
+    if (v.cells[i].node == *nic_node) u.cells[i].held = v.cells[i].pcpus;
+  }
+  const std::string nic_refusal =
+      "polyaccel:rdma_nics=1: no free RDMA NIC allowed by policy required; 1 RDMA NICs free on "
+      "the host";
+  auto r = [](const char* cells) {
+    return request(16, 16,
+                   {{"hw:cpu_policy", "dedicated"},
+                    {"hw:numa_nodes", cells},
+                    {"polyaccel:rdma_nics", "1"},
+                    {"hw:pci_numa_affinity_policy", "required"}});
+  };
+  // Four cells: the whole search runs (sets already refused are not walked again in another
+  // order) and ends with the refusal.
+  for (Strategy s : {Strategy::first_fit, Strategy::polyaccel}) {
+    auto f = fit(v, u, r("4"), s);
+    EXPECT_FALSE(f.fit);
+    EXPECT_EQ(f.reason, nic_refusal);
+  }
+  auto first = fit(v, u, r("8"), Strategy::first_fit);
+  EXPECT_FALSE(first.fit);
+  EXPECT_EQ(first.reason,
+            "gave up after 1048576 steps of the search for 8 host NUMA nodes; the "
+            "first refusal: " +
+                nic_refusal);
+  auto ours = fit(v, u, r("8"), Strategy::polyaccel);
+  EXPECT_FALSE(ours.fit);
+  EXPECT_EQ(ours.reason, nic_refusal);
+}
+
 }  // namespace
 }  // namespace polyaccel::place
