@@ -580,47 +580,36 @@ class BranchAndBound {
       if (it == sockets.end()) sockets.push_back(*socket);
     }
     cells_on_socket_.assign(sockets.size(), 0);
-    // Per guest cell g: the smallest packing terms guest cells g.. can add, and which host cells
-    // any of them fits.
-    rest_.assign(guest_cells_ + 1, Tail{});
-    usable_from_.assign((guest_cells_ + 1) * host_.cells.size(), 0);
-    for (size_t g = guest_cells_; g-- > 0;) {
-      unsigned broken = ~0u, imbalance = ~0u;
-      std::uint64_t left = ~std::uint64_t{0};
-      for (size_t h = 0; h < host_.cells.size(); ++h) {
-        const CellFit& f = table_.at(g, h);
-        usable_from_[g * host_.cells.size() + h] =
-            usable_from_[(g + 1) * host_.cells.size() + h] || f.ok;
-        if (!f.ok) continue;
-        broken = std::min(broken, f.was_empty ? 1u : 0u);
-        imbalance = std::min(imbalance, f.imbalance_pct);
-        left = std::min(left, f.left_ppm);
-      }
-      rest_[g].broken = rest_[g + 1].broken + (broken == ~0u ? 0 : broken);
-      rest_[g].imbalance = rest_[g + 1].imbalance + (imbalance == ~0u ? 0 : imbalance);
-      rest_[g].left = rest_[g + 1].left + (left == ~std::uint64_t{0} ? 0 : left);
-    }
-    // With identical guest cells, the host cells that fit, by each packing term, smallest first.
-    if (table_.identical && guest_cells_ > 1) {
-      // Sorted as (term, cell) pairs: each term computed once per cell, not in every comparison.
-      std::vector<std::pair<std::uint64_t, size_t>> terms;
-      terms.reserve(host_.cells.size());
-      auto sorted_cells = [&](auto term) {
-        terms.clear();
-        for (size_t h = 0; h < host_.cells.size(); ++h) {
-          const CellFit& f = table_.at(0, h);
-          if (f.ok) terms.emplace_back(term(f), h);
+    const size_t n = host_.cells.size();
+    if (table_.identical) {
+      // One row serves every guest cell: which host cells fit, and the packing terms' orders
+      // (tail()); rest_ is not needed.
+      usable_stride_ = 0;
+      usable_from_.resize(n);
+      for (size_t h = 0; h < n; ++h)
+        usable_from_[h] = table_.at(0, h).ok;
+      if (guest_cells_ > 1) sort_packing_terms();
+    } else {
+      // Per guest cell g: the smallest packing terms guest cells g.. can add, and which host
+      // cells any of them fits.
+      usable_stride_ = n;
+      rest_.assign(guest_cells_ + 1, Tail{});
+      usable_from_.assign((guest_cells_ + 1) * n, 0);
+      for (size_t g = guest_cells_; g-- > 0;) {
+        unsigned broken = ~0u, imbalance = ~0u;
+        std::uint64_t left = ~std::uint64_t{0};
+        for (size_t h = 0; h < n; ++h) {
+          const CellFit& f = table_.at(g, h);
+          usable_from_[g * n + h] = usable_from_[(g + 1) * n + h] || f.ok;
+          if (!f.ok) continue;
+          broken = std::min(broken, f.was_empty ? 1u : 0u);
+          imbalance = std::min(imbalance, f.imbalance_pct);
+          left = std::min(left, f.left_ppm);
         }
-        std::sort(terms.begin(), terms.end());
-        std::vector<size_t> cells;
-        cells.reserve(terms.size());
-        for (const auto& t : terms)
-          cells.push_back(t.second);
-        return cells;
-      };
-      by_broken_ = sorted_cells([](const CellFit& f) { return f.was_empty ? 1u : 0u; });
-      by_imbalance_ = sorted_cells([](const CellFit& f) { return f.imbalance_pct; });
-      by_left_ = sorted_cells([](const CellFit& f) { return f.left_ppm; });
+        rest_[g].broken = rest_[g + 1].broken + (broken == ~0u ? 0 : broken);
+        rest_[g].imbalance = rest_[g + 1].imbalance + (imbalance == ~0u ? 0 : imbalance);
+        rest_[g].left = rest_[g + 1].left + (left == ~std::uint64_t{0} ? 0 : left);
+      }
     }
   }
 
@@ -639,6 +628,38 @@ class BranchAndBound {
   }
 
  private:
+  // With identical guest cells, the host cells that fit, by each packing term, smallest first
+  // (ties by index).
+  void sort_packing_terms() {
+    const size_t n = host_.cells.size();
+    // Empty nodes broken is 0 or 1: the cells that were not empty, then those that were.
+    by_broken_.reserve(n);
+    for (int empty = 0; empty < 2; ++empty) {
+      for (size_t h = 0; h < n; ++h) {
+        const CellFit& f = table_.at(0, h);
+        if (f.ok && f.was_empty == (empty == 1)) by_broken_.push_back(h);
+      }
+    }
+    // Sorted as (term, cell) pairs: each term computed once per cell, not in every comparison.
+    std::vector<std::pair<std::uint64_t, size_t>> terms;
+    terms.reserve(n);
+    auto sorted_cells = [&](auto term) {
+      terms.clear();
+      for (size_t h = 0; h < n; ++h) {
+        const CellFit& f = table_.at(0, h);
+        if (f.ok) terms.emplace_back(term(f), h);
+      }
+      std::sort(terms.begin(), terms.end());
+      std::vector<size_t> cells;
+      cells.reserve(terms.size());
+      for (const auto& t : terms)
+        cells.push_back(t.second);
+      return cells;
+    };
+    by_imbalance_ = sorted_cells([](const CellFit& f) { return f.imbalance_pct; });
+    by_left_ = sorted_cells([](const CellFit& f) { return f.left_ppm; });
+  }
+
   // The sum of x's distances to its n nearest cells not taken (0, still a bound, for a view
   // built without cells_by_distance).
   unsigned nearest_free(size_t x, size_t n) const {
@@ -777,7 +798,7 @@ class BranchAndBound {
     if (rest > 0) {
       // One pass over the free cells: each one's nearest `rest` distances (used by both
       // bounds), what it would bring the cells after this one, and the free cells by socket.
-      const std::uint8_t* usable = &usable_from_[(g + 1) * host_.cells.size()];
+      const std::uint8_t* usable = &usable_from_[(g + 1) * usable_stride_];
       added_.clear();
       free_on_socket_.assign(cells_on_socket_.size(), 0);
       for (size_t x = 0; x < host_.cells.size(); ++x) {
@@ -918,8 +939,11 @@ class BranchAndBound {
   bool combinations_;  // identical guest cells: one order of each set (positions ascending)
   DeviceMemo devices_;
   size_t guest_cells_;
-  std::vector<Tail> rest_;                 // [g]: the smallest packing terms guest cells g.. add
-  std::vector<std::uint8_t> usable_from_;  // [g * cells + h]: a guest cell g.. fits host cell h
+  std::vector<Tail> rest_;  // [g]: the smallest packing terms guest cells g.. add (not identical)
+  // [g * usable_stride_ + h]: a guest cell g.. fits host cell h (one row, stride 0, when the
+  // guest cells are identical).
+  std::vector<std::uint8_t> usable_from_;
+  size_t usable_stride_ = 0;
 
   // The partial choice: host cells, their positions in the lists, and its score terms.
   std::vector<size_t> current_, positions_;
