@@ -97,18 +97,26 @@ for d, _, files in os.walk(root):
             path = os.path.join(d, f)
             if inside(path[len(root):]) not in keep: os.unlink(path)
 ' "$root"
-# No program but polyaccel, no package manager state, nothing a runtime mounts itself.
+# No program but polyaccel and its static CDI hook (which the agent installs on the host), no
+# package manager state, nothing a runtime mounts itself.
 for d in bin sbin usr/sbin usr/libexec usr/share/gdb usr/share/gcc usr/lib/x86_64-linux-gnu/gconv \
   usr/lib/x86_64-linux-gnu/engines-3 usr/lib/x86_64-linux-gnu/ossl-modules var/cache var/lib/apt \
   var/lib/dpkg var/log etc/apt etc/dpkg; do
   rm -rf "${root:?}/$d"
 done
-find "$root/usr/bin" "$root/dev" -mindepth 1 ! -name polyaccel -exec rm -rf {} +
+find "$root/usr/bin" "$root/dev" -mindepth 1 ! -name polyaccel ! -name polyaccel-cdi-hook \
+  -exec rm -rf {} +
 rm -f "$root/etc/fstab" "$root/etc/hostname" "$root/etc/resolv.conf"
 ldconfig -r "$root"  # the cache again, over what is left
 # The binary must still start in its root, and what it dlopens load there.
 chroot "$root" /usr/bin/polyaccel --version > /dev/null ||
   { echo "build-image: polyaccel does not start in the image's root" >&2; exit 2; }
+# The hook runs on the node with the node's root: it must need nothing, not even a loader.
+hook_root="$work/hook-root"
+install -D -m 0755 "$root/usr/bin/polyaccel-cdi-hook" "$hook_root/polyaccel-cdi-hook"
+chroot "$hook_root" /polyaccel-cdi-hook version > /dev/null ||
+  { echo "build-image: polyaccel-cdi-hook does not run in an empty root (not static?)" >&2; exit 2; }
+rm -rf "$hook_root"
 for object in "${dlopened[@]}"; do
   chroot "$root" "$loader" --list "$object" | grep -q "not found" &&
     { echo "build-image: $object cannot be loaded in the image's root" >&2; exit 2; }

@@ -44,8 +44,9 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& o) {
       ->type_name("DIR");
   agent
       ->add_option("--cdi-hook-path", o.cdi_hook_path,
-                   "a host path this binary is copied to (atomically) and the runtime runs as "
-                   "the CDI specs' hooks (default: this binary's path, right outside a "
+                   "a host path the polyaccel-cdi-hook beside this binary is copied to "
+                   "(atomically, then run once to check it) and the runtime runs as the CDI "
+                   "specs' hooks (default: the one beside this binary, right outside a "
                    "container only)")
       ->type_name("PATH");
 }
@@ -75,14 +76,17 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
   ro.root = o.dra_root.empty() ? filesystem_root(discover) : o.dra_root;
   ro.driver_root = o.driver_root;
   ro.host_driver_root = o.host_driver_root;
-  ro.plugin.cdi.hook_path = o.cdi_hook_path.empty() ? dra::self_path() : o.cdi_hook_path;
+  ro.plugin.cdi.hook_path = o.cdi_hook_path.empty() ? dra::default_hook_path() : o.cdi_hook_path;
   if (o.cdi_hook_path.empty() && std::getenv("KUBERNETES_SERVICE_HOST")) {
     log_line("polyaccel agent: dra: the CDI specs' hooks name " + ro.plugin.cdi.hook_path +
-             ", this binary's path in its container, which the runtime on the host cannot "
+             ", a path in this agent's container, which the runtime on the host cannot "
              "run: give --cdi-hook-path on a hostPath volume (docs/dra.md)");
   }
   if (!o.cdi_hook_path.empty()) {
-    Status installed = dra::install_hook_binary(o.cdi_hook_path);
+    // Installed from the image, then run once: a program the node's runtime cannot start would
+    // fail every GPU pod at container creation, so the agent says so now instead.
+    Status installed = dra::install_hook_program(dra::default_hook_path(), o.cdi_hook_path);
+    if (installed) installed = dra::check_hook_program(o.cdi_hook_path);
     if (!installed) return installed.error();
   }
   std::unique_ptr<dra::KubeClient> client;

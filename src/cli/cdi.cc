@@ -24,14 +24,14 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
   dra::CdiOptions co;
   if (!options.cdi_version.empty()) co.version = options.cdi_version;
   if (!options.no_hooks) {
-    co.hook_path = options.cdi_hook_path.empty() ? dra::self_path() : options.cdi_hook_path;
-    co.ldconfig_path = options.ldconfig_path;
+    co.hook_path = options.cdi_hook_path.empty() ? dra::default_hook_path() : options.cdi_hook_path;
     if (options.install_hook) {
       if (options.cdi_hook_path.empty()) {
         return fail(Error{ErrorCode::bad_input, "--install-hook", "needs --cdi-hook-path",
                           "name the host path the runtime will run"});
       }
-      Status st = dra::install_hook_binary(options.cdi_hook_path);
+      Status st = dra::install_hook_program(dra::default_hook_path(), options.cdi_hook_path);
+      if (st) st = dra::check_hook_program(options.cdi_hook_path);
       if (!st) return fail(st.error());
     }
   }
@@ -72,22 +72,6 @@ int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, 
     std::cerr << "polyaccel cdi generate: no device could be described, nothing written\n";
   }
   return nothing_described ? kExitFindings : kExitOk;
-}
-
-int run_cdi_hook(bool create_symlinks, const DraCliOptions& options, std::istream& state) {
-  std::string text;
-  char buf[4096];
-  while (state.read(buf, sizeof buf) || state.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(state.gcount()));
-    if (text.size() > dra::kMaxOciStateBytes)
-      return fail(Error{ErrorCode::bad_input, "OCI state on stdin", "larger than 1 MiB", {}});
-  }
-  auto root = dra::container_root_from_state(text);
-  if (!root) return fail(root.error());
-  Status st = create_symlinks ? dra::create_symlinks(*root, options.links)
-                              : dra::update_ldcache(*root, options.folders, options.ldconfig_path);
-  if (!st) return fail(st.error());
-  return kExitOk;
 }
 
 }  // namespace polyaccel::cli

@@ -102,27 +102,15 @@ DraCommands add_dra_commands(CLI::App& app, DraCliOptions& options,
       ->type_name("DIR");
   c.cdi_generate
       ->add_option("--cdi-hook-path", options.cdi_hook_path,
-                   "host path of the binary the runtime runs as the spec's hooks (default: this "
-                   "binary; in a container, a host path with --install-hook)")
+                   "host path of polyaccel-cdi-hook, the static program the runtime runs as the "
+                   "spec's hooks (default: the one beside this binary; in a container, a host "
+                   "path with --install-hook)")
       ->type_name("PATH");
   c.cdi_generate->add_flag("--install-hook", options.install_hook,
-                           "copy this binary to --cdi-hook-path first (atomically)");
+                           "copy the polyaccel-cdi-hook beside this binary to --cdi-hook-path "
+                           "first (atomically), then check that it runs there");
   c.cdi_generate->add_flag("--no-hooks", options.no_hooks,
                            "no create-symlinks/update-ldcache hooks (mounts only)");
-  c.cdi_generate
-      ->add_option("--ldconfig-path", options.ldconfig_path,
-                   "the host's ldconfig, which the update-ldcache hook runs in the container")
-      ->capture_default_str();
-
-  // Run by the container runtime as the specs' createContainer hooks: not for people.
-  auto* hook = cdi->add_subcommand("hook", "CDI hooks (run by the container runtime)");
-  hook->group("");
-  hook->require_subcommand(1);
-  c.hook_symlinks = hook->add_subcommand("create-symlinks", "symbolic links in the container");
-  c.hook_symlinks->add_option("--link", options.links, "TARGET::LINK")->required();
-  c.hook_ldcache = hook->add_subcommand("update-ldcache", "ldconfig in the container");
-  c.hook_ldcache->add_option("--folder", options.folders, "library directory")->required();
-  c.hook_ldcache->add_option("--ldconfig-path", options.ldconfig_path, "the host's ldconfig");
   return c;
 }
 

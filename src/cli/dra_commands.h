@@ -19,29 +19,21 @@ struct DraCliOptions {
   std::string cdi_version;               // --cdi-version
   std::string driver_root = "/";         // --driver-root DIR: the NVIDIA driver's files
   std::string host_driver_root;          // --host-driver-root DIR: the same on the host
-  std::string cdi_hook_path;             // --cdi-hook-path: default the running binary
-  bool install_hook = false;             // --install-hook: copy this binary to --cdi-hook-path
-  bool no_hooks = false;                 // --no-hooks
-  std::string ldconfig_path = "/sbin/ldconfig";  // --ldconfig-path (host's, for the hook)
-  // `cdi hook create-symlinks|update-ldcache` (run by the runtime, OCI state on stdin)
-  std::vector<std::string> links;    // --link TARGET::LINK
-  std::vector<std::string> folders;  // --folder DIR
+  std::string cdi_hook_path;  // --cdi-hook-path: default polyaccel-cdi-hook beside this binary
+  bool install_hook = false;  // --install-hook: copy that program to --cdi-hook-path
+  bool no_hooks = false;      // --no-hooks
 };
 
 // Adds `dra slices` and `cdi generate` to `app`; returns the two subcommands to test after parse.
 struct DraCommands {
   CLI::App* dra_slices = nullptr;
   CLI::App* cdi_generate = nullptr;
-  CLI::App* hook_symlinks = nullptr;
-  CLI::App* hook_ldcache = nullptr;
 };
 DraCommands add_dra_commands(CLI::App& app, DraCliOptions& options,
                              const std::function<void(CLI::App*)>& add_globals);
 
 int run_dra_slices(const GlobalOptions& global, const DraCliOptions& options, std::ostream& out);
 int run_cdi_generate(const GlobalOptions& global, const DraCliOptions& options, std::ostream& out);
-// `cdi hook ...`: reads the OCI state from `state` (the runtime's stdin).
-int run_cdi_hook(bool create_symlinks, const DraCliOptions& options, std::istream& state);
 
 // The node name the agent and `dra slices` use: --node, else the model's or this host's name,
 // lower-cased (Node names are lower case).

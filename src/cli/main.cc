@@ -317,7 +317,5 @@ int main(int argc, char** argv) {
   if (*agent) return run_agent(g, agent_options, std::cout);
   if (*dra.dra_slices) return run_dra_slices(g, dra_options, std::cout);
   if (*dra.cdi_generate) return run_cdi_generate(g, dra_options, std::cout);
-  if (*dra.hook_symlinks || *dra.hook_ldcache)
-    return run_cdi_hook(dra.hook_symlinks->parsed(), dra_options, std::cin);
   return kExitError;
 }

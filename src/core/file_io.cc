@@ -13,6 +13,7 @@
 
 #include "core/byte_size.h"
 #include "core/number.h"
+#include "core/unique_fd.h"
 
 namespace polyaccel {
 namespace {
@@ -47,13 +48,6 @@ Error not_regular(const std::filesystem::path& path, std::string_view kind, mode
                                       file_noun(kind));
 }
 
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 }  // namespace
 
 Result<std::string> read_input_file(const std::filesystem::path& path, std::uint64_t max_bytes,
@@ -68,10 +62,10 @@ Result<std::string> read_input_file(const std::filesystem::path& path, std::uint
   if (static_cast<std::uint64_t>(before.st_size) > max_bytes)
     return bad_input(path.string(), too_large);
   // O_NONBLOCK: should a FIFO be swapped in after stat, open does not wait for a writer.
-  Fd file{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
-  if (file.fd < 0) return errno_error(path, kind, errno);
+  UniqueFd file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (file.get() < 0) return errno_error(path, kind, errno);
   struct stat opened {};
-  if (::fstat(file.fd, &opened) != 0) return errno_error(path, kind, errno);
+  if (::fstat(file.get(), &opened) != 0) return errno_error(path, kind, errno);
   if (!S_ISREG(opened.st_mode)) return not_regular(path, kind, opened.st_mode);
   std::string content;
   // procfs and some sysfs files say size 0 and have content: read until EOF, bounded.
@@ -83,7 +77,7 @@ Result<std::string> read_input_file(const std::filesystem::path& path, std::uint
       if (used > max_bytes) return bad_input(path.string(), too_large);
       content.resize(static_cast<size_t>(std::min<std::uint64_t>(max_bytes + 1, used * 2)));
     }
-    ssize_t n = ::read(file.fd, content.data() + used, content.size() - used);
+    ssize_t n = ::read(file.get(), content.data() + used, content.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno_error(path, kind, errno);
@@ -201,10 +195,10 @@ Status write_file_atomically(const std::filesystem::path& requested, const std::
                                                ", not a file to write");
     // /dev/null, /dev/stdout, a pipe: written through; renaming over it would destroy the node.
     // O_NONBLOCK: a FIFO nobody reads fails at once (ENXIO) instead of hanging.
-    Fd out{::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
-    if (out.fd < 0) return fail("cannot open");
-    ::fcntl(out.fd, F_SETFL, ::fcntl(out.fd, F_GETFL) & ~O_NONBLOCK);
-    if (!write_all(out.fd, content)) return fail("cannot write");
+    UniqueFd out(::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+    if (out.get() < 0) return fail("cannot open");
+    ::fcntl(out.get(), F_SETFL, ::fcntl(out.get(), F_GETFL) & ~O_NONBLOCK);
+    if (!write_all(out.get(), content)) return fail("cannot write");
     return Ok{};
   }
   std::string tmp;

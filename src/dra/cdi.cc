@@ -85,7 +85,7 @@ Result<DeviceNeeds> needs_of(const HostModel& model, const Device& d, const CdiH
         add_node(n.common, o, ctl);
       // The driver's user space, common to every NVIDIA device (as nvidia-ctk puts it).
       n.common.mounts = host.nvidia_driver.mounts;
-      n.common.hooks = nvidia_hooks(host.nvidia_driver, o.hook_path, o.ldconfig_path);
+      n.common.hooks = nvidia_hooks(host.nvidia_driver, o.hook_path);
       std::string uuid = a.inventory ? a.inventory->uuid : "";
       if (d.kind == DeviceKind::mig) {
         if (!d.mig_instance || !a.inventory ||

@@ -7,7 +7,7 @@
 //           also its /dev/nvidia-caps/nvidia-cap<N> (gi and ci access, from
 //           /proc/driver/nvidia-caps/mig-minors); NVIDIA_VISIBLE_DEVICES=<GPU or MIG UUIDs>;
 //           with a driver root (cdi_driver.h): the driver's user-space files as read-only bind
-//           mounts and the create-symlinks and update-ldcache hooks (`polyaccel cdi hook`)
+//           mounts and the create-symlinks and update-ldcache hooks (polyaccel-cdi-hook)
 //   AMD     /dev/kfd and /dev/dri/card<N>, /dev/dri/renderD<N> (as amd-ctk: ROCm's user space
 //           is the image's)
 //   Gaudi   /dev/accel/accel<N>, /dev/accel/accel_controlD<N>, the uverbs node of its on-chip
@@ -93,10 +93,9 @@ CdiHost read_cdi_host(const HostModel& model, const std::string& root,
 struct CdiOptions {
   std::string version = kCdiVersion;
   std::string dev_root = "/dev";  // where the host's device nodes are (hostPath)
-  // The host path of the binary the runtime runs as the NVIDIA hooks (`polyaccel cdi hook ...`);
+  // The host path of the program the runtime runs as the NVIDIA hooks (polyaccel-cdi-hook);
   // empty: no hooks (mounts only; ldconfig in the container then does not know the libraries).
   std::string hook_path;
-  std::string ldconfig_path = kHostLdconfig;  // the host's, passed to update-ldcache
 };
 
 // The CDI class of a device: "gpu" (GPUs, MIG devices, partitions), "hpu", "nic" (NICs, VFs).

@@ -13,7 +13,9 @@
 #include <filesystem>
 #include <set>
 
+#include "cdi_hook/ld_cache.h"
 #include "core/file_io.h"
+#include "core/unique_fd.h"
 
 namespace polyaccel::dra {
 
@@ -49,26 +51,6 @@ const char* const kBinaries[] = {"nvidia-smi",
                                  "nvidia-imex-ctl"};
 constexpr std::uint64_t kMaxLibraryBytes = 1ull << 30;
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
-
 struct Found {
   std::string host_path;       // the file itself, every link resolved
   std::string container_path;  // the same, relative to the driver root, with a leading '/'
@@ -83,7 +65,7 @@ class DriverRoot {
     fs::path canon = fs::canonical(root.empty() ? "/" : root, ec);
     if (ec) return;
     real_ = canon.string();
-    fd_ = Fd(::open(real_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    fd_ = UniqueFd(::open(real_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   }
   bool ok() const { return static_cast<bool>(fd_); }
 
@@ -95,7 +77,7 @@ class DriverRoot {
     open_how how{};
     how.flags = O_PATH | O_CLOEXEC;
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-    Fd fd(static_cast<int>(::syscall(SYS_openat2, fd_.get(), rel.c_str(), &how, sizeof how)));
+    UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, fd_.get(), rel.c_str(), &how, sizeof how)));
     if (!fd) return std::nullopt;
     Found f;
     if (::fstat(fd.get(), &f.st) != 0) return std::nullopt;
@@ -128,7 +110,7 @@ class DriverRoot {
 
  private:
   std::string real_;
-  Fd fd_;
+  UniqueFd fd_;
 };
 
 bool valid_version(const std::string& v) {
@@ -157,88 +139,7 @@ void add_unique(std::vector<std::string>& v, const std::string& s) {
   if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
 }
 
-bool read_exact(int fd, void* buf, std::size_t n, std::uint64_t off, std::uint64_t size) {
-  if (off > size || n > size - off) return false;
-  auto got = ::pread(fd, buf, n, static_cast<off_t>(off));
-  return got == static_cast<ssize_t>(n);
-}
-
 }  // namespace
-
-std::vector<std::string> ld_cache_paths(const std::string& cache, const std::string& prefix) {
-  // glibc's format (elf/cache.c, "glibc-ld.so.cache1.1"): a header (magic, version, nlibs,
-  // len_strings, flags, extension offset, 3 unused words: 48 bytes), then nlibs entries of 24
-  // bytes (flags, key, value, osversion as 32-bit, hwcap as 64-bit); key and value are offsets
-  // of NUL-terminated strings from the start of the file. An older "ld.so-1.7.0" cache may come
-  // first; it is skipped to the new one that follows it.
-  static const std::string kMagic = "glibc-ld.so.cache1.1";
-  std::vector<std::string> out;
-  std::size_t start = cache.find(kMagic);
-  if (start == std::string::npos || start > 16u << 20) return out;
-  auto u32 = [&](std::size_t off) -> std::optional<std::uint32_t> {
-    if (off > cache.size() || cache.size() - off < 4) return std::nullopt;
-    std::uint32_t v;
-    std::memcpy(&v, cache.data() + off, 4);
-    return v;
-  };
-  auto nlibs = u32(start + 20);
-  if (!nlibs || *nlibs > 1000000) return out;
-  const std::size_t entries = start + 48;
-  auto str = [&](std::uint32_t off) -> std::optional<std::string> {
-    // Offsets count from the start of the new-format cache.
-    std::size_t at = start + off;
-    if (at >= cache.size()) return std::nullopt;
-    std::size_t end = cache.find('\0', at);
-    if (end == std::string::npos || end - at > 4096) return std::nullopt;
-    return cache.substr(at, end - at);
-  };
-  for (std::uint32_t i = 0; i < *nlibs; ++i) {
-    std::size_t e = entries + static_cast<std::size_t>(i) * 24;
-    auto key = u32(e + 4), value = u32(e + 8);
-    if (!key || !value) break;
-    auto k = str(*key), v = str(*value);
-    if (k && v && k->rfind(prefix, 0) == 0 && !v->empty() && v->front() == '/') out.push_back(*v);
-  }
-  return out;
-}
-
-std::optional<std::string> elf_soname(int fd, std::uint64_t size) {
-  Elf64_Ehdr eh;
-  if (!read_exact(fd, &eh, sizeof eh, 0, size)) return std::nullopt;
-  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-      eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_shentsize != sizeof(Elf64_Shdr) ||
-      eh.e_shnum == 0 || eh.e_shnum > 4096)
-    return std::nullopt;
-  std::vector<Elf64_Shdr> sh(eh.e_shnum);
-  if (!read_exact(fd, sh.data(), sh.size() * sizeof(Elf64_Shdr), eh.e_shoff, size))
-    return std::nullopt;
-  for (const auto& s : sh) {
-    if (s.sh_type != SHT_DYNAMIC || s.sh_link >= sh.size()) continue;
-    const Elf64_Shdr& str = sh[s.sh_link];
-    std::size_t count = s.sh_size / sizeof(Elf64_Dyn);
-    if (count == 0 || count > 65536) return std::nullopt;
-    std::vector<Elf64_Dyn> dyn(count);
-    if (!read_exact(fd, dyn.data(), count * sizeof(Elf64_Dyn), s.sh_offset, size))
-      return std::nullopt;
-    for (const auto& d : dyn) {
-      if (d.d_tag == DT_NULL) break;
-      if (d.d_tag != DT_SONAME || d.d_un.d_val >= str.sh_size) continue;
-      char name[256] = {};
-      std::uint64_t n = std::min<std::uint64_t>(sizeof name - 1, str.sh_size - d.d_un.d_val);
-      if (!read_exact(fd, name, n, str.sh_offset + d.d_un.d_val, size)) return std::nullopt;
-      std::size_t len = ::strnlen(name, n);
-      std::string so(name, len);
-      bool ok = len < n && !so.empty() && so != "." && so != ".." &&
-                std::all_of(so.begin(), so.end(), [](char c) {
-                  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
-                         c == '-' || c == '+';
-                });
-      return ok ? std::optional<std::string>(so) : std::nullopt;
-    }
-    return std::nullopt;
-  }
-  return std::nullopt;
-}
 
 NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root,
                                      const std::string& host_driver_root) {
@@ -260,14 +161,17 @@ NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root,
   // Then the directories the driver root's own ld cache names for libcuda and libnvidia-ml
   // (the toolkit's ldcache locator, its fallback after the search paths).
   if (auto c = root.find("/etc/ld.so.cache");
-      c && S_ISREG(c->st.st_mode) && c->st.st_size <= (64 << 20)) {
-    if (auto text = read_input_file(c->host_path, 64u << 20, "ld.so.cache")) {
-      for (const char* lib : {"libcuda.so", "libnvidia-ml.so"}) {
-        for (const auto& p : ld_cache_paths(*text, lib)) {
-          auto f = root.find(fs::path(p).parent_path().string());
-          if (f && S_ISDIR(f->st.st_mode) && seen_dirs.insert(f->host_path).second)
-            lib_dirs.push_back(*f);
-        }
+      c && S_ISREG(c->st.st_mode) && c->st.st_size <= off_t{cdi_hook::kMaxLdCacheBytes}) {
+    if (auto text = read_input_file(c->host_path, cdi_hook::kMaxLdCacheBytes, "ld.so.cache")) {
+      auto cache = cdi_hook::parse_ld_cache(*text);
+      if (!cache.problem.empty())
+        out.notes.push_back("driver root " + out.root + ": /etc/ld.so.cache " + cache.problem);
+      for (const auto& e : cache.entries) {
+        if (e.name.rfind("libcuda.so", 0) != 0 && e.name.rfind("libnvidia-ml.so", 0) != 0) continue;
+        if (e.path.empty() || e.path.front() != '/') continue;
+        auto f = root.find(fs::path(e.path).parent_path().string());
+        if (f && S_ISDIR(f->st.st_mode) && seen_dirs.insert(f->host_path).second)
+          lib_dirs.push_back(*f);
       }
     }
   }
@@ -335,10 +239,10 @@ NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root,
     if (name.rfind("lib", 0) == 0) add_unique(out.library_dirs, dir);
     // <soname> -> the library, as ldconfig would make it; libcuda.so for programs that link
     // -lcuda at run time (the toolkit's WithDriverDotSoSymlinks).
-    Fd fd(::open(f.host_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    UniqueFd fd(::open(f.host_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
     struct stat st {};
     if (fd && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode)) {
-      auto soname = elf_soname(fd.get(), static_cast<std::uint64_t>(st.st_size));
+      auto soname = cdi_hook::elf_soname(fd.get(), static_cast<std::uint64_t>(st.st_size));
       if (soname && *soname != name) add_unique(out.symlinks, name + "::" + dir + "/" + *soname);
     }
     if (name == "libcuda" + suffix)
@@ -387,14 +291,13 @@ NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root,
   return out;
 }
 
-std::vector<CdiHook> nvidia_hooks(const NvidiaDriverFiles& driver, const std::string& hook_path,
-                                  const std::string& ldconfig_path) {
+std::vector<CdiHook> nvidia_hooks(const NvidiaDriverFiles& driver, const std::string& hook_path) {
   std::vector<CdiHook> out;
   if (hook_path.empty() || driver.empty()) return out;
   if (!driver.symlinks.empty()) {
     CdiHook h;
     h.path = hook_path;
-    h.args = {"polyaccel", "cdi", "hook", "create-symlinks"};
+    h.args = {"polyaccel-cdi-hook", "create-symlinks"};
     for (const auto& l : driver.symlinks) {
       h.args.push_back("--link");
       h.args.push_back(l);
@@ -404,7 +307,7 @@ std::vector<CdiHook> nvidia_hooks(const NvidiaDriverFiles& driver, const std::st
   if (!driver.library_dirs.empty()) {
     CdiHook h;
     h.path = hook_path;
-    h.args = {"polyaccel", "cdi", "hook", "update-ldcache", "--ldconfig-path", ldconfig_path};
+    h.args = {"polyaccel-cdi-hook", "update-ldcache"};
     for (const auto& d : driver.library_dirs) {
       h.args.push_back("--folder");
       h.args.push_back(d);

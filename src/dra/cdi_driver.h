@@ -33,8 +33,6 @@
 
 namespace polyaccel::dra {
 
-inline constexpr const char* kHostLdconfig = "/sbin/ldconfig";
-
 struct CdiMount {
   std::string host_path;
   std::string container_path;
@@ -68,17 +66,9 @@ inline constexpr std::size_t kMaxDirEntries = 100000;
 NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root,
                                      const std::string& host_driver_root = {});
 
-// The library paths an ld.so.cache (glibc's "glibc-ld.so.cache1.1" format) holds for the names
-// that begin with `prefix`; every offset checked, nothing for another format.
-std::vector<std::string> ld_cache_paths(const std::string& cache, const std::string& prefix);
-
-// The DT_SONAME of an ELF64 little-endian shared library (read with pread, every offset checked
-// against the file's size); nullopt for anything else.
-std::optional<std::string> elf_soname(int fd, std::uint64_t file_size);
-
 // The hooks a spec with these driver files runs: create-symlinks (when there are links) and
-// update-ldcache (its --folder per library directory), both `hook_path cdi hook ...`.
-std::vector<CdiHook> nvidia_hooks(const NvidiaDriverFiles& driver, const std::string& hook_path,
-                                  const std::string& ldconfig_path);
+// update-ldcache (its --folder per library directory), both run as `hook_path ...`, the static
+// polyaccel-cdi-hook (src/cdi_hook/hook.h).
+std::vector<CdiHook> nvidia_hooks(const NvidiaDriverFiles& driver, const std::string& hook_path);
 
 }  // namespace polyaccel::dra

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <regex>
 
+#include "cdi_hook/ld_cache.h"
 #include "dra/cdi.h"
 #include "dra/cdi_hook.h"
 #include "kube/models.h"
@@ -29,6 +30,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using polyaccel::testing::TempDir;
 using polyaccel::testing::write_text;
+// Debian's static ldconfig: a real producer of ld.so.cache files to read.
+const char* const kHostLdconfig = "/sbin/ldconfig";
 
 // The CDI JSON specification's fields (SPEC.md, "CDI JSON Specification"), as a checker.
 std::vector<std::string> cdi_problems(const json& spec) {
@@ -373,7 +376,7 @@ TEST_F(Cdi, NvidiaDriverFilesAreFoundUnderTheDriverRoot) {
 
   // SONAMEs of what is not a 64-bit ELF file: none.
   int fd = ::open((t.lib / "libnvidia-ptxjitcompiler.so.550.54.15").c_str(), O_RDONLY);
-  EXPECT_FALSE(elf_soname(fd, 15));
+  EXPECT_FALSE(cdi_hook::elf_soname(fd, 15));
   ::close(fd);
 }
 
@@ -391,8 +394,11 @@ TEST_F(Cdi, NvidiaDriverOutsideTheSearchPathsIsFoundThroughItsLdCache) {
                                            "' 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto text = polyaccel::testing::read_text(root / "etc/ld.so.cache");
-  EXPECT_EQ(ld_cache_paths(text, "libcuda.so"),
-            (std::vector<std::string>{"/opt/nvidia/lib64/libcuda.so.1"}));
+  auto cache = cdi_hook::parse_ld_cache(text);
+  EXPECT_EQ(cache.problem, "");
+  EXPECT_TRUE(std::any_of(cache.entries.begin(), cache.entries.end(), [](const auto& e) {
+    return e.name == "libcuda.so.1" && e.path == "/opt/nvidia/lib64/libcuda.so.1";
+  }));
   NvidiaDriverFiles d = read_nvidia_driver(root.string());
   EXPECT_EQ(d.version, "550.54.15");
   ASSERT_EQ(d.mounts.size(), 1u);
@@ -400,11 +406,11 @@ TEST_F(Cdi, NvidiaDriverOutsideTheSearchPathsIsFoundThroughItsLdCache) {
   EXPECT_EQ(d.library_dirs, (std::vector<std::string>{"/opt/nvidia/lib64"}));
   // Cut anywhere, or with offsets past its end, the cache gives what it can and nothing more.
   for (size_t n = 0; n < text.size(); n += 7)
-    EXPECT_LE(ld_cache_paths(text.substr(0, n), "lib").size(), 2u);
+    EXPECT_LE(cdi_hook::parse_ld_cache(text.substr(0, n)).entries.size(), cache.entries.size());
   std::string bad = text;
   for (size_t i = 48 + text.find("glibc-ld.so.cache1.1"); i + 4 <= bad.size() && i < 200; i += 4)
     bad[i] = '\xff';
-  EXPECT_TRUE(ld_cache_paths(bad, "lib").empty());
+  EXPECT_TRUE(cdi_hook::parse_ld_cache(bad).entries.empty());
 }
 
 TEST_F(Cdi, NvidiaSpecMountsTheDriverAndRunsTheHooks) {
@@ -418,7 +424,7 @@ TEST_F(Cdi, NvidiaSpecMountsTheDriverAndRunsTheHooks) {
   so.node = "n";
   Pool pool = *build_pool(m, so);
   CdiOptions o;
-  o.hook_path = "/usr/local/bin/polyaccel";
+  o.hook_path = "/usr/local/bin/polyaccel-cdi-hook";
   CdiHost host = read_cdi_host(m, root().string(), t.root.string());
   auto specs = node_specs(m, pool, host, o, nullptr);
   ASSERT_FALSE(specs.empty());
@@ -432,15 +438,14 @@ TEST_F(Cdi, NvidiaSpecMountsTheDriverAndRunsTheHooks) {
   ASSERT_EQ(gpu.edits.hooks.size(), 2u);
   const CdiHook& links = gpu.edits.hooks[0];
   EXPECT_EQ(links.hook_name, "createContainer");
-  EXPECT_EQ(links.path, "/usr/local/bin/polyaccel");
-  EXPECT_EQ(std::vector<std::string>(links.args.begin(), links.args.begin() + 6),
-            (std::vector<std::string>{"polyaccel", "cdi", "hook", "create-symlinks", "--link",
+  EXPECT_EQ(links.path, "/usr/local/bin/polyaccel-cdi-hook");
+  EXPECT_EQ(std::vector<std::string>(links.args.begin(), links.args.begin() + 4),
+            (std::vector<std::string>{"polyaccel-cdi-hook", "create-symlinks", "--link",
                                       host.nvidia_driver.symlinks[0]}));
-  EXPECT_EQ(
-      gpu.edits.hooks[1].args,
-      (std::vector<std::string>{"polyaccel", "cdi", "hook", "update-ldcache", "--ldconfig-path",
-                                "/sbin/ldconfig", "--folder", "/usr/lib/x86_64-linux-gnu",
-                                "--folder", "/usr/lib/x86_64-linux-gnu/vdpau"}));
+  EXPECT_EQ(gpu.edits.hooks[1].args,
+            (std::vector<std::string>{"polyaccel-cdi-hook", "update-ldcache", "--folder",
+                                      "/usr/lib/x86_64-linux-gnu", "--folder",
+                                      "/usr/lib/x86_64-linux-gnu/vdpau"}));
   json j = to_json(gpu);
   EXPECT_EQ(j["containerEdits"]["mounts"][0]["options"][0], "ro");
   EXPECT_EQ(j["containerEdits"]["hooks"][0]["hookName"], "createContainer");
@@ -484,95 +489,13 @@ fs::path make_bundle(const fs::path& base, const std::string& root_path) {
   return base / "bundle";
 }
 
-TEST_F(Cdi, HookFindsTheContainerRootFromTheOciState) {
-  fs::path bundle = make_bundle(dir_.path(), "rootfs");
-  json state = {{"ociVersion", "1.0.2"},
-                {"id", "c"},
-                {"status", "creating"},
-                {"pid", 1},
-                {"bundle", bundle.string()}};
-  auto r = container_root_from_state(state.dump());
-  ASSERT_TRUE(r) << r.error().message();
-  EXPECT_EQ(*r, fs::canonical(bundle / "rootfs").string());
-  EXPECT_FALSE(container_root_from_state("not json"));
-  EXPECT_FALSE(container_root_from_state(R"({"bundle": "relative"})"));
-  EXPECT_FALSE(container_root_from_state(std::string(kMaxOciStateBytes + 1, ' ')));
-  make_bundle(dir_.path(), "/");
-  EXPECT_FALSE(container_root_from_state(state.dump()));  // the host's root: refused
-  make_bundle(dir_.path(), "missing");
-  EXPECT_FALSE(container_root_from_state(state.dump()));
-}
-
-TEST_F(Cdi, HookLinksStayInsideTheContainerRoot) {
-  fs::path rootfs = dir_.path() / "rootfs", outside = dir_.path() / "outside";
-  fs::create_directories(rootfs / "usr");
-  fs::create_directories(outside);
-  // An image whose lib64 points at a host directory: resolved inside the root, never followed out.
-  fs::create_symlink(outside, rootfs / "usr/lib64");
-  fs::create_symlink("libcuda.so.9", rootfs / "usr/taken.so");
-  Status st = create_symlinks(
-      rootfs.string(),
-      {"libcuda.so.550.54.15::/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-       "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so", "x::/usr/lib64/libcuda.so.1",
-       "libcuda.so.9::/usr/taken.so", "other::/usr/taken.so"});
-  EXPECT_EQ(fs::read_symlink(rootfs / "usr/lib/x86_64-linux-gnu/libcuda.so.1"),
-            "libcuda.so.550.54.15");
-  EXPECT_EQ(fs::read_symlink(rootfs / "usr/lib/x86_64-linux-gnu/libcuda.so"), "libcuda.so.1");
-  EXPECT_TRUE(fs::is_empty(outside));
-  EXPECT_EQ(fs::read_symlink(rootfs / "usr/taken.so"), "libcuda.so.9");
-  ASSERT_FALSE(st);  // the lib64 one and the taken one are named
-  EXPECT_NE(st.error().problem.find("/usr/lib64/libcuda.so.1"), std::string::npos);
-  EXPECT_NE(st.error().problem.find("/usr/taken.so (something else"), std::string::npos);
-  for (const std::string bad : {"noseparator", "::/x", "t::relative", "t::/usr/../../etc/x"})
-    EXPECT_FALSE(create_symlinks(rootfs.string(), {bad})) << bad;
-  EXPECT_FALSE(fs::exists(dir_.path() / "etc"));
-}
-
-TEST_F(Cdi, HookRunsTheHostLdconfigInTheContainerRoot) {
-  if (::geteuid() != 0) GTEST_SKIP() << "chroot needs root";
-  if (!fs::exists(kHostLdconfig)) GTEST_SKIP() << kHostLdconfig << " is missing";
-  fs::path rootfs = dir_.path() / "rootfs";
-  fs::path lib = rootfs / "usr/lib/x86_64-linux-gnu";
-  fs::create_directories(lib);
-  fs::copy_file(CUDA_INJECT_LIB, lib / "libcuda.so.550.54.15");
-  // An image whose /etc/ld.so.cache is a link to a host path: written inside the root.
-  fs::create_directories(rootfs / "etc");
-  fs::create_symlink(dir_.path() / "host-cache", rootfs / "etc/ld.so.cache");
-  Status st = update_ldcache(rootfs.string(), {"/usr/lib/x86_64-linux-gnu"}, kHostLdconfig);
-  ASSERT_TRUE(st) << st.error().message();
-  EXPECT_FALSE(fs::exists(dir_.path() / "host-cache"));
-  EXPECT_EQ(polyaccel::testing::read_text(rootfs / "etc/ld.so.conf.d/00-polyaccel-cdi.conf"),
-            "/usr/lib/x86_64-linux-gnu\n");
-  EXPECT_EQ(polyaccel::testing::read_text(rootfs / "etc/ld.so.conf"),
-            "include /etc/ld.so.conf.d/*.conf\n");
-  // ldconfig -p of the container's cache (read with the host's ldconfig, -C that file).
-  auto p = polyaccel::testing::run_command(std::string(kHostLdconfig) + " -p -C '" +
-                                           (rootfs / "etc/ld.so.cache").string() + "'");
-  EXPECT_NE(p.output.find("libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1"),
-            std::string::npos)
-      << p.output;
-  EXPECT_FALSE(update_ldcache(rootfs.string(), {"relative"}, kHostLdconfig));
-  // An /etc/ld.so.conf.d that links to a directory the spec mounts from the host: not written in.
-  fs::path mps = dir_.path() / "host-mps";
-  fs::create_directories(mps);
-  fs::remove_all(rootfs / "etc/ld.so.conf.d");
-  fs::create_symlink(mps, rootfs / "etc/ld.so.conf.d");
-  fs::create_directories(rootfs / mps.relative_path());  // the mount, as the runtime made it
-  Status linked = update_ldcache(rootfs.string(), {"/usr/lib/x86_64-linux-gnu"}, kHostLdconfig);
-  ASSERT_FALSE(linked);
-  EXPECT_NE(linked.error().problem.find("not a directory"), std::string::npos);
-  EXPECT_TRUE(fs::is_empty(rootfs / mps.relative_path()));
-  EXPECT_TRUE(fs::is_empty(mps));
-  EXPECT_FALSE(update_ldcache(rootfs.string(), {"/usr/lib"}, "/nonexistent/ldconfig"));
-}
-
 TEST_F(Cdi, GenerateWritesTheDriverRootAndTheHookCommandsRun) {
   using polyaccel::testing::run_command;
   DriverRootTree t(dir_.path());
   const std::string topo =
       polyaccel::testing::topology_fixture(polyaccel::testing::kXe8640).string();
   write_text(root() / "proc/driver/nvidia/gpus/0000:4e:00.0/information", "Device Minor: 0\n");
-  fs::path hook = dir_.path() / "host-bin/polyaccel-hook";
+  fs::path hook = dir_.path() / "host-bin/polyaccel-cdi-hook";
   auto g =
       run_command(polyaccel::testing::polyaccel_binary() + " cdi generate --topology '" + topo +
                   "' --root '" + root().string() + "' --driver-root '" + t.root.string() +
@@ -582,19 +505,22 @@ TEST_F(Cdi, GenerateWritesTheDriverRootAndTheHookCommandsRun) {
   EXPECT_TRUE(cdi_problems(spec).empty());
   EXPECT_EQ(spec["containerEdits"]["hooks"][0]["path"], hook.string());
   EXPECT_EQ(spec["containerEdits"]["mounts"].size(), 8u);
-  // The binary was copied there, executable; the copy runs the hooks as the runtime would.
+  // The static hook program was copied there, executable; the copy runs the hooks as the
+  // runtime would.
   ASSERT_TRUE(fs::exists(hook));
   EXPECT_NE(fs::status(hook).permissions() & fs::perms::owner_exec, fs::perms::none);
   fs::path bundle = make_bundle(dir_.path(), "rootfs");
   write_text(dir_.path() / "state.json", json{{"bundle", bundle.string()}}.dump());
   std::string cmd = hook.string();
-  for (const auto& a : spec["containerEdits"]["hooks"][0]["args"])
-    if (a != "polyaccel") cmd += " '" + a.get<std::string>() + "'";
+  const auto& args = spec["containerEdits"]["hooks"][0]["args"];
+  ASSERT_EQ(args[0], "polyaccel-cdi-hook");
+  for (size_t i = 1; i < args.size(); ++i)
+    cmd += " '" + args[i].get<std::string>() + "'";
   auto h = run_command(cmd + " < '" + (dir_.path() / "state.json").string() + "' 2>&1");
   EXPECT_EQ(h.exit_code, 0) << h.output;
   EXPECT_EQ(fs::read_symlink(bundle / "rootfs/usr/lib/x86_64-linux-gnu/libcuda.so"),
             "libcuda.so.1");
-  auto bad = run_command(hook.string() + " cdi hook create-symlinks --link a::/b < /dev/null 2>&1");
+  auto bad = run_command(hook.string() + " create-symlinks --link a::/b < /dev/null 2>&1");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("OCI state"), std::string::npos) << bad.output;
   // --no-hooks: the mounts without hooks.
