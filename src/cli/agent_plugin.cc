@@ -17,10 +17,26 @@ bool is_directory(const std::string& path) {
   return std::filesystem::is_directory(path, ec);
 }
 
+// No device plugin: no --kubelet-dir, or no kubelet on this host.
+bool device_plugin_off(const AgentOptions& options) {
+  return options.kubelet_dir.empty() || !is_directory(options.kubelet_dir);
+}
+
 }  // namespace
 
 Result<PreparedDevicePlugin> prepare_device_plugin(const AgentOptions& options,
                                                    const DiscoverOptions& discover) {
+  // One allocator per device: the device plugin and the DRA driver would both advertise every
+  // GPU, HPU and NIC, and a pod asking nvidia.com/gpu and a pod with a claim could get the same
+  // GPU (kubelet's two managers know nothing of each other). NVIDIA's DRA driver and the GPU
+  // Operator run one or the other on a node, never both.
+  if (options.dra && !device_plugin_off(options)) {
+    return bad_input("--dra with --kubelet-dir " + options.kubelet_dir,
+                     "the DRA driver and the device plugin would both hand out this node's "
+                     "devices, so two pods could get the same GPU",
+                     "give --kubelet-dir '' to serve the node through DRA only, or drop --dra "
+                     "(docs/kubernetes.md, \"Moving a node between the device plugin and DRA\")");
+  }
   PreparedDevicePlugin p;
   DevicePluginOptions& o = p.options;
   if (!options.mig_strategy.empty()) {
@@ -72,10 +88,6 @@ Result<std::unique_ptr<DevicePluginRunner>> start_device_plugin(const Accelerato
   Status st = runner->start(std::chrono::seconds(60));
   if (!st) return st.error();
   return runner;
-}
-
-bool device_plugin_off(const AgentOptions& options) {
-  return options.kubelet_dir.empty() || !is_directory(options.kubelet_dir);
 }
 
 void say_why_no_node_labels(const AgentOptions& options) {

@@ -1,5 +1,6 @@
 #include "core/strings.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace polyaccel {
@@ -82,6 +83,16 @@ std::string quote_input(std::string_view text) {
   if (text.size() <= kMaxQuoted) return "'" + printable(text) + "'";
   return "'" + printable(text.substr(0, kMaxQuoted)) + "...' (" + std::to_string(text.size()) +
          " bytes)";
+}
+
+std::string_view utf8_prefix(std::string_view text, size_t max_bytes) {
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t n = std::max<size_t>(utf8_sequence(text, i), 1);  // an invalid byte stands alone
+    if (n > max_bytes - i) break;
+    i += n;
+  }
+  return text.substr(0, i);
 }
 
 bool valid_utf8(std::string_view text) {

@@ -18,6 +18,9 @@ std::string printable_lines(std::string_view text);
 std::string quote_input(std::string_view text);
 // Whether `text` is valid UTF-8 (what JSON strings must be).
 bool valid_utf8(std::string_view text);
+// The longest start of `text` of at most `max_bytes` that does not end inside a UTF-8 character:
+// a message cut to an API field's limit stays valid UTF-8 when it was.
+std::string_view utf8_prefix(std::string_view text, size_t max_bytes);
 
 inline std::string join(const std::vector<std::string>& parts, const std::string& separator) {
   std::string out;

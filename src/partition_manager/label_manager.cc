@@ -121,8 +121,7 @@ void PartitionLabelManager::finish(PartitionOutcome outcome, PartitionApplyRecor
   } else {
     message += outcome.reason;
   }
-  if (auto st = post_node_event(client_, options_.config_map_namespace, options_.node, type, reason,
-                                message, options_.component);
+  if (auto st = post_node_event(client_, options_.node, type, reason, message, options_.component);
       !st) {
     log("cannot post an Event: " + st.error().message());
   }

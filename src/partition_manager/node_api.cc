@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/file_io.h"
+#include "core/strings.h"
 
 namespace polyaccel {
 
@@ -160,9 +161,13 @@ Result<bool> evict_pod(KubeClient& client, const std::string& name_space, const 
   return api_error("eviction of pod " + name_space + "/" + pod, *r);
 }
 
-Status post_node_event(KubeClient& client, const std::string& name_space, const std::string& node,
-                       const std::string& type, const std::string& reason,
-                       const std::string& message, const std::string& component) {
+Status post_node_event(KubeClient& client, const std::string& node, const std::string& type,
+                       const std::string& reason, const std::string& message,
+                       const std::string& component) {
+  // A Node is cluster-scoped: the API server takes an Event about it only in "default" (or no
+  // namespace), where kubelet posts its own; elsewhere it answers 422 "involvedObject.namespace:
+  // does not match event.namespace".
+  const std::string name_space = "default";
   static thread_local std::mt19937_64 random{std::random_device{}()};
   char suffix[17];
   std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random()));
@@ -174,15 +179,15 @@ Status post_node_event(KubeClient& client, const std::string& name_space, const 
       {"involvedObject", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", node}}},
       {"type", type},
       {"reason", reason},
-      {"message", message.substr(0, 1024)},
+      {"message", std::string(utf8_prefix(message, 1024))},
       {"source", {{"component", component}, {"host", node}}},
       {"reportingComponent", component},
       {"reportingInstance", node},
       {"firstTimestamp", time},
       {"lastTimestamp", time},
       {"count", 1}};
-  auto r = client.request("POST", "/api/v1/namespaces/" + url_encode(name_space) + "/events",
-                          event.dump());
+  auto r = client.request("POST", "/api/v1/namespaces/" + name_space + "/events",
+                          event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (!r) return r.error();
   if (r->status != 201 && r->status != 200) return api_error("Event on Node " + node, *r);
   return Ok{};

@@ -50,10 +50,11 @@ Result<std::string> get_config_map_key(dra::KubeClient& client, const std::strin
 Result<bool> evict_pod(dra::KubeClient& client, const std::string& name_space,
                        const std::string& pod);
 
-// An Event about the Node, in `name_space` (the agent's own: `kubectl describe node` finds a
-// Node's events in every namespace), type "Normal" or "Warning", from `component`.
-Status post_node_event(dra::KubeClient& client, const std::string& name_space,
-                       const std::string& node, const std::string& type, const std::string& reason,
-                       const std::string& message, const std::string& component);
+// An Event about the Node in the "default" namespace, where the API server takes Events about
+// cluster-scoped objects (kubelet's go there too; `kubectl describe node` shows them), type
+// "Normal" or "Warning", from `component`. The message is cut to 1024 bytes on a UTF-8 boundary.
+Status post_node_event(dra::KubeClient& client, const std::string& node, const std::string& type,
+                       const std::string& reason, const std::string& message,
+                       const std::string& component);
 
 }  // namespace polyaccel

@@ -71,3 +71,19 @@ TEST(JsonInteger, RefusesWhatGetWouldWrap) {
 
 }  // namespace
 }  // namespace polyaccel
+
+// A message cut to an API field's limit (an Event's 1024 bytes) stays valid UTF-8: the cut never
+// lands inside a character, and a byte that is not UTF-8 counts alone.
+TEST(Strings, Utf8PrefixNeverEndsInsideACharacter) {
+  const std::string name = "konfig-\xc3\xa9t\xc3\xa9-\xe6\x97\xa5\xe6\x9c\xac-\xf0\x9f\x9a\x80";
+  for (size_t max = 0; max <= name.size() + 1; ++max) {
+    std::string_view cut = polyaccel::utf8_prefix(name, max);
+    EXPECT_LE(cut.size(), max);
+    EXPECT_TRUE(polyaccel::valid_utf8(cut)) << max;
+    EXPECT_EQ(name.compare(0, cut.size(), cut), 0);
+  }
+  EXPECT_EQ(polyaccel::utf8_prefix(name, 9), "konfig-\xc3\xa9");
+  EXPECT_EQ(polyaccel::utf8_prefix(name, 8), "konfig-");
+  EXPECT_EQ(polyaccel::utf8_prefix(std::string(2000, 'a') + "\xe6\x97\xa5", 2001).size(), 2000u);
+  EXPECT_EQ(polyaccel::utf8_prefix("ab\xff\xfe", 3), "ab\xff");
+}

@@ -2,9 +2,9 @@
 // kustomize` (Debian 12's kubectl 1.20, whose kustomize is v2.0.3, and the kubectl on PATH, which
 // embeds v5 when it is current; or $POLYACCEL_KUBECTL alone), every rendered object is valid
 // against the Kubernetes OpenAPI schemas and the Prometheus Operator's CRDs, the overlays compose
-// (DRA with time-slicing keeps --sharing-config; monitoring beside any variant), the DaemonSet of
-// each variant passes flags the agent takes and mounts what they name, and the alert rules and
-// dashboards select the scrape job the Prometheus Operator gives the agent.
+// (monitoring beside any variant; DRA in place of the device plugin, never beside it), the
+// DaemonSet of each variant passes flags the agent takes and mounts what they name, and the alert
+// rules and dashboards select the scrape job the Prometheus Operator gives the agent.
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -298,12 +298,14 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
       EXPECT_NE(help.output.find(flag + " "), std::string::npos)
           << flag << " is not an agent option";
     for (const auto& [flag, value] : a.flags) {
-      if (!dir_flags.count(flag)) continue;
+      if (!dir_flags.count(flag) || value.empty()) continue;
       ASSERT_TRUE(a.mounts.count(value)) << flag << "=" << value << " is not mounted";
       EXPECT_EQ(a.volumes[a.mounts[value]]["hostPath"]["path"], value) << flag;
     }
-    // The device plugin's directory: every variant serves it (DRA runs beside the plugin).
-    EXPECT_TRUE(a.flags.count("--kubelet-dir"));
+    // One allocator per device: the device plugin's directory in every variant but DRA's, which
+    // turns the plugin off (the agent refuses --dra with a --kubelet-dir).
+    ASSERT_TRUE(a.flags.count("--kubelet-dir"));
+    EXPECT_EQ(a.flags["--kubelet-dir"].empty(), a.flags.count("--dra") > 0);
     if (a.flags.count("--sharing-config")) {
       auto text = configmap_file(all, a, "--sharing-config");
       auto cfg = parse_sharing_config(text, variant + " sharing config");
@@ -347,7 +349,8 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
     for (const auto& kind : {"Role", "RoleBinding"}) {
       for (const auto& object : of_kind(all, kind))
         EXPECT_TRUE(object["metadata"]["name"] == "polyaccel-mig-manager" ||
-                    object["metadata"]["name"] == "polyaccel-partition-manager")
+                    object["metadata"]["name"] == "polyaccel-partition-manager" ||
+                    object["metadata"]["name"] == "polyaccel-node-events")
             << kind << " " << object["metadata"]["name"];
     }
   }
@@ -386,7 +389,7 @@ json admission_request(const std::string& user, const std::string& token_node,
 // whose CEL, run by a real CEL implementation, lets the agent write its own node's ResourceSlices
 // and no other's.
 TEST(Manifests, DraAdmissionPolicyKeepsEachAgentToItsOwnNode) {
-  for (const std::string variant : {"dra", "dra-time-slicing"}) {
+  for (const std::string variant : {"dra"}) {
     SCOPED_TRACE(variant);
     auto all = render(kKube / "overlays" / variant);
     ASSERT_FALSE(all.empty());
@@ -463,8 +466,22 @@ TEST(Manifests, DraAdmissionPolicyKeepsEachAgentToItsOwnNode) {
       of_kind(render(kKube / "overlays/device-plugin"), "ValidatingAdmissionPolicy").empty());
 }
 
+// Events about the agent's Node: create in "default" only, where the API server takes an Event
+// about a cluster-scoped object (anywhere else it answers 422), bound to the agent's account.
+void expect_node_events_grant(const std::vector<json>& all) {
+  json role = one(all, "Role", "polyaccel-node-events");
+  EXPECT_EQ(role["metadata"]["namespace"], "default");
+  EXPECT_EQ(role["rules"], json::parse(R"([
+      {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])"));
+  json binding = one(all, "RoleBinding", "polyaccel-node-events");
+  EXPECT_EQ(binding["metadata"]["namespace"], "default");
+  EXPECT_EQ(binding["roleRef"]["name"], "polyaccel-node-events");
+  EXPECT_EQ(binding["subjects"][0]["name"], "polyaccel-agent");
+  EXPECT_EQ(binding["subjects"][0]["namespace"], "polyaccel-system");
+}
+
 // The partition manager's grants, least privilege: Nodes get and patch, its one ConfigMap get,
-// Events create in its namespace; pods/eviction create only where --partition-evict-pods is given.
+// Events create in "default"; pods/eviction create only where --partition-evict-pods is given.
 TEST(Manifests, MigManagerGrantsOnlyWhatItUses) {
   auto rules_of = [](const std::vector<json>& all, const std::string& kind,
                      const std::string& name) { return one(all, kind, name)["rules"]; };
@@ -484,8 +501,8 @@ TEST(Manifests, MigManagerGrantsOnlyWhatItUses) {
             R"([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}])"));
     EXPECT_EQ(rules_of(all, "Role", "polyaccel-mig-manager"), json::parse(R"([
         {"apiGroups": [""], "resources": ["configmaps"],
-         "resourceNames": ["default-mig-parted-config"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])"));
+         "resourceNames": ["default-mig-parted-config"], "verbs": ["get"]}])"));
+    expect_node_events_grant(all);
     bool evicts = a.flags.count("--partition-evict-pods") > 0;
     EXPECT_EQ(evicts, variant == "mig-manager-evict");
     EXPECT_EQ(of_kind(all, "ClusterRole").size(), evicts ? 2u : 1u);
@@ -518,8 +535,8 @@ TEST(Manifests, AmdPartitionManagerGrantsOnlyWhatItUses) {
           R"([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch", "patch"]}])"));
   EXPECT_EQ(one(all, "Role", "polyaccel-partition-manager")["rules"], json::parse(R"([
       {"apiGroups": [""], "resources": ["configmaps"],
-       "resourceNames": ["config-manager-config"], "verbs": ["get"]},
-      {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])"));
+       "resourceNames": ["config-manager-config"], "verbs": ["get"]}])"));
+  expect_node_events_grant(all);
   auto cm = one(all, "ConfigMap", "config-manager-config");
   EXPECT_EQ(cm["metadata"]["namespace"], "polyaccel-system");
   auto config = parse_amd_partition_config(cm["data"]["config.json"].get<std::string>(),
@@ -534,23 +551,29 @@ TEST(Manifests, AmdPartitionManagerGrantsOnlyWhatItUses) {
   ASSERT_TRUE(a.mounts.count("/run/lock"));
 }
 
-TEST(Manifests, DraWithTimeSlicingKeepsTheSharingConfig) {
-  auto all = render(kKube / "overlays/dra-time-slicing");
+// The DRA overlay serves the node's devices through DRA only, installs the static hook at the
+// host path its specs name, and the agent refuses the two allocators together, naming the flags.
+TEST(Manifests, DraOverlayIsTheNodesOnlyAllocatorAndInstallsTheStaticHook) {
+  auto all = render(kKube / "overlays/dra");
   ASSERT_FALSE(all.empty());
   Agent a = agent_of(one(all, "DaemonSet"));
   EXPECT_TRUE(a.flags.count("--dra"));
-  ASSERT_TRUE(a.flags.count("--sharing-config"));
-  EXPECT_FALSE(configmap_file(all, a, "--sharing-config").empty());
-  // And what the base and the DRA overlay add stays: the device plugin, node labels, CDI.
-  for (const char* flag : {"--kubelet-dir", "--nfd-features-dir", "--cdi-dir"})
+  EXPECT_EQ(a.flags["--kubelet-dir"], "");
+  for (const char* flag : {"--nfd-features-dir", "--cdi-dir"})
     EXPECT_TRUE(a.flags.count(flag)) << flag;
-  // Its sharing pieces are ../time-slicing's, copied (kustomize loads no file from outside a
-  // kustomization's folder): the two must not drift.
-  for (const char* f : {"sharing-patch.yaml", "configmap-sharing.yaml"}) {
-    EXPECT_TRUE(read_text(kKube / "overlays/dra-time-slicing" / f) ==
-                read_text(kKube / "overlays/time-slicing" / f))
-        << "overlays/dra-time-slicing/" << f << " differs from overlays/time-slicing's";
-  }
+  const std::string hook = a.flags["--cdi-hook-path"];
+  EXPECT_EQ(fs::path(hook).filename(), "polyaccel-cdi-hook");
+  ASSERT_TRUE(a.mounts.count(fs::path(hook).parent_path().string()));
+  EXPECT_EQ(a.volumes[a.mounts[fs::path(hook).parent_path().string()]]["hostPath"]["path"],
+            fs::path(hook).parent_path().string());
+  polyaccel::testing::TempDir d;
+  auto both = run_command(polyaccel::testing::polyaccel_binary() + " agent --dra --kubelet-dir '" +
+                          d.path().string() + "' --topology '" +
+                          polyaccel::testing::xe8640_topology() + "' 2>&1");
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_NE(both.output.find("--dra with --kubelet-dir " + d.path().string()), std::string::npos)
+      << both.output;
+  EXPECT_NE(both.output.find("--kubelet-dir ''"), std::string::npos) << both.output;
 }
 
 // The scrape job the Prometheus Operator gives a ServiceMonitor's targets: the value of the

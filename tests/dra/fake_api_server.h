@@ -520,6 +520,29 @@ class FakeApiServer {
     }
     if (method == "POST" && tail == "events") {
       auto event = nlohmann::json::parse(body, nullptr, false);
+      // As kube-apiserver validates an Event (core/v1 ValidateEventCreate): the object's
+      // namespace is the request's, and an Event about a cluster-scoped object (a Node: no
+      // involvedObject.namespace) lives in "default" only.
+      const std::string meta_ns = event.is_object() && event["metadata"].is_object()
+                                      ? event["metadata"].value("namespace", ns)
+                                      : ns;
+      const std::string involved_ns = event.is_object() && event["involvedObject"].is_object()
+                                          ? event["involvedObject"].value("namespace", "")
+                                          : "";
+      if (meta_ns != ns) {
+        reply(c, 400,
+              status(400, "BadRequest",
+                     "the namespace of the provided object does not match the namespace sent on "
+                     "the request"));
+        return true;
+      }
+      if (involved_ns.empty() ? ns != "default" : involved_ns != ns) {
+        reply(c, 422,
+              status(422, "Invalid",
+                     "Event is invalid: involvedObject.namespace: Invalid value: \"" + involved_ns +
+                         "\": does not match event.namespace"));
+        return true;
+      }
       // core/v1's schema is large: read on the first Event only (the DRA tests send none).
       if (!core_schema_)
         core_schema_ =

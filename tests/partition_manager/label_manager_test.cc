@@ -237,6 +237,7 @@ TEST_F(MigLabels, ALabelAppliesItsConfigToTheGpusThatChangeOnly) {
   EXPECT_EQ(e[0]["type"], "Normal");
   EXPECT_EQ(e[0]["reason"], "MigConfigApplied");
   EXPECT_EQ(e[0]["involvedObject"]["kind"], "Node");
+  EXPECT_EQ(e[0]["metadata"]["namespace"], "default");  // the test server refuses any other
   EXPECT_NE(e[0]["message"].get<std::string>().find(kBus[1]), std::string::npos);
   auto record = read_partition_apply_record(options().state_file);
   ASSERT_TRUE(record && *record);
