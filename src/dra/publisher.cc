@@ -160,13 +160,18 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
     written = std::max(written, max_generation);
     return result;
   }
-  // A slice that differs only in gated fields: what the server kept of them shows in the list.
-  for (const auto& d : desired) {
-    auto it = existing.find(d["metadata"]["name"].get<std::string>());
-    if (it == existing.end()) continue;
-    if (comparable_spec(without_gated_fields(it->second.value("spec", json::object()))) ==
-        comparable_spec(without_gated_fields(d["spec"])))
-      note_stored(d["spec"], it->second, result.counters_kept, result.taints_kept);
+  // A slice stored as we last wrote it but for gated fields: what the server kept of them shows
+  // in the list, against what we sent then (the pool may want more now: a new taint).
+  for (const auto& [name, item] : existing) {
+    auto sent = sent_.find(name);
+    if (sent == sent_.end()) continue;
+    const json& stored = item.value("spec", json::object());
+    if (stored.value("pool", json::object()).value("generation", std::int64_t{-1}) !=
+        sent->second.value("pool", json::object()).value("generation", std::int64_t{-2}))
+      continue;
+    if (comparable_spec(without_gated_fields(stored)) ==
+        comparable_spec(without_gated_fields(sent->second)))
+      note_stored(sent->second, item, result.counters_kept, result.taints_kept);
   }
 
   // Bounded: generation is an int64 on the server.
@@ -202,6 +207,7 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
     }
     if (r->status < 200 || r->status >= 300) return api_error(what, *r);
     ++(update ? result.updated : result.created);
+    sent_[name] = d["spec"];
     // The answer is the object as stored: the read-back of what the server kept.
     note_stored(d["spec"], json::parse(r->body, nullptr, false), result.counters_kept,
                 result.taints_kept);
@@ -217,6 +223,7 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
     }
     if (r->status < 200 || r->status >= 300) return api_error("DELETE " + path, *r);
     ++result.deleted;
+    sent_.erase(name);
   }
   written = generation;
   return result;

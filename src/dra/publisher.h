@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "dra/kube_client.h"
 #include "dra/slices.h"
@@ -27,8 +29,10 @@ struct ServerFields {
 struct SyncResult {
   unsigned created = 0, updated = 0, deleted = 0;
   std::int64_t generation = 0;  // the pool generation on the server after the sync
-  // What the stored slices (the write answers, or the list when they differ only there) show of
-  // the gated fields the pool uses: kept or dropped; nullopt when the pool does not use one.
+  // What the stored slices show of the gated fields we sent: the write answers, and the list for a
+  // slice stored at the generation this publisher wrote it (compared with what it sent then, never
+  // with what it sends now: a GPU tainted since is not a taint the server dropped). Kept or
+  // dropped; nullopt when nothing sent uses the field.
   std::optional<bool> counters_kept, taints_kept;
   unsigned writes() const { return created + updated + deleted; }
 };
@@ -52,6 +56,8 @@ class SlicePublisher {
   KubeClient& client_;
   // The generation of each pool ("driver/node") this publisher last wrote or saw.
   std::map<std::string, std::int64_t> last_generation_;
+  // The spec each slice (by name) was last written with, its pool generation included.
+  std::map<std::string, nlohmann::json> sent_;
 };
 
 inline constexpr const char* kResourceSlicesPath = "/apis/resource.k8s.io/v1/resourceslices";

@@ -138,12 +138,15 @@ Status DraRunner::start(std::chrono::milliseconds ready_timeout) {
       model, *pool,
       read_cdi_host(model, options_.root, options_.driver_root, options_.host_driver_root));
   if (!st) return st;
-  follower_ = std::thread([this, g = snap->generation] { follow(g); });
+  // The follower starts from this very snapshot: from a newer one it would take a change made
+  // meanwhile (an XID) for what was published, and never publish it.
+  follower_ = std::thread([this, snap] { follow(snap); });
   if (watch_client_) watcher_ = std::thread([this] { watch_slices(); });
   return Ok{};
 }
 
-void DraRunner::follow(std::uint64_t generation) {
+void DraRunner::follow(std::shared_ptr<const AcceleratorSnapshot> start_snapshot) {
+  std::uint64_t generation = start_snapshot->generation;
   const HostModel* host = nullptr;
   std::set<std::string> unhealthy;
   auto now = [] { return std::chrono::steady_clock::now(); };
@@ -152,7 +155,7 @@ void DraRunner::follow(std::uint64_t generation) {
   auto backoff = std::chrono::milliseconds(1000);
   std::string last_error, last_probe_error;
   size_t published_slices = 0;  // by the last successful sync
-  std::shared_ptr<const AcceleratorSnapshot> keep = monitor_.snapshot();
+  std::shared_ptr<const AcceleratorSnapshot> keep = std::move(start_snapshot);
   host = keep->host.get();
   unhealthy = unhealthy_of(*keep);
   std::string layouts = mig_layouts(*keep);

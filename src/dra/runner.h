@@ -78,7 +78,7 @@ class DraRunner {
   DraStatus status() const;
 
  private:
-  void follow(std::uint64_t generation);
+  void follow(std::shared_ptr<const AcceleratorSnapshot> start_snapshot);
   void watch_slices();
   Result<Pool> build(const HostModel& model, const AcceleratorSnapshot& snap) const;
   // A new view of what the server keeps: logged when it changes; true when it did.

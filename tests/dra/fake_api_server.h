@@ -364,6 +364,12 @@ class FakeApiServer {
     if (!device_taints && !uses(old, "taints"))
       for (auto& d : spec["devices"])
         d.erase("taints");
+    // What kube-apiserver fills in: a taint's timeAdded, when the writer left it out.
+    for (auto& d : spec["devices"]) {
+      if (!d.is_object() || !d.contains("taints") || !d["taints"].is_array()) continue;
+      for (auto& t : d["taints"])
+        if (t.is_object() && !t.contains("timeAdded")) t["timeAdded"] = "2026-12-06T00:00:00Z";
+    }
   }
 
   void handle(mg_connection* c, const std::string& method, const std::string& path,

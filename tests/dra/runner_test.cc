@@ -16,6 +16,7 @@
 #include "dra/runner.h"
 #include "dra/structured_allocator.h"
 #include "share/mig_profiles.h"
+#include "support/inject_steps.h"
 
 namespace polyaccel::dra {
 namespace {
@@ -258,6 +259,64 @@ TEST(DraRunner, CountersDroppedOnWriteAreSeenInTheStoredSlices) {
       30s))
       << "the placements are withdrawn";
   EXPECT_THAT(agent.logged(), ::testing::HasSubstr("the slices it stored"));
+}
+
+// The published device of the GPU at `bus` (its resource.kubernetes.io/pciBusID), or null.
+json published_gpu(FakeApiServer& server, const std::string& bus) {
+  std::lock_guard<std::mutex> lock(server.mu);
+  for (const auto& [name, s] : server.slices)
+    for (const auto& d : s["spec"]["devices"])
+      if (d.contains("attributes") && d["attributes"].contains("resource.kubernetes.io/pciBusID") &&
+          d["attributes"]["resource.kubernetes.io/pciBusID"].value("string", "") == bus &&
+          d["attributes"]["type"]["string"] == "gpu")
+        return d;
+  return nullptr;
+}
+
+// A GPU that falls off the bus (XID 79, step 2 of the 8xH100 scenario) while the agent runs, on a
+// server that keeps taints (1.36's default; the test server fills timeAdded as kube-apiserver
+// does): the GPU is published tainted and never withdrawn, and the agent never concludes that the
+// server drops taints from the slice it had stored before the XID, which has none.
+TEST(DraRunner, AnXidTaintsTheGpuOnAServerThatKeepsTaints) {
+  polyaccel::testing::use_nvml_scenario("hgx-8xh100.json");
+  TempDir dir;
+  FakeApiServer server(dir.path());
+  RunningAgent agent(server, dir, [](DraRunnerOptions& o) { o.recheck = 1h; });
+  ASSERT_TRUE(agent.runner->start(60s));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return agent.runner->status().syncs > 0 && agent.runner->status().server_fields_known;
+      },
+      30s));
+  const std::string bus = "0000:9a:00.0";
+  ASSERT_FALSE(published_gpu(server, bus).is_null()) << agent.logged();
+  EXPECT_FALSE(published_gpu(server, bus).contains("taints"));
+  polyaccel::testing::InjectSteps steps(NVML_INJECT_LIB);
+  ASSERT_TRUE(steps.ok());
+  const auto writes_before = agent.runner->api_writes();
+  steps.go(2);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        json d = published_gpu(server, bus);
+        return !d.is_null() && d.contains("taints");
+      },
+      30s))
+      << agent.logged();
+  // Stays published and tainted; the server's fields are still known to be kept.
+  std::this_thread::sleep_for(1s);
+  json d = published_gpu(server, bus);
+  ASSERT_FALSE(d.is_null()) << "withdrawn: " << agent.logged();
+  ASSERT_TRUE(d.contains("taints"));
+  EXPECT_EQ(d["taints"][0]["key"], kUnhealthyTaint);
+  EXPECT_TRUE(d["taints"][0].contains("timeAdded"));
+  EXPECT_TRUE(agent.runner->status().server_keeps_taints);
+  EXPECT_EQ(occurrences(agent.logged(), "drops device taints"), 0u) << agent.logged();
+  // One pool write for the change (each slice of the pool once), not a taint, a withdrawal and
+  // a taint again.
+  EXPECT_LE(agent.runner->api_writes() - writes_before, server.slices_of("node-1"))
+      << agent.logged();
+  std::lock_guard<std::mutex> lock(server.mu);
+  EXPECT_TRUE(server.schema_errors.empty()) << server.schema_errors.front();
 }
 
 // The kubelet deletes every slice of its node when it starts: the watch sees it and the pool is
