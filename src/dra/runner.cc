@@ -294,7 +294,14 @@ void DraRunner::watch_slices() {
     }
     if (e != last_error) log("watching ResourceSlices: " + e + "; retrying");
     last_error = e;
-    for (auto until = std::chrono::steady_clock::now() + backoff;
+    // Whatever ended the watch, what it would have shown is listed now, and again at every
+    // retry: a server whose watch cache lags ("Too large resource version", "too old resource
+    // version") may end watch after watch, and a delete must not wait for one to hold. Such an
+    // ERROR event is the server's lag, not ours: retried within 2 s, not the full backoff a
+    // transport or HTTP error gets.
+    resync_now_ = true;
+    const auto limit = ended.empty() ? options_.max_backoff : std::chrono::milliseconds(2000);
+    for (auto until = std::chrono::steady_clock::now() + std::min(backoff, limit);
          !stopping_ && std::chrono::steady_clock::now() < until;)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     backoff = std::min(backoff * 2, options_.max_backoff);

@@ -128,8 +128,8 @@ class FakeApiServer {
     }
     changed_.notify_all();
   }
-  // Ends every open Node watch as a server that restarts or a load balancer that drops idle
-  // connections would (the server itself stays up).
+  // Ends every open watch (Nodes and ResourceSlices) as a server that restarts or a load
+  // balancer that drops idle connections would (the server itself stays up).
   void close_watches() {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -138,6 +138,10 @@ class FakeApiServer {
     changed_.notify_all();
   }
   unsigned node_watches = 0;
+  // Answer this many ResourceSlice watches as a kube-apiserver whose watch cache lags behind
+  // etcd (an old etcd, or the server an HA cluster failed over to): after a second, an ERROR
+  // event 504 "Too large resource version", and nothing of what changed meanwhile.
+  unsigned lagging_slice_watches = 0;
   // Answer this many Node watches with an ERROR event 410 Gone (the resourceVersion asked for
   // is older than what the server keeps), as the real server does after compaction.
   unsigned expire_next_node_watches = 0;
@@ -237,6 +241,22 @@ class FakeApiServer {
     ++watches;
     mg_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n");
     std::string out;
+    if (lagging_slice_watches > 0) {
+      --lagging_slice_watches;
+      const std::uint64_t current = rv_;
+      changed_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
+      out = nlohmann::json{{"type", "ERROR"},
+                           {"object", status(504, "Timeout",
+                                             "Timeout: Too large resource version: " +
+                                                 std::to_string(current + 100) +
+                                                 ", current: " + std::to_string(current))}}
+                .dump() +
+            "\n";
+      lock.unlock();
+      mg_write(c, out.data(), out.size());
+      return;
+    }
+    const std::uint64_t generation = watch_generation_;
     for (const auto& [name, s] : slices)
       if (matches(s, sel)) out += nlohmann::json{{"type", "ADDED"}, {"object", s}}.dump() + "\n";
     size_t next_event = events_.size();
@@ -250,9 +270,11 @@ class FakeApiServer {
       }
       // A change made while the lock was released for the write is not lost: the predicate
       // looks at the events before waiting.
-      if (!changed_.wait_until(lock, deadline,
-                               [&] { return stopping_ || next_event < events_.size(); }))
+      if (!changed_.wait_until(lock, deadline, [&] {
+            return stopping_ || watch_generation_ != generation || next_event < events_.size();
+          }))
         return;
+      if (watch_generation_ != generation) return;
       for (; next_event < events_.size(); ++next_event)
         if (matches(events_[next_event].second, sel))
           out += nlohmann::json{{"type", events_[next_event].first},
