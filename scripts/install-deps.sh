@@ -24,6 +24,8 @@ packages=(
   libvirt-daemon libvirt-daemon-driver-qemu
   # the container runtime that runs our CDI specs in that guest (tests/guest/cdi_podman.py)
   podman crun conmon
+  # the CRI client that plays kubelet against containerd in that guest (tests/guest/cri_node.py)
+  python3-grpcio python3-grpc-tools
   # `make image` and `make deb` (scripts/build-image.sh, build-deb.sh), and their tests: the
   # image's root from Debian's packages, the OCI layout, the rendered manifests' reading
   mmdebstrap umoci dpkg-dev python3-yaml

@@ -19,11 +19,12 @@ The NVIDIA driver's user space (`cdi generate --driver-root`): a driver root mad
 shared libraries at the driver's paths, the test builds of libcuda.so.1 (tests/inject/cuda) and
 libnvidia-ml.so.1 (tests/inject/nvml) as lib*.so.550.54.15, an nvidia-smi, the persistenced socket
 and GSP firmware. In the container started from that spec, the files are mounted, the
-create-symlinks hook made libcuda.so.1 and libcuda.so, and the update-ldcache hook's ldconfig
-(the host's, run chrooted in the container's root) wrote a cache in which `ldconfig -p` (Debian's
-static /sbin/ldconfig, put in the image) lists libcuda.so.1 and libnvidia-ml.so.1.
+create-symlinks hook made libcuda.so.1 and libcuda.so, and the update-ldcache hook (both the
+static polyaccel-cdi-hook beside polyaccel) wrote a cache in which `ldconfig -p` (Debian's static
+/sbin/ldconfig, put in the image) lists libcuda.so.1 and libnvidia-ml.so.1.
 Usage: cdi_podman.py POLYACCEL INJECT_NVML NVML_SCENARIO TOPOLOGY_XML INJECT_CUDA"""
-import json, os, shutil, socket, stat, subprocess, sys, tarfile, time
+import os, shutil, subprocess, sys, tarfile, time
+import gpu_fixture
 from guest_lib import check, finish
 from guest_podman import Podman
 
@@ -38,45 +39,9 @@ shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 
 # --- the driver's view: /proc/driver/nvidia for the scenario's GPUs, device nodes in /dev ------
-buses = ["18", "2a", "4e", "5f", "9a", "ab", "cb", "db"]
-for i, b in enumerate(buses):
-    d = "%s/proc/driver/nvidia/gpus/0000:%s:00.0" % (proc_root, b)
-    os.makedirs(d)
-    with open(d + "/information", "w") as f:
-        f.write("Model: NVIDIA H100 80GB HBM3\nDevice Minor: %d\n" % i)
-os.makedirs(proc_root + "/proc/driver/nvidia-caps")
-with open(proc_root + "/proc/driver/nvidia-caps/mig-minors", "w") as f:
-    f.write("config 1\nmonitor 2\ngpu7/gi2/access 66\ngpu7/gi2/ci0/access 67\n")
-
-# The nvidia driver's static major is 195; uvm and caps get dynamic ones. All three are chosen
-# among those the guest's kernel has not registered, so the nodes cannot reach a real driver.
-with open("/proc/devices") as f:
-    taken = {int(l.split()[0]) for l in f if l.strip() and l.split()[0].isdigit()}
-NVIDIA, UVM, CAPS = 195, 509, 508
-check(not taken & {NVIDIA, UVM, CAPS}, "majors %d, %d, %d are free in the guest" % (NVIDIA, UVM, CAPS))
-nodes = {"/dev/nvidia%d" % i: (NVIDIA, i) for i in range(len(buses))}
-nodes.update({"/dev/nvidiactl": (NVIDIA, 255), "/dev/nvidia-uvm": (UVM, 0),
-              "/dev/nvidia-uvm-tools": (UVM, 1), "/dev/nvidia-caps/nvidia-cap66": (CAPS, 66),
-              "/dev/nvidia-caps/nvidia-cap67": (CAPS, 67)})
-os.makedirs("/dev/nvidia-caps", exist_ok=True)
-for path, (major, minor) in nodes.items():
-    if os.path.exists(path):
-        os.unlink(path)
-    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
-
-env = dict(os.environ, POLYACCEL_NVML_LIB=nvml, NVML_INJECT_SCENARIO=scenario,
-           POLYACCEL_AMD_SMI_LIB="/nonexistent", POLYACCEL_ROCM_SMI_LIB="/nonexistent",
-           POLYACCEL_HLML_LIB="/nonexistent")
-
-
-def generate(*extra):
-    """polyaccel cdi generate into the CDI directory; the specs it printed (--json)."""
-    shutil.rmtree(cdi_dir, ignore_errors=True)
-    r = subprocess.run([polyaccel, "cdi", "generate", "--topology", topology, "--accel-backends",
-                        "on", "--root", proc_root, "--cdi-dir", cdi_dir, *extra, "--json"],
-                       capture_output=True, text=True, env=env)
-    check(r.returncode == 0, "cdi generate %s exits 0 (%s)" % (" ".join(extra), r.stderr.strip()))
-    return json.loads(r.stdout)["specs"] if r.returncode == 0 else []
+gpu_fixture.make_proc_root(proc_root)
+nodes = gpu_fixture.make_device_nodes()
+generate = gpu_fixture.Generator(polyaccel, nvml, scenario, topology, proc_root, cdi_dir)
 
 
 # --- podman: storage, runtime state and configuration on the guest's tmpfs (guest_podman.py) ---
@@ -102,10 +67,7 @@ IMAGE = "localhost/polyaccel-cdi-test:1"
 r = podman("import", "--change", "CMD=/bin/sh", rootfs, IMAGE)
 check(r.returncode == 0, "podman import of the busybox rootfs (%s)" % r.stderr.strip()[-300:])
 
-# What the container reports: each /dev node (type, major:minor in hex) and the environment.
-# (The /dev/nvidia-caps directory itself is not a node.)
-PROBE = ("for p in /dev/nvidia* /dev/nvidia-caps/*; do [ -e $p ] && [ ! -d $p ] && "
-         "stat -c 'node %n %F %t:%T' $p; done; env | sed 's/^/env /'")
+PROBE = gpu_fixture.PROBE
 
 
 def run_with(device):
@@ -113,30 +75,15 @@ def run_with(device):
                   IMAGE, "sh", "-c", PROBE)
 
 
-def parse(out):
-    seen, env_set = {}, {}
-    for line in out.splitlines():
-        kind, _, rest = line.partition(" ")
-        if kind == "node":
-            path, _, tail = rest.partition(" ")
-            ftype, _, mm = tail.rpartition(" ")
-            major, minor = (int(x, 16) for x in mm.split(":"))
-            seen[path] = (ftype, major, minor)
-        elif kind == "env":
-            k, _, val = rest.partition("=")
-            env_set[k] = val
-    return seen, env_set
+parse = gpu_fixture.parse_probe
 
 
 def expect_device(spec, name, label):
     """podman run --device KIND=NAME: the container has exactly the spec's nodes and env."""
-    dev = next((d for d in spec["devices"] if d["name"] == name), None)
-    check(dev is not None, "%s: the spec names %s" % (label, name))
-    if dev is None:
+    want_nodes, want_env = gpu_fixture.spec_device(spec, name)
+    check(want_nodes is not None, "%s: the spec names %s" % (label, name))
+    if want_nodes is None:
         return
-    edits = [dev["containerEdits"], spec.get("containerEdits", {})]
-    want_nodes = {n["path"]: n.get("hostPath", n["path"]) for e in edits for n in e.get("deviceNodes", [])}
-    want_env = dict(s.split("=", 1) for e in edits for s in e.get("env", []))
     qualified = "%s=%s" % (spec["kind"], name)
     r = run_with(qualified)
     check(r.returncode == 0, "%s: podman run --device %s exits 0 (%s)" % (
@@ -193,41 +140,22 @@ r = run_with("polyaccel.io/gpu=gpu-0")
 print("info cdiVersion 0.8.0: podman %s" % (
     "runs it" if r.returncode == 0 else "refuses it: " + r.stderr.strip()[-300:]), flush=True)
 # --- the NVIDIA driver's user space from a driver root ----------------------------------------
-VERSION = "550.54.15"
+VERSION = gpu_fixture.VERSION
 driver = work + "/driver"
-libdir = driver + "/usr/lib/x86_64-linux-gnu"
-os.makedirs(libdir)
-shutil.copyfile(cuda, "%s/libcuda.so.%s" % (libdir, VERSION))
-shutil.copyfile(nvml, "%s/libnvidia-ml.so.%s" % (libdir, VERSION))
-os.makedirs(driver + "/usr/bin")
-with open(driver + "/usr/bin/nvidia-smi", "w") as f:
-    f.write("#!/bin/sh\necho nvidia-smi from the driver root\n")
-os.chmod(driver + "/usr/bin/nvidia-smi", 0o755)
-os.makedirs("%s/lib/firmware/nvidia/%s" % (driver, VERSION))
-with open("%s/lib/firmware/nvidia/%s/gsp_ga10x.bin" % (driver, VERSION), "w") as f:
-    f.write("gsp firmware\n")
-os.makedirs(driver + "/run/nvidia-persistenced")
-persistenced = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-persistenced.bind(driver + "/run/nvidia-persistenced/socket")
+persistenced = gpu_fixture.make_driver_root(driver, cuda, nvml)
 specs = generate("--driver-root", driver)
 gpu = next((s for s in specs if s["kind"] == "polyaccel.io/gpu"), {})
 edits = gpu.get("containerEdits", {})
 mounted = sorted(m["containerPath"] for m in edits.get("mounts", []))
-L = "/usr/lib/x86_64-linux-gnu/"
-check(mounted == sorted(["/lib/firmware/nvidia/%s/gsp_ga10x.bin" % VERSION,
-                         "/run/nvidia-persistenced/socket", "/usr/bin/nvidia-smi",
-                         L + "libcuda.so." + VERSION, L + "libnvidia-ml.so." + VERSION]),
+L = gpu_fixture.LIBDIR
+check(mounted == gpu_fixture.driver_mounts(),
       "the spec mounts the driver root's files: %s" % mounted)
-hooks = [h["args"][3] for h in edits.get("hooks", []) if len(h.get("args", [])) > 3]
+hooks = [h["args"][1] for h in edits.get("hooks", []) if len(h.get("args", [])) > 1]
+hook_program = os.path.join(os.path.dirname(os.path.realpath(polyaccel)), "polyaccel-cdi-hook")
 check(hooks == ["create-symlinks", "update-ldcache"] and all(
-    h["hookName"] == "createContainer" and h["path"] == os.path.realpath(polyaccel)
-    for h in edits.get("hooks", [])), "the spec's createContainer hooks run polyaccel: %s" % hooks)
-DRIVER_PROBE = ("ldconfig -p | sed 's/^/ldcache /'; for l in libcuda.so.1 libcuda.so "
-                "libnvidia-ml.so.1; do echo \"link $l $(readlink %s$l)\"; done; "
-                "[ -S /run/nvidia-persistenced/socket ] && echo socket; nvidia-smi; "
-                "cat /lib/firmware/nvidia/%s/gsp_ga10x.bin; "
-                "for p in /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm; do [ -c $p ] && echo node $p; done"
-                % (L, VERSION))
+    h["hookName"] == "createContainer" and h["path"] == hook_program
+    for h in edits.get("hooks", [])), "the spec's createContainer hooks run %s: %s" % (hook_program, hooks))
+DRIVER_PROBE = gpu_fixture.DRIVER_PROBE
 first = next((d["name"] for d in gpu.get("devices", []) if d["name"].startswith("gpu-")
               and "-mig-" not in d["name"]), "gpu-0")
 r = podman("run", "--rm", "--network", "none", "--pull", "never", "--device",
