@@ -394,6 +394,13 @@ bool WebSecurity::reload_if_changed() {
   } else if ((*fresh)->config.tls != tls_) {
     error = "web config " + path_ + ": tls_server_config " + (tls_ ? "was removed" : "was added") +
             "; HTTPS is turned on or off only at start (restart the agent)";
+  } else if ((*fresh)->config.basic_auth_users.empty() &&
+             !loaded->config.basic_auth_users.empty()) {
+    // A file truncated by an editor's non-atomic write, or left with comments only, reads as
+    // "no authentication": never taken on a reload, where it would open /metrics to anyone.
+    error = "web config " + path_ +
+            ": basic_auth_users was removed (an empty or half-written file?); authentication is "
+            "turned off only at start (restart the agent)";
   }
   if (!error.empty()) {
     std::lock_guard lock(mu_);

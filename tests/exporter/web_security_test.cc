@@ -252,6 +252,34 @@ TEST(WebTls, RotatedCertificateIsServedWithoutANewListener) {
   EXPECT_EQ((*http)->port(), port);
 }
 
+// Auth never fails open on a reload: a web config truncated to nothing (an editor's non-atomic
+// write) or left with comments only keeps the users it had, and says so; a new set of users is
+// taken.
+TEST(WebAuth, AReloadThatWouldDropAuthenticationIsRefused) {
+  TempDir tmp;
+  std::string config = (tmp.path() / "web.yml").string();
+  write_text(config, users());
+  auto http = HttpExporter::start(scraper_for("127.0.0.1:0", config));
+  ASSERT_TRUE(http) << http.error().message();
+  const std::string url = "http://127.0.0.1:" + std::to_string((*http)->port()) + "/metrics";
+  EXPECT_THAT(curl(url), HasSubstr(" 401"));
+  for (const char* text : {"", "# being edited\n"}) {
+    write_text(config, text);
+    std::this_thread::sleep_for(1500ms);  // past the reload check
+    EXPECT_THAT(curl(url), HasSubstr(" 401")) << "'" << text << "' must not open /metrics";
+    EXPECT_THAT(curl("-u carol:carol123 " + url), HasSubstr(" 200"));
+  }
+  // A real change of users is taken: dave alone.
+  write_text(config, std::string("basic_auth_users:\n  dave: ") + kDaveHash + "\n");
+  std::string seen;
+  for (int i = 0; i < 50 && seen.find(" 401") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(100ms);
+    seen = curl("-u carol:carol123 " + url);
+  }
+  EXPECT_THAT(curl("-u dave:dave123 " + url), HasSubstr(" 200"));
+  EXPECT_THAT(curl("-u carol:carol123 " + url), HasSubstr(" 401"));
+}
+
 TEST(WebTls, BadFilesAreRefusedAtStartNamingTheFileAndReason) {
   TempDir tmp;
   TestPki pki(tmp.path());
