@@ -75,7 +75,6 @@ def run_with(device):
                   IMAGE, "sh", "-c", PROBE)
 
 
-parse = gpu_fixture.parse_probe
 
 
 def expect_device(spec, name, label):
@@ -90,17 +89,7 @@ def expect_device(spec, name, label):
         label, qualified, r.stderr.strip()[-400:]))
     if r.returncode != 0:
         return
-    seen, env_set = parse(r.stdout)
-    for path, host_path in sorted(want_nodes.items()):
-        st = os.stat(host_path)
-        want = ("character special file", os.major(st.st_rdev), os.minor(st.st_rdev))
-        check(seen.get(path) == want and want[1:] == nodes.get(host_path),
-              "%s: %s in the container is %s, the host's %s is %s" % (
-                  label, path, seen.get(path), host_path, want))
-    extra = sorted(set(seen) - set(want_nodes))
-    check(not extra, "%s: no NVIDIA node the spec does not name: %s" % (label, extra))
-    for k, val in sorted(want_env.items()):
-        check(env_set.get(k) == val, "%s: %s=%s in the container (%s)" % (label, k, val, env_set.get(k)))
+    gpu_fixture.check_probe(label, r.stdout, want_nodes, want_env, nodes)
 
 
 # --- the default spec (cdiVersion 0.5.0, the lowest our specs need: hostPath and names starting

@@ -124,6 +124,24 @@ def parse_probe(out):
     return seen, env_set
 
 
+def check_probe(label, out, want_nodes, want_env, nodes):
+    """What PROBE printed in a container started with a device: the spec's nodes as character
+    devices with the host nodes' major:minor (`nodes`: host path -> (major, minor)), no NVIDIA
+    node it does not name, its environment. Returns the environment seen."""
+    seen, env_set = parse_probe(out)
+    for path, host_path in sorted(want_nodes.items()):
+        st = os.stat(host_path)
+        want = ("character special file", os.major(st.st_rdev), os.minor(st.st_rdev))
+        check(seen.get(path) == want and want[1:] == nodes.get(host_path),
+              "%s: %s in the container is %s, the host's %s is %s" % (
+                  label, path, seen.get(path), host_path, want))
+    extra = sorted(set(seen) - set(want_nodes))
+    check(not extra, "%s: no NVIDIA node the spec does not name: %s" % (label, extra))
+    for k, val in sorted(want_env.items()):
+        check(env_set.get(k) == val, "%s: %s=%s in the container (%s)" % (label, k, val, env_set.get(k)))
+    return env_set
+
+
 def spec_device(spec, name):
     """The device nodes ({container path: host path}) and environment a spec gives a device."""
     dev = next((d for d in spec.get("devices", []) if d["name"] == name), None)
