@@ -28,9 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-Error bad(const std::string& input, const std::string& problem) {
-  return Error{ErrorCode::bad_input, input, problem, {}};
-}
 Error io_error(const std::string& input, const std::string& what) {
   return Error{ErrorCode::io, input, what + ": " + std::strerror(errno), {}};
 }
@@ -141,7 +138,7 @@ bool is_library_name(const std::string& name) {
 Status scan_folder(int root_fd, const std::string& folder,
                    std::map<std::string, std::string>* out) {
   auto parts = container_path(folder);
-  if (!parts) return bad("--folder " + folder, "is not an absolute path without '..'");
+  if (!parts) return bad_input("--folder " + folder, "is not an absolute path without '..'");
   const std::string rel = relative(*parts);
   UniqueFd dir(open_in_root(root_fd, rel, O_RDONLY | O_DIRECTORY, Access::read));
   if (!dir) {
@@ -149,7 +146,7 @@ Status scan_folder(int root_fd, const std::string& folder,
     return io_error("--folder " + folder, "cannot be opened inside the container's root");
   }
   if (pseudo_file_system(dir.get()))
-    return bad("--folder " + folder, "is on a kernel pseudo file system (proc, sysfs, ...)");
+    return bad_input("--folder " + folder, "is on a kernel pseudo file system (proc, sysfs, ...)");
   std::string canonical = folder;
   while (canonical.size() > 1 && canonical.back() == '/')
     canonical.pop_back();
@@ -188,29 +185,30 @@ std::optional<std::vector<std::string>> container_path(const std::string& p) {
 }
 
 Result<std::string> container_root_from_state(const std::string& state_json) {
-  if (state_json.size() > kMaxOciStateBytes) return bad("OCI state", "larger than 1 MiB");
+  if (state_json.size() > kMaxOciStateBytes) return bad_input("OCI state", "larger than 1 MiB");
   json state = json::parse(state_json, nullptr, false);
   if (!state.is_object() || !state.contains("bundle") || !state["bundle"].is_string())
-    return bad("OCI state", "not a JSON object with a \"bundle\" string (is this run as a hook?)");
+    return bad_input("OCI state",
+                     "not a JSON object with a \"bundle\" string (is this run as a hook?)");
   std::string bundle = state["bundle"];
   if (bundle.empty() || bundle.front() != '/' || bundle.size() > 4096 ||
       bundle.find('\0') != std::string::npos)
-    return bad("OCI state", "bundle is not an absolute path");
+    return bad_input("OCI state", "bundle is not an absolute path");
   auto text = read_input_file(fs::path(bundle) / "config.json", kMaxOciConfigBytes, "OCI config");
   if (!text) return text.error();
   json config = json::parse(*text, nullptr, false);
   if (!config.is_object() || !config.contains("root") || !config["root"].is_object() ||
       !config["root"].contains("path") || !config["root"]["path"].is_string())
-    return bad(bundle + "/config.json", "has no root.path string");
+    return bad_input(bundle + "/config.json", "has no root.path string");
   std::string root = config["root"]["path"];
   if (root.empty() || root.size() > 4096 || root.find('\0') != std::string::npos)
-    return bad(bundle + "/config.json", "root.path is empty, too long or holds a NUL");
+    return bad_input(bundle + "/config.json", "root.path is empty, too long or holds a NUL");
   fs::path p = root.front() == '/' ? fs::path(root) : fs::path(bundle) / root;
   std::error_code ec;
   fs::path canon = fs::canonical(p, ec);
   if (ec || !fs::is_directory(canon, ec))
-    return bad(p.string(), "the container's root is not a directory");
-  if (canon == "/") return bad(p.string(), "the container's root is the host's root");
+    return bad_input(p.string(), "the container's root is not a directory");
+  if (canon == "/") return bad_input(p.string(), "the container's root is the host's root");
   return canon.string();
 }
 
@@ -221,10 +219,10 @@ Status create_symlinks(const std::string& container_root, const std::vector<std:
   for (const auto& l : links) {
     auto sep = l.find("::");
     if (sep == std::string::npos || sep == 0 || sep > 4096 || l.find('\0') != std::string::npos)
-      return bad("--link " + l, "is not TARGET::LINK");
+      return bad_input("--link " + l, "is not TARGET::LINK");
     std::string target = l.substr(0, sep), link = l.substr(sep + 2);
     auto parts = container_path(link);
-    if (!parts) return bad("--link " + l, "LINK is not an absolute path without '..'");
+    if (!parts) return bad_input("--link " + l, "LINK is not an absolute path without '..'");
     std::string name = parts->back();
     parts->pop_back();
     UniqueFd dir(open_dir_making(root.get(), *parts));
@@ -252,7 +250,7 @@ Status create_symlinks(const std::string& container_root, const std::vector<std:
 }
 
 Status update_ldcache(const std::string& container_root, const std::vector<std::string>& folders) {
-  if (folders.empty() || folders.size() > 64) return bad("--folder", "1 to 64 folders");
+  if (folders.empty() || folders.size() > 64) return bad_input("--folder", "1 to 64 folders");
   UniqueFd root(::open(container_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) return io_error(container_root, "cannot open");
   std::map<std::string, std::string> libraries;
@@ -280,6 +278,8 @@ Status update_ldcache(const std::string& container_root, const std::vector<std::
   // O_PATH descriptors cannot be written through; the directory again, for openat and fsync.
   UniqueFd etc_dir(open_in_root(root.get(), "./etc", O_RDONLY | O_DIRECTORY, Access::write));
   if (!etc_dir) return io_error(container_root + " /etc", "cannot be opened");
+  // core's write_file_atomically takes a path, which would be resolved on the host: the same
+  // steps (temp file, fsync, rename, fsync of the directory) through the confined descriptor.
   const std::string temp = ".ld.so.cache.polyaccel." + std::to_string(::getpid());
   UniqueFd out(::openat(etc_dir.get(), temp.c_str(),
                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));

@@ -75,8 +75,6 @@ def run_with(device):
                   IMAGE, "sh", "-c", PROBE)
 
 
-
-
 def expect_device(spec, name, label):
     """podman run --device KIND=NAME: the container has exactly the spec's nodes and env."""
     want_nodes, want_env = gpu_fixture.spec_device(spec, name)
