@@ -124,6 +124,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  use_driver_root_nvml(options);  // before the monitor opens NVML (agent_dra.h)
   MonitorOptions mo;
   mo.interval = *interval;
   mo.health = policy;

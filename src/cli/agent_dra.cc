@@ -6,6 +6,7 @@
 #include "cli/conventions.h"
 #include "cli/dra_commands.h"
 #include "core/log.h"
+#include "dra/cdi_driver.h"
 #include "dra/cdi_hook.h"
 
 namespace polyaccel::cli {
@@ -49,6 +50,22 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& o) {
                    "specs' hooks (default: the one beside this binary, right outside a "
                    "container only)")
       ->type_name("PATH");
+}
+
+void use_driver_root_nvml(const AgentOptions& o) {
+  const char* set = std::getenv("POLYACCEL_NVML_LIB");
+  if (!o.dra || o.driver_root.empty() || o.driver_root == "/" || (set && *set)) return;
+  dra::NvidiaDriverFiles driver = dra::read_nvidia_driver(o.driver_root);
+  const std::string name = "/libnvidia-ml.so." + driver.version;
+  for (const auto& m : driver.mounts) {
+    // host_path: the library with every link resolved inside the driver root (no link leads
+    // out of it), as this process sees it.
+    if (driver.version.empty() || !m.container_path.ends_with(name)) continue;
+    const std::string& path = m.host_path;
+    ::setenv("POLYACCEL_NVML_LIB", path.c_str(), 1);
+    log_line("polyaccel agent: dra: NVML from the driver root: " + path);
+    return;
+  }
 }
 
 Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& monitor,
