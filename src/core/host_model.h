@@ -190,6 +190,7 @@ struct AcceleratorInventory {
   unsigned index = 0;   // the library's own device index
   std::string uuid;
   std::string serial;
+  std::optional<unsigned> device_minor;  // NVIDIA: /dev/nvidia<minor>, as NVML says
   std::string product_name;
   std::string board_part_number;  // AMD: the board's model number, "102-G30211-0C"
   std::uint64_t memory_total_bytes = 0;

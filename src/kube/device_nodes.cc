@@ -53,6 +53,10 @@ std::vector<DeviceNodes> read_device_nodes(const HostModel& model, const std::st
         if (auto m = number_after(name, "accel")) n.accel_minor = m;
       }
     }
+    // Without the driver's procfs file (a --topology capture, a root without /proc/driver), the
+    // minor NVML gives, as NVIDIA's device plugin takes it.
+    if (!n.nvidia_minor && a.inventory && a.inventory->device_minor)
+      n.nvidia_minor = a.inventory->device_minor;
     if (n.drm.empty()) {
       for (const auto& os : a.pci.os_devices) {
         if (number_after(os.name, "card") || number_after(os.name, "renderD"))

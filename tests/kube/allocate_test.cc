@@ -133,11 +133,12 @@ TEST(Allocate, NvidiaGetsUuidsAndTheHcasBesideItsGpus) {
   EXPECT_THAT(bad.error().message(), HasSubstr("is not a device of nvidia.com/gpu"));
 }
 
-TEST(Allocate, NvidiaDeviceSpecsFromTheDriversProcFiles) {
+TEST(Allocate, NvidiaDeviceSpecsFromTheDriversProcFilesElseFromNvml) {
   HostModel m = hgx_8xh100();
   TempDir root;
+  // The driver's file wins over NVML (which says 2 for 4e:00.0, its index): 6 here.
   touch(root.path() / "proc/driver/nvidia/gpus/0000:4e:00.0/information",
-        "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 187\nDevice Minor: \t 2\n");
+        "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 187\nDevice Minor: \t 6\n");
   auto nodes = read_device_nodes(m, root.path().string());
   auto rs = plan_resources(m, {MigStrategy::none, nullptr});
   AllocateOptions opts;
@@ -147,13 +148,20 @@ TEST(Allocate, NvidiaDeviceSpecsFromTheDriversProcFiles) {
   ASSERT_TRUE(a) << a.error().message();
   EXPECT_EQ(a->envs["CUDA_VISIBLE_DEVICES"], kGpu4e);
   ASSERT_EQ(a->devices.size(), 4u);
-  EXPECT_EQ(a->devices[0].container_path, "/dev/nvidia2");
-  EXPECT_EQ(a->devices[0].host_path, "/host/dev/nvidia2");
+  EXPECT_EQ(a->devices[0].container_path, "/dev/nvidia6");
+  EXPECT_EQ(a->devices[0].host_path, "/host/dev/nvidia6");
   EXPECT_EQ(a->devices[1].container_path, "/dev/nvidiactl");
-  // 5f:00.0 has no procfs entry: its minor is unknown, which is an error with device specs.
+  // 5f:00.0 has no procfs entry: NVML's minor (nvmlDeviceGetMinorNumber: its index, 3).
   auto b = compute_allocation(m, (*rs)[0], nodes, {kGpu5f}, opts);
-  ASSERT_FALSE(b);
-  EXPECT_THAT(b.error().message(), HasSubstr("0000:5f:00.0: its NVIDIA device minor is unknown"));
+  ASSERT_TRUE(b) << b.error().message();
+  EXPECT_EQ(b->devices[0].container_path, "/dev/nvidia3");
+  // Neither (no vendor library answered for it): unknown, an error with device specs.
+  for (auto& acc : m.accelerators)
+    if (acc.pci.address.to_string() == "0000:5f:00.0") acc.inventory->device_minor.reset();
+  nodes = read_device_nodes(m, root.path().string());
+  auto c = compute_allocation(m, (*rs)[0], nodes, {kGpu5f}, opts);
+  ASSERT_FALSE(c);
+  EXPECT_THAT(c.error().message(), HasSubstr("0000:5f:00.0: its NVIDIA device minor is unknown"));
 }
 
 TEST(Allocate, ReplicasOfOneGpuNameItOnceAndFailRequestsGreaterThanOne) {

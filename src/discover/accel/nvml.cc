@@ -49,6 +49,7 @@ struct Api {
   fn::nvmlDeviceGetPciInfo_v3* nvmlDeviceGetPciInfo_v3 = nullptr;
   fn::nvmlDeviceGetUUID* nvmlDeviceGetUUID = nullptr;
   fn::nvmlDeviceGetSerial* nvmlDeviceGetSerial = nullptr;
+  fn::nvmlDeviceGetMinorNumber* nvmlDeviceGetMinorNumber = nullptr;
   fn::nvmlDeviceGetName* nvmlDeviceGetName = nullptr;
   fn::nvmlDeviceGetMemoryInfo* nvmlDeviceGetMemoryInfo = nullptr;
   fn::nvmlDeviceGetCudaComputeCapability* nvmlDeviceGetCudaComputeCapability = nullptr;
@@ -102,6 +103,7 @@ struct Api {
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetPciInfo_v3);
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetUUID);
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetSerial);
+    POLYACCEL_NVML_RESOLVE(nvmlDeviceGetMinorNumber);
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetName);
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetMemoryInfo);
     POLYACCEL_NVML_RESOLVE(nvmlDeviceGetCudaComputeCapability);
@@ -637,6 +639,12 @@ class NvmlBackend final : public AcceleratorBackend {
     nvmlDevice_t dev = h.device;
     inv.uuid = get_string(api_.nvmlDeviceGetUUID, dev, NVML_DEVICE_UUID_V2_BUFFER_SIZE);
     inv.serial = get_string(api_.nvmlDeviceGetSerial, dev, NVML_DEVICE_SERIAL_BUFFER_SIZE);
+    if (api_.nvmlDeviceGetMinorNumber) {
+      unsigned minor = 0;
+      // /dev/nvidia<minor>: 255 is nvidiactl's, never a GPU's.
+      if (api_.nvmlDeviceGetMinorNumber(dev, &minor) == NVML_SUCCESS && minor < 255)
+        inv.device_minor = minor;
+    }
     inv.product_name = get_string(api_.nvmlDeviceGetName, dev, NVML_DEVICE_NAME_V2_BUFFER_SIZE);
     if (api_.nvmlDeviceGetMemoryInfo) {
       nvmlMemory_t mem{};

@@ -185,6 +185,9 @@ using nvmlDeviceGetHandleByIndex_v2 = nvmlReturn_t(unsigned int, nvmlDevice_t*);
 using nvmlDeviceGetPciInfo_v3 = nvmlReturn_t(nvmlDevice_t, nvmlPciInfo_t*);
 using nvmlDeviceGetUUID = nvmlReturn_t(nvmlDevice_t, char*, unsigned int);
 using nvmlDeviceGetSerial = nvmlReturn_t(nvmlDevice_t, char*, unsigned int);
+// Not in ../shared/reference/vendor-abi/nvml.json's signatures (only its list of exported names):
+// nvml.h's `nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)`.
+using nvmlDeviceGetMinorNumber = nvmlReturn_t(nvmlDevice_t, unsigned int*);
 using nvmlDeviceGetName = nvmlReturn_t(nvmlDevice_t, char*, unsigned int);
 using nvmlDeviceGetMemoryInfo = nvmlReturn_t(nvmlDevice_t, nvmlMemory_t*);
 using nvmlDeviceGetCudaComputeCapability = nvmlReturn_t(nvmlDevice_t, int*, int*);

@@ -78,6 +78,7 @@ struct Gpu {
   unsigned pci_device_id = 0x233010de;
   unsigned pci_subsystem_id = 0x16c010de;
   std::string uuid, serial, name;
+  unsigned minor = 0;
   unsigned long long memory_total = 0;
   int cc_major = 0, cc_minor = 0;
   bool has_mig = false;
@@ -191,6 +192,7 @@ std::string load(State& s) {
       g.pci_device_id = parse_hex(d.value("pci_device_id", json()), g.pci_device_id);
       g.pci_subsystem_id = parse_hex(d.value("pci_subsystem_id", json()), g.pci_subsystem_id);
       g.uuid = d.value("uuid", "");
+      g.minor = d.value("minor", static_cast<unsigned>(s.gpus.size()));
       g.serial = d.value("serial", "");
       g.name = d.value("name", "");
       g.memory_total = d.value("memory_mib", 0ULL) << 20;
@@ -472,6 +474,18 @@ INJECT_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, un
   return copy_string(value, uuid, length);
 }
 INJECT_CHECK(nvmlDeviceGetUUID);
+
+// The scenario's "minor", else the device's index (the driver numbers GPUs in PCI order).
+INJECT_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  const Gpu* g = nullptr;
+  if (nvmlReturn_t r = check(s, device, nullptr, &g); r != NVML_SUCCESS) return r;
+  if (!minor || device->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+  *minor = g->minor;
+  return NVML_SUCCESS;
+}
+INJECT_CHECK(nvmlDeviceGetMinorNumber);
 
 INJECT_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial,
                                                unsigned int length) {
