@@ -68,6 +68,7 @@ Result<PreparedDevicePlugin> prepare_device_plugin(const AgentOptions& options,
   o.sharing_config = options.sharing_config;
   o.nic_config = options.nic_config;
   o.allocate.gpu_rdma_devices = options.gpu_rdma_devices;
+  o.allocate.nvidia_device_specs = options.pass_device_specs;
   o.nfd_features_dir = options.nfd_features_dir;
   o.root = filesystem_root(discover);
   return p;

@@ -103,8 +103,9 @@ struct AgentOptions {
   // The device plugin (docs/kubernetes.md); an empty --kubelet-dir turns it off.
   std::string kubelet_dir = "/var/lib/kubelet/device-plugins";
   std::string sharing_config;
-  std::string nic_config;         // SR-IOV VF pools and shared HCAs (kube/nic_resources.h)
-  bool gpu_rdma_devices = false;  // GPU Allocate adds the nearest HCAs' device nodes
+  std::string nic_config;          // SR-IOV VF pools and shared HCAs (kube/nic_resources.h)
+  bool gpu_rdma_devices = false;   // GPU Allocate adds the nearest HCAs' device nodes
+  bool pass_device_specs = false;  // NVIDIA Allocate adds /dev/nvidia* device specs
   std::string device_list_strategy = "auto";  // envvar and/or cdi-cri (kube/allocate.h)
   std::string nfd_features_dir = "/etc/kubernetes/node-feature-discovery/features.d";
   std::string mig_strategy;  // none, single, mixed; empty: the sharing config's, else none

@@ -250,6 +250,9 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   agent->add_flag("--gpu-rdma-devices", agent_options.gpu_rdma_devices,
                   "GPU Allocate also passes the nearest HCAs' /dev/infiniband nodes");
+  agent->add_flag("--pass-device-specs", agent_options.pass_device_specs,
+                  "NVIDIA GPUs' Allocate also passes their /dev/nvidia* nodes (NVIDIA's "
+                  "PASS_DEVICE_SPECS): for a runtime without the NVIDIA container runtime");
   agent
       ->add_option("--device-list-strategy", agent_options.device_list_strategy,
                    "how Allocate names the devices: envvar, cdi-cri (CDI devices of `polyaccel "
