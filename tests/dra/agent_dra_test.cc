@@ -165,7 +165,7 @@ class AgentDra : public ::testing::Test {
   std::pair<json, json> published_device(const std::string& uuid) {
     std::lock_guard<std::mutex> lock(server_.mu);
     for (const auto& [name, s] : server_.slices)
-      for (const auto& d : s["spec"]["devices"])
+      for (const auto& d : s["spec"].value("devices", json::array()))
         if (d.contains("attributes") && d["attributes"].contains("uuid") &&
             d["attributes"]["uuid"].value("string", "") == uuid)
           return {d, s};

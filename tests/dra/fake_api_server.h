@@ -6,7 +6,10 @@
 // answer one write with a conflict (409), and stop and start again on the same port (a server that
 // goes away and comes back). As the real server it drops the fields of a feature gate that is
 // off (DRAPartitionableDevices: sharedCounters, consumesCounters; DRADeviceTaints: taints) unless
-// the stored object already has them, answers dry runs (?dryRun=All) without storing, serves
+// the stored object already has them, then refuses (422, the real message) a slice that breaks
+// the rules of the Kubernetes version it plays (1.34 to 1.37, slice_validation.h: counter sets
+// beside their devices for 1.34, in slices of their own from 1.35), answers GET /version, answers
+// dry runs (?dryRun=All) without storing, serves
 // watches of the slices (?watch=1, field selectors, timeoutSeconds) and deletes all slices of a
 // node as the kubelet does when it starts (wipe_node); and watches of a Node (fieldSelector
 // metadata.name, from a resourceVersion; dropped or answered 410 Gone on demand).
@@ -25,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dra/slice_validation.h"
 #include "support/k8s_schema.h"
 #include "support/test_support.h"
 
@@ -81,10 +85,24 @@ class FakeApiServer {
   unsigned conflict_next_writes = 0;  // answer this many writes 409 (someone else wrote)
   std::string token = "test-token";
   bool require_token = true;  // false: the client authenticates with a certificate instead
-  // Feature gates of the server: off drops their fields from what is written (1.34's defaults
-  // are both off).
+  // The Kubernetes version it plays, 1.<kubernetes_minor>: its validation of slices
+  // (slice_validation.h) and GET /version. 1.36 by default, with the gates below at 1.36's
+  // defaults (both on).
+  unsigned kubernetes_minor = 36;
+  // Feature gates of the server: off drops their fields from what is written (1.34's and 1.35's
+  // defaults are both off).
   bool partitionable_devices = true;  // DRAPartitionableDevices
   bool device_taints = true;          // DRADeviceTaints
+  // Plays 1.<minor> with that version's default gates (call before the first request).
+  void play(unsigned minor) {
+    std::lock_guard<std::mutex> lock(mu);
+    kubernetes_minor = minor;
+    partitionable_devices = device_taints = minor >= 36;
+  }
+  // Slices refused 422 for that version's rules: the messages, and how many were real writes
+  // (not dry runs).
+  std::vector<std::string> refusals;
+  unsigned refused_writes = 0;
   unsigned dry_runs = 0, watches = 0;
   bool refuse_dry_runs = false;  // answer them 400, as a proxy that does not pass them might
 
@@ -377,12 +395,11 @@ class FakeApiServer {
     };
     if (!obj.contains("spec") || !obj["spec"].is_object()) return;
     auto& spec = obj["spec"];
+    if (!partitionable_devices && !uses(old, "consumesCounters")) spec.erase("sharedCounters");
     if (!spec.contains("devices") || !spec["devices"].is_array()) return;
-    if (!partitionable_devices && !uses(old, "consumesCounters")) {
-      spec.erase("sharedCounters");
+    if (!partitionable_devices && !uses(old, "consumesCounters"))
       for (auto& d : spec["devices"])
         d.erase("consumesCounters");
-    }
     if (!device_taints && !uses(old, "taints"))
       for (auto& d : spec["devices"])
         d.erase("taints");
@@ -403,6 +420,14 @@ class FakeApiServer {
     if (require_token && auth != "Bearer " + token)
       return reply(c, 401, status(401, "Unauthorized", "no token"));
     if (handle_core(c, method, path, body)) return;
+    if (method == "GET" && path == "/version") {
+      const std::string minor = std::to_string(kubernetes_minor);
+      return reply(c, 200,
+                   {{"major", "1"},
+                    {"minor", minor},
+                    {"gitVersion", "v1." + minor + ".3"},
+                    {"platform", "linux/amd64"}});
+    }
     if (method == "GET" && path == slices_path) {
       auto sel = selected(query);
       nlohmann::json items = nlohmann::json::array();
@@ -471,6 +496,13 @@ class FakeApiServer {
     drop_disabled_fields(obj, old);
     if (dry_run && refuse_dry_runs)
       return reply(c, 400, status(400, "BadRequest", "dryRun is not supported here"));
+    // Validation sees what is left once the disabled fields are dropped, dry run or not.
+    if (auto invalid = resource_slice_errors(obj, kubernetes_minor); !invalid.empty()) {
+      nlohmann::json answer = resource_slice_invalid(name, invalid);
+      refusals.push_back(answer["message"].get<std::string>());
+      if (!dry_run) ++refused_writes;
+      return reply(c, 422, answer);
+    }
     if (dry_run) {
       ++dry_runs;
       obj["metadata"]["uid"] = "uid-dry-run";
@@ -479,10 +511,14 @@ class FakeApiServer {
     obj["metadata"]["resourceVersion"] = std::to_string(++rv_);
     obj["metadata"]["uid"] = "uid-" + name;
     // The server sets a taint's timeAdded.
-    for (auto& d : obj["spec"]["devices"])
-      if (d.contains("taints"))
-        for (auto& t : d["taints"])
-          t["timeAdded"] = "2026-12-01T10:00:00Z";
+    if (obj["spec"].contains("devices") && obj["spec"]["devices"].is_array())
+      for (auto& d : obj["spec"]["devices"])
+        if (d.contains("taints"))
+          for (auto& t : d["taints"])
+            t["timeAdded"] = "2026-12-01T10:00:00Z";
+    // 1.34's devices has no omitempty: a slice without devices reads back "devices": null.
+    if (kubernetes_minor <= 34 && !obj["spec"].contains("devices"))
+      obj["spec"]["devices"] = nullptr;
     event(method == "POST" ? "ADDED" : "MODIFIED", obj);
     slices[name] = obj;
     ++writes;

@@ -3,11 +3,14 @@
 // through MigControl) reaches the published ResourceSlices as a new pool generation, every
 // object valid by the resource.k8s.io/v1 schema (the test API server). A server with the feature
 // gates off (1.34's defaults) drops counters: the runner sees it, publishes nothing that can be
-// over-committed and switches back when the server keeps them. The kubelet's wipe of the node's
-// slices is put back within seconds (the watch), and the time it took is printed.
+// over-committed and switches back when the server keeps them. Servers of 1.34 to 1.37 with the
+// gates on each get the counter sets where their validation takes them (beside the devices for
+// 1.34, in slices of their own from 1.35). The kubelet's wipe of the node's slices is put back
+// within seconds (the watch), and the time it took is printed.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
 #include <thread>
 
 #include "discover/accel/monitor.h"
@@ -36,7 +39,7 @@ std::pair<json, std::int64_t> published(FakeApiServer& server, const std::string
   std::int64_t generation = -1;
   for (const auto& [name, s] : server.slices) {
     generation = s["spec"]["pool"]["generation"];
-    for (const auto& d : s["spec"]["devices"])
+    for (const auto& d : s["spec"].value("devices", json::array()))
       if (d.contains("attributes") && d["attributes"].contains("uuid") &&
           d["attributes"]["uuid"].value("string", "") == uuid)
         found = d;
@@ -157,11 +160,7 @@ TEST(DraRunner, AServerWithoutPartitionableDevicesGetsNothingItCanOverCommit) {
   polyaccel::testing::use_nvml_scenario("hgx-8xh200-mig.json");
   TempDir dir;
   FakeApiServer server(dir.path());
-  {
-    std::lock_guard<std::mutex> lock(server.mu);
-    server.partitionable_devices = false;
-    server.device_taints = false;
-  }
+  server.play(34);  // both gates off
   RunningAgent agent(server, dir, [](DraRunnerOptions& o) { o.recheck = 300ms; });
   ASSERT_TRUE(agent.runner->start(60s));
   ASSERT_TRUE(wait_for([&] { return server.slices_of("node-1") > 0; }, 30s));
@@ -172,7 +171,7 @@ TEST(DraRunner, AServerWithoutPartitionableDevicesGetsNothingItCanOverCommit) {
   size_t mig = 0;
   for (const auto& s : slices) {
     EXPECT_FALSE(s["spec"].contains("sharedCounters"));
-    for (const auto& d : s["spec"]["devices"]) {
+    for (const auto& d : s["spec"].value("devices", json::array())) {
       EXPECT_FALSE(d.contains("consumesCounters")) << d["name"];
       if (d["attributes"]["type"]["string"] != "mig") continue;
       ++mig;
@@ -212,7 +211,8 @@ TEST(DraRunner, AServerWithoutPartitionableDevicesGetsNothingItCanOverCommit) {
       << agent.logged();
   EXPECT_EQ(occurrences(agent.logged(), "drops device taints"), 1u) << agent.logged();
 
-  // The gate is turned on: the next recheck sees it, the placements come back with counters.
+  // The gate is turned on: the next recheck sees it, the placements come back with counters,
+  // each counter set beside its devices as 1.34 wants.
   {
     std::lock_guard<std::mutex> lock(server.mu);
     server.partitionable_devices = true;
@@ -228,8 +228,149 @@ TEST(DraRunner, AServerWithoutPartitionableDevicesGetsNothingItCanOverCommit) {
       30s));
   EXPECT_THAT(agent.logged(),
               ::testing::HasSubstr("keeps sharedCounters and consumesCounters again"));
+  EXPECT_THAT(agent.logged(), ::testing::HasSubstr("only beside the devices"));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        for (const auto& s : stored_slices(server))
+          if (s["spec"].contains("sharedCounters") &&
+              s["spec"].value("devices", json::array()).empty())
+            return false;
+        return true;
+      },
+      30s));
+  std::lock_guard<std::mutex> lock(server.mu);
+  EXPECT_EQ(server.refused_writes, 0u);
+  EXPECT_TRUE(server.schema_errors.empty()) << server.schema_errors.front();
+}
+
+std::string refusals(FakeApiServer& server) {
+  std::lock_guard<std::mutex> lock(server.mu);
+  std::string out;
+  for (const auto& r : server.refusals)
+    out += r + "\n";
+  return out;
+}
+
+// The stored slices as the scheduler of 1.<minor> reads them: every MIG placement of the empty
+// GPU is there, seven 1g.18gb fit together and then nothing more on that GPU.
+void expect_placements_allocatable(const std::vector<json>& slices, unsigned minor) {
+  polyaccel::testing::StructuredAllocator scheduler;
+  scheduler.kubernetes_minor = minor;
+  scheduler.set_slices(slices);
+  auto on_empty_gpu = [](const json& d) {
+    const auto& a = d["attributes"];
+    return a["resource.kubernetes.io/pciBusID"]["string"] == polyaccel::testing::kEmptyGpu &&
+           !a.contains("uuid");
+  };
+  polyaccel::testing::ClaimSpec seven{
+      {{"mig", "mig",
+        [&](const json& d) {
+          return on_empty_gpu(d) && d["attributes"]["migProfile"]["string"] == "1g.18gb";
+        },
+        7}},
+      {}};
+  EXPECT_TRUE(scheduler.allocate(seven)) << "seven 1g.18gb on an empty H200";
+  polyaccel::testing::ClaimSpec one_more{{{"mig", "mig", on_empty_gpu, 1}}, {}};
+  EXPECT_FALSE(scheduler.allocate(one_more)) << "its 7 compute slices are taken";
+}
+
+// Every MIG placement published to a server of each version from 1.34 to 1.37 with the gates on
+// (DRAPartitionableDevices, DRADeviceTaints: 1.36's and 1.37's defaults, turned on in 1.34 and
+// 1.35). kube-apiserver 1.35 and later refuse a slice that holds both sharedCounters and devices
+// (v1.36.3: "only one of `sharedCounters` or `devices` is allowed"), 1.34 one whose device
+// consumes a counter set of another slice. The agent writes the layout the server takes: no write
+// is refused, the pool is complete, and that version's scheduler allocates the placements without
+// over-committing a GPU.
+class DraRunnerOnKubernetes : public ::testing::TestWithParam<unsigned> {};
+
+TEST_P(DraRunnerOnKubernetes, MigPlacementsArePublishedInTheLayoutTheServerTakes) {
+  const unsigned minor = GetParam();
+  polyaccel::testing::use_nvml_scenario("hgx-8xh200-mig.json");
+  TempDir dir;
+  FakeApiServer server(dir.path());
+  server.play(minor);
+  {
+    std::lock_guard<std::mutex> lock(server.mu);
+    server.partitionable_devices = true;
+    server.device_taints = true;
+  }
+  RunningAgent agent(server, dir, [](DraRunnerOptions& o) { o.recheck = 1h; });
+  ASSERT_TRUE(agent.runner->start(60s));
+  ASSERT_TRUE(wait_for([&] { return agent.runner->status().syncs > 0; }, 30s))
+      << agent.logged() << refusals(server);
+  EXPECT_TRUE(agent.runner->status().server_keeps_counters);
+  {
+    std::lock_guard<std::mutex> lock(server.mu);
+    EXPECT_EQ(server.refused_writes, 0u);
+  }
+  const auto slices = stored_slices(server);
+  size_t consumers = 0, counter_slices = 0;
+  for (const auto& s : slices) {
+    const auto& spec = s["spec"];
+    EXPECT_EQ(spec["pool"]["resourceSliceCount"], slices.size());
+    EXPECT_EQ(spec["nodeName"], "node-1");
+    std::set<std::string> sets;
+    for (const auto& cs : spec.value("sharedCounters", json::array()))
+      sets.insert(cs["name"].get<std::string>());
+    const json devices = spec.value("devices", json::array());
+    if (!sets.empty()) ++counter_slices;
+    if (minor >= 35) {
+      EXPECT_TRUE(sets.empty() || devices.is_null() || devices.empty())
+          << s["metadata"]["name"] << " holds counter sets and devices";
+    }
+    for (const auto& d : devices) {
+      for (const auto& c : d.value("consumesCounters", json::array())) {
+        ++consumers;
+        if (minor == 34) {
+          EXPECT_TRUE(sets.count(c["counterSet"].get<std::string>()))
+              << d["name"] << " consumes a counter set of another slice";
+        }
+      }
+    }
+  }
+  EXPECT_GT(consumers, 50u) << "the placements of the empty H200s";
+  EXPECT_GT(counter_slices, 0u);
+  expect_placements_allocatable(slices, minor);
   std::lock_guard<std::mutex> lock(server.mu);
   EXPECT_TRUE(server.schema_errors.empty()) << server.schema_errors.front();
+}
+
+INSTANTIATE_TEST_SUITE_P(Versions, DraRunnerOnKubernetes, ::testing::Values(34u, 35u, 36u, 37u),
+                         [](const ::testing::TestParamInfo<unsigned>& p) {
+                           return "Kubernetes1_" + std::to_string(p.param);
+                         });
+
+// Dry runs refused (a proxy that does not pass them) on a 1.34 with the gates on, and on a 1.36:
+// the agent writes 1.35's layout first; 1.34 refuses it with its own 422 ("must reference a
+// counterSet defined in the ResourceSlice sharedCounters"), the agent publishes the counter sets
+// beside their devices at once, and that write is the last one refused. 1.36 takes the first.
+TEST(DraRunner, WithoutDryRunsTheLayoutIsLearntFromARefusedWrite) {
+  polyaccel::testing::use_nvml_scenario("hgx-8xh200-mig.json");
+  for (unsigned minor : {34u, 36u}) {
+    SCOPED_TRACE("Kubernetes 1." + std::to_string(minor));
+    TempDir dir;
+    FakeApiServer server(dir.path());
+    server.play(minor);
+    {
+      std::lock_guard<std::mutex> lock(server.mu);
+      server.partitionable_devices = true;
+      server.device_taints = true;
+      server.refuse_dry_runs = true;
+    }
+    RunningAgent agent(server, dir, [](DraRunnerOptions& o) { o.recheck = 1h; });
+    ASSERT_TRUE(agent.runner->start(60s));
+    ASSERT_TRUE(wait_for([&] { return agent.runner->status().syncs > 0; }, 30s))
+        << agent.logged() << refusals(server);
+    const std::string refused = refusals(server);
+    {
+      std::lock_guard<std::mutex> lock(server.mu);
+      EXPECT_EQ(server.refused_writes, minor == 34 ? 1u : 0u) << refused;
+    }
+    expect_placements_allocatable(stored_slices(server), minor);
+    if (minor == 34) {
+      EXPECT_THAT(agent.logged(), ::testing::HasSubstr("only beside the devices"));
+    }
+  }
 }
 
 // A server that starts without the gate while slices with counters are stored (the read-back
@@ -251,7 +392,7 @@ TEST(DraRunner, CountersDroppedOnWriteAreSeenInTheStoredSlices) {
   ASSERT_TRUE(wait_for(
       [&] {
         for (const auto& s : stored_slices(server))
-          for (const auto& d : s["spec"]["devices"])
+          for (const auto& d : s["spec"].value("devices", json::array()))
             if (d["attributes"]["type"]["string"] == "mig" && !d["attributes"].contains("uuid"))
               return false;
         return server.slices_of("node-1") > 0;
@@ -265,7 +406,7 @@ TEST(DraRunner, CountersDroppedOnWriteAreSeenInTheStoredSlices) {
 json published_gpu(FakeApiServer& server, const std::string& bus) {
   std::lock_guard<std::mutex> lock(server.mu);
   for (const auto& [name, s] : server.slices)
-    for (const auto& d : s["spec"]["devices"])
+    for (const auto& d : s["spec"].value("devices", json::array()))
       if (d.contains("attributes") && d["attributes"].contains("resource.kubernetes.io/pciBusID") &&
           d["attributes"]["resource.kubernetes.io/pciBusID"].value("string", "") == bus &&
           d["attributes"]["type"]["string"] == "gpu")

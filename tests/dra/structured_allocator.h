@@ -4,8 +4,10 @@
 // `type` its selector asks for) and maybe a selector (the CEL expression, written as C++), a
 // count; constraints are matchAttribute over some requests. It reads the slices as the server
 // stored them: only a pool's newest generation, and only when all its resourceSliceCount slices
-// are there; a device is taken by one claim at most; devices consume the counters of their
-// slice's sharedCounters and the sum never passes what the set holds. With
+// are there; a device is taken by one claim at most; devices consume counters and the sum never
+// passes what the set holds: as 1.34 does, of their own slice's sharedCounters; as 1.35 and later
+// do, of the pool's, in slices of their own (a slice with sharedCounters adds no device, and a
+// device that consumes a set the pool lacks makes the pool unusable). With
 // `partitionable_devices` off it ignores counters, and with `device_taints` off taints, as
 // kube-scheduler with DRAPartitionableDevices / DRADeviceTaints off does. It searches with
 // backtracking, so it finds an allocation whenever one exists, as the real allocator does.
@@ -72,6 +74,7 @@ class StructuredAllocator {
  public:
   bool partitionable_devices = true;  // DRAPartitionableDevices: counters are honoured
   bool device_taints = true;          // DRADeviceTaints: NoSchedule taints keep devices out
+  unsigned kubernetes_minor = 36;     // kube-scheduler 1.<minor>: where counter sets are read
 
   // The slices of one driver's pools as a list of ResourceSlice objects (server-stored form).
   void set_slices(const std::vector<nlohmann::json>& slices) {
@@ -89,18 +92,32 @@ class StructuredAllocator {
       if (pool["generation"].get<std::int64_t>() == newest[pool["name"].get<std::string>()])
         ++have[pool["name"].get<std::string>()];
     }
+    const bool pool_wide = kubernetes_minor >= 35 && partitionable_devices;
     for (const auto& s : slices) {
       const auto& spec = s["spec"];
       std::string pool = spec["pool"]["name"];
       if (spec["pool"]["generation"].get<std::int64_t>() != newest[pool]) continue;
       if (have[pool] != spec["pool"]["resourceSliceCount"].get<size_t>()) continue;  // incomplete
-      for (const auto& cs : spec.value("sharedCounters", nlohmann::json::array()))
+      const std::string scope =
+          pool_wide ? pool : pool + "/" + s["metadata"]["name"].get<std::string>();
+      const auto sets = spec.value("sharedCounters", nlohmann::json::array());
+      for (const auto& cs : sets)
         for (const auto& [name, c] : cs["counters"].items())
-          capacity_[pool + "/" + cs["name"].get<std::string>() + "/" + name] =
+          capacity_[scope + "/" + cs["name"].get<std::string>() + "/" + name] =
               quantity_value(c["value"]);
-      for (const auto& d : spec["devices"])
-        devices_.push_back({pool + "/" + d["name"].get<std::string>(), pool, d});
+      if (pool_wide && !sets.empty()) continue;  // a counter set slice: its devices are not read
+      for (const auto& d : spec.value("devices", nlohmann::json::array()))
+        devices_.push_back({pool + "/" + d["name"].get<std::string>(), pool, scope, d});
     }
+    if (!partitionable_devices) return;
+    // A device that consumes a counter set (or counter) not there: the pool is invalid.
+    std::set<std::string> invalid;
+    for (const auto& e : devices_)
+      for (const auto& c : e.json.value("consumesCounters", nlohmann::json::array()))
+        for (const auto& [name, v] : c["counters"].items())
+          if (!capacity_.count(e.scope + "/" + c["counterSet"].get<std::string>() + "/" + name))
+            invalid.insert(e.pool);
+    std::erase_if(devices_, [&](const Entry& e) { return invalid.count(e.pool) > 0; });
   }
 
   // Allocates a claim: the device names per request in order, or nullopt when none fits. The
@@ -132,6 +149,7 @@ class StructuredAllocator {
   struct Entry {
     std::string id;  // pool/device
     std::string pool;
+    std::string scope;  // where its counter sets are: the pool, or (1.34) pool/slice
     nlohmann::json json;
   };
   struct Slot {
@@ -156,7 +174,7 @@ class StructuredAllocator {
     auto add = [&](const Entry& e) {
       for (const auto& c : e.json.value("consumesCounters", nlohmann::json::array()))
         for (const auto& [name, v] : c["counters"].items())
-          used[e.pool + "/" + c["counterSet"].get<std::string>() + "/" + name] +=
+          used[e.scope + "/" + c["counterSet"].get<std::string>() + "/" + name] +=
               quantity_value(v["value"]);
     };
     for (const auto& e : devices_)
@@ -205,7 +223,7 @@ class StructuredAllocator {
   }
 
   std::vector<Entry> devices_;
-  std::map<std::string, std::int64_t> capacity_;  // pool/set/counter
+  std::map<std::string, std::int64_t> capacity_;  // scope/set/counter
   std::set<std::string> allocated_;               // pool/device
 };
 
