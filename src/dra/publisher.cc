@@ -9,9 +9,11 @@ namespace {
 using json = nlohmann::json;
 
 // What we compare: the spec without the pool's generation and without what the server adds
-// (a taint's timeAdded).
+// (a taint's timeAdded; 1.34 reads a slice without devices back with "devices": null).
 json comparable_spec(json spec) {
   if (spec.contains("pool") && spec["pool"].is_object()) spec["pool"].erase("generation");
+  for (const char* list : {"devices", "sharedCounters"})
+    if (spec.contains(list) && (spec[list].is_null() || spec[list].empty())) spec.erase(list);
   if (spec.contains("devices") && spec["devices"].is_array()) {
     for (auto& d : spec["devices"]) {
       if (!d.is_object() || !d.contains("taints") || !d["taints"].is_array()) continue;
@@ -35,8 +37,14 @@ json without_gated_fields(json spec) {
   return spec;
 }
 
+size_t set_count(const json& spec) {
+  return spec.contains("sharedCounters") && spec["sharedCounters"].is_array()
+             ? spec["sharedCounters"].size()
+             : 0;
+}
+
 bool has_counters(const json& spec) {
-  if (spec.contains("sharedCounters") && !spec["sharedCounters"].empty()) return true;
+  if (set_count(spec) > 0) return true;
   for (const auto& d : spec.value("devices", json::array()))
     if (d.is_object() && d.contains("consumesCounters") && !d["consumesCounters"].empty())
       return true;
@@ -65,15 +73,27 @@ void note_stored(const json& sent, const json& stored, std::optional<bool>& coun
   if (!stored.is_object()) return;
   const json& s = stored.value("spec", json::object());
   if (has_counters(sent)) {
-    bool kept = s.contains("sharedCounters") &&
-                s["sharedCounters"].size() == sent.value("sharedCounters", json::array()).size() &&
-                consumer_count(s) == consumer_count(sent);
+    bool kept = set_count(s) == set_count(sent) && consumer_count(s) == consumer_count(sent);
     counters = counters.value_or(true) && kept;
   }
   if (taint_count(sent) > 0) taints = taints.value_or(true) && taint_count(s) == taint_count(sent);
 }
 
+const char* const kOnlyOneOf = "only one of `sharedCounters` or `devices` is allowed";
+const char* const kMustReference =
+    "must reference a counterSet defined in the ResourceSlice sharedCounters";
+
 }  // namespace
+
+std::optional<CounterLayout> layout_required_by(const HttpResponse& r) {
+  if (r.status != 422) return std::nullopt;
+  auto j = json::parse(r.body, nullptr, false);
+  if (!j.is_object() || !j.contains("message") || !j["message"].is_string()) return std::nullopt;
+  const std::string message = j["message"].get<std::string>();
+  if (message.find(kOnlyOneOf) != std::string::npos) return CounterLayout::own_slices;
+  if (message.find(kMustReference) != std::string::npos) return CounterLayout::with_devices;
+  return std::nullopt;
+}
 
 std::string pool_slices_path(const std::string& driver, const std::string& node) {
   return std::string(kResourceSlicesPath) +
@@ -205,7 +225,10 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
       conflict = true;
       return api_error(what, *r);
     }
-    if (r->status < 200 || r->status >= 300) return api_error(what, *r);
+    if (r->status < 200 || r->status >= 300) {
+      if (auto wanted = layout_required_by(*r)) layout_wanted_ = wanted;
+      return api_error(what, *r);
+    }
     ++(update ? result.updated : result.created);
     sent_[name] = d["spec"];
     // The answer is the object as stored: the read-back of what the server kept.
@@ -230,36 +253,48 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
 }
 
 Result<ServerFields> SlicePublisher::probe(const std::string& driver, const std::string& node) {
+  // Which layout: the version's validation says, not its number (a distribution may carry
+  // another rule than its version suggests, and the dry run asks the very server, its admission
+  // included). The layout of 1.35 and later first; only 1.34's own 422 makes a second request.
+  const json counters = {{"c", {{"value", "1"}}}};
+  json device = {
+      {"name", "probe"},
+      {"consumesCounters", json::array({{{"counterSet", "probe"}, {"counters", counters}}})},
+      {"taints",
+       json::array({{{"key", kUnhealthyTaint}, {"value", "probe"}, {"effect", "NoSchedule"}}})}};
   json spec;
   spec["driver"] = driver;
   spec["nodeName"] = node;
-  spec["pool"] = {{"name", node}, {"generation", 0}, {"resourceSliceCount", 1}};
-  spec["sharedCounters"] =
-      json::array({{{"name", "probe"}, {"counters", {{"c", {{"value", "1"}}}}}}});
-  spec["devices"] = json::array(
-      {{{"name", "probe"},
-        {"consumesCounters",
-         json::array({{{"counterSet", "probe"}, {"counters", {{"c", {{"value", "1"}}}}}}})},
-        {"taints",
-         json::array(
-             {{{"key", kUnhealthyTaint}, {"value", "probe"}, {"effect", "NoSchedule"}}})}}});
-  json slice = {{"apiVersion", "resource.k8s.io/v1"},
-                {"kind", "ResourceSlice"},
-                {"metadata", {{"name", slice_name(Pool{driver, node, {}}, 0)}}},
-                {"spec", spec}};
-  std::string name = slice["metadata"]["name"].get<std::string>();
+  spec["pool"] = {{"name", node}, {"generation", 0}, {"resourceSliceCount", 2}};
+  spec["devices"] = json::array({device});
+  std::string name = slice_name(Pool{driver, node, {}}, 0);
   name = name.substr(0, name.size() - 1) + "probe";  // "<node>-polyaccel-probe", never stored
-  slice["metadata"]["name"] = name;
-  std::string path = std::string(kResourceSlicesPath) + "?dryRun=All";
-  auto r = client_.request("POST", path, slice.dump());
-  if (!r) return r.error();
+  const std::string path = std::string(kResourceSlicesPath) + "?dryRun=All";
+  ServerFields fields;
+  Result<HttpResponse> r = Error{};
+  for (CounterLayout layout : {CounterLayout::own_slices, CounterLayout::with_devices}) {
+    fields.layout = layout;
+    if (layout == CounterLayout::with_devices) {
+      spec["pool"]["resourceSliceCount"] = 1;
+      spec["sharedCounters"] = json::array({{{"name", "probe"}, {"counters", counters}}});
+    }
+    json slice = {{"apiVersion", "resource.k8s.io/v1"},
+                  {"kind", "ResourceSlice"},
+                  {"metadata", {{"name", name}}},
+                  {"spec", spec}};
+    r = client_.request("POST", path, slice.dump());
+    if (!r) return r.error();
+    if (layout_required_by(*r) != CounterLayout::with_devices) break;
+  }
   if (r->status < 200 || r->status >= 300) return api_error("POST " + path, *r);
   json stored = json::parse(r->body, nullptr, false);
   if (!stored.is_object() || !stored.contains("spec"))
     return Error{ErrorCode::io, "POST " + path, "the answer is not a ResourceSlice", {}};
-  std::optional<bool> counters, taints;
-  note_stored(spec, stored, counters, taints);
-  return ServerFields{counters.value_or(true), taints.value_or(true)};
+  std::optional<bool> kept_counters, kept_taints;
+  note_stored(spec, stored, kept_counters, kept_taints);
+  fields.counters = kept_counters.value_or(true);
+  fields.taints = kept_taints.value_or(true);
+  return fields;
 }
 
 Status SlicePublisher::remove_all(const std::string& driver, const std::string& node) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -19,10 +20,12 @@
 namespace polyaccel::dra {
 
 // What the API server keeps of the fields that feature gates guard: a server with the gate off
-// accepts the slice and silently drops the field (Kubernetes 1.34 and 1.35 by default).
+// accepts the slice and silently drops the field (Kubernetes 1.34 and 1.35 by default). And where
+// it takes counter sets: its validation refuses the other layout (slices.h, CounterLayout).
 struct ServerFields {
   bool counters = true;  // sharedCounters, consumesCounters (DRAPartitionableDevices)
   bool taints = true;    // devices' taints (DRADeviceTaints)
+  CounterLayout layout = CounterLayout::own_slices;
   bool operator==(const ServerFields&) const = default;
 };
 
@@ -44,10 +47,16 @@ class SlicePublisher {
   // Makes the server's slices equal `pool`. A 409 (someone else wrote meanwhile) lists again and
   // retries, a few times. Errors: 403 (RBAC, with the remedy), other statuses, transport.
   Result<SyncResult> sync(const Pool& pool);
-  // What the server keeps, asked without storing anything: a dry-run create (?dryRun=All) of a
-  // slice "<node>-polyaccel-probe" with a counter set, a device that consumes it and a taint;
-  // the answer is the object as the server would store it.
+  // What the server keeps and the layout it takes, asked without storing anything: dry-run
+  // creates (?dryRun=All) of a slice "<node>-polyaccel-probe". First as 1.35 and later want it:
+  // a device with a taint that consumes a counter set of another slice. Only a server that
+  // answers 422 "must reference a counterSet defined in the ResourceSlice sharedCounters" (1.34)
+  // is asked again, with the counter set beside the device. The answer is the object as the
+  // server would store it.
   Result<ServerFields> probe(const std::string& driver, const std::string& node);
+  // The layout a write's 422 asked for since the last call (the server's own rule, quoted in
+  // slices.h), then nothing: how a server whose dry runs are refused still gets its layout.
+  std::optional<CounterLayout> take_layout_wanted() { return std::exchange(layout_wanted_, {}); }
   // Deletes every slice of the pool (the driver is going away for good).
   Status remove_all(const std::string& driver, const std::string& node);
 
@@ -58,7 +67,13 @@ class SlicePublisher {
   std::map<std::string, std::int64_t> last_generation_;
   // The spec each slice (by name) was last written with, its pool generation included.
   std::map<std::string, nlohmann::json> sent_;
+  std::optional<CounterLayout> layout_wanted_;
 };
+
+// The layout a 422 of kube-apiserver asks for, by its message: "only one of `sharedCounters` or
+// `devices` is allowed" (1.35+) or "must reference a counterSet defined in the ResourceSlice
+// sharedCounters" (1.34); nothing for any other answer.
+std::optional<CounterLayout> layout_required_by(const HttpResponse& r);
 
 inline constexpr const char* kResourceSlicesPath = "/apis/resource.k8s.io/v1/resourceslices";
 

@@ -56,6 +56,7 @@ Result<Pool> DraRunner::build(const HostModel& model, const AcceleratorSnapshot&
   so.unhealthy.insert(withdrawn_.begin(), withdrawn_.end());
   // What the server drops cannot keep devices apart or out: publish only what needs neither.
   so.counters = fields_.counters;
+  so.layout = fields_.layout;
   if (!fields_.taints) so.withdraw_unhealthy = true;
   return build_pool(model, so);
 }
@@ -112,6 +113,14 @@ bool DraRunner::note_fields(const ServerFields& fields, const char* how) {
                       : std::string("the API server drops device taints (") + how +
                             "; feature gate DRADeviceTaints off): unhealthy devices are withdrawn "
                             "instead");
+  }
+  if (old.layout != fields.layout) {
+    log(fields.layout == CounterLayout::own_slices
+            ? std::string("the API server takes counter sets only in slices of their own (") + how +
+                  "; Kubernetes 1.35 and later): publishing them apart from the devices"
+            : std::string("the API server takes counter sets only beside the devices that "
+                          "consume them (") +
+                  how + "; Kubernetes 1.34): publishing each with its devices");
   }
   return !(old == fields);
 }
@@ -246,6 +255,17 @@ void DraRunner::follow(std::shared_ptr<const AcceleratorSnapshot> start_snapshot
       last_error = e;
       next_sync = now() + backoff;
       backoff = std::min(backoff * 2, options_.max_backoff);
+      // A write refused for where its counter sets are (the server's 422 says which layout it
+      // takes; the dry run may have been refused): the pool in that layout, published at once.
+      if (auto layout = publisher_->take_layout_wanted()) {
+        ServerFields seen;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          seen = fields_;
+        }
+        seen.layout = *layout;
+        if (note_fields(seen, "a write it refused")) rebuild();
+      }
     }
   }
 }

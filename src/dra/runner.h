@@ -14,6 +14,11 @@
 //   cannot be over-committed are published (whole GPUs, existing MIG instances: no placements);
 //   without taints unhealthy devices are withdrawn. Each switch is logged once and shows in
 //   status() (polyaccel_dra_* metrics); it switches back when the server keeps them again.
+// - Where counter sets go: Kubernetes 1.35 and later refuse a slice with both counter sets and
+//   devices, 1.34 a device that consumes a counter set of another slice (CounterLayout). The dry
+//   run tries 1.35's layout and falls back on 1.34's own 422; a write refused with either 422
+//   switches the layout too (a server that refuses dry runs). Going by the server's answers and
+//   not by its version number holds for distributions that carry another rule.
 // - Wipes: the kubelet deletes every ResourceSlice of its node when it starts and when a plugin
 //   unregisters. A watch on the pool's slices (field selectors spec.nodeName, spec.driver) sees
 //   the deletes, and the pool is published again within a second or so, not at the next resync.

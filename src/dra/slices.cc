@@ -145,8 +145,9 @@ void add_counter(CounterConsumption& c, const std::string& name, std::uint64_t v
   c.counters[name] = std::to_string(value);
 }
 
-// One unit of packing: a counter set (maybe none) and the devices that consume it; a unit is
-// never split over two slices, because a device consumes counters of its own slice.
+// One unit of packing: a counter set (maybe none) and the devices that consume it. With
+// CounterLayout::with_devices (1.34) a unit is never split over two slices, because a device
+// consumes counters of its own slice there; with own_slices its set and devices go apart.
 struct Unit {
   std::optional<CounterSet> counters;
   std::vector<Device> devices;
@@ -548,6 +549,71 @@ size_t Pool::device_count() const {
   return n;
 }
 
+const char* to_string(CounterLayout layout) {
+  return layout == CounterLayout::own_slices ? "own-slices" : "with-devices";
+}
+
+namespace {
+
+// What breaks a per-device limit of the layout's Kubernetes versions: nothing ("") or the limit.
+std::string device_limit_broken(const Device& d, CounterLayout layout) {
+  if (d.attributes.size() + d.capacity.size() > kMaxAttributesAndCapacities)
+    return "32 attributes and capacities";
+  if (d.taints.size() > kMaxTaintsPerDevice) return "4 taints";
+  if (!is_dns_label(d.name)) return "a DNS label for a name";
+  if (layout == CounterLayout::with_devices) {
+    if (consumed_total(d) > kMaxConsumedCountersPerDevice) return "32 consumed counters";
+  } else {
+    if (d.consumes.size() > kMaxCounterSetsPerDevice) return "2 counter sets consumed";
+    for (const auto& c : d.consumes)
+      if (c.counters.size() > kMaxCountersPerConsumption) return "32 counters from one set";
+  }
+  return {};
+}
+
+// 1.35 and later: the counter sets in slices of their own (first, 8 a slice), then the devices,
+// as many a slice as the device limit takes; a GPU's devices may be in two slices, the counters
+// are the pool's.
+Result<Pool> pack_counter_sets_apart(Pool pool, std::vector<Unit> units) {
+  std::vector<CounterSet> sets;
+  std::vector<Device> devices;
+  for (auto& u : units) {
+    if (u.counters) {
+      if (u.counters->counters.size() > kMaxCountersPerCounterSet) {
+        return Error{ErrorCode::unsupported,
+                     "counter set " + u.counters->name,
+                     "holds more than 32 counters, the most a counter set may have",
+                     {}};
+      }
+      sets.push_back(std::move(*u.counters));
+    }
+    for (auto& d : u.devices)
+      devices.push_back(std::move(d));
+  }
+  for (size_t i = 0; i < sets.size(); ++i) {
+    if (i % kMaxCounterSetsPerSlice == 0) pool.slices.emplace_back();
+    pool.slices.back().shared_counters.push_back(std::move(sets[i]));
+  }
+  size_t in_slice = 0;
+  bool advanced = false;  // taints or counters in the current device slice
+  for (auto& d : devices) {
+    const bool a = !d.taints.empty() || !d.consumes.empty();
+    const size_t max =
+        advanced || a ? kMaxDevicesPerSliceWithCountersOrTaints : kMaxDevicesPerSlice;
+    if (in_slice == 0 || in_slice + 1 > max) {
+      pool.slices.emplace_back();
+      in_slice = 0;
+      advanced = false;
+    }
+    advanced = advanced || a;
+    ++in_slice;
+    pool.slices.back().devices.push_back(std::move(d));
+  }
+  return pool;
+}
+
+}  // namespace
+
 Result<Pool> build_pool(const HostModel& model, const SliceOptions& options) {
   if (!is_dns_subdomain(options.node))
     return bad_input("node name \"" + options.node + "\"", "is not a DNS subdomain",
@@ -569,17 +635,21 @@ Result<Pool> build_pool(const HostModel& model, const SliceOptions& options) {
       units.push_back(std::move(u));
   }
   Pool pool{options.driver, options.node, {}};
-  SliceLoad current;
-  for (auto& u : units) {
+  for (const auto& u : units) {
     for (const auto& d : u.devices) {
-      if (d.attributes.size() + d.capacity.size() > kMaxAttributesAndCapacities ||
-          d.taints.size() > kMaxTaintsPerDevice || !is_dns_label(d.name)) {
+      std::string broken = device_limit_broken(d, options.layout);
+      if (!broken.empty()) {
         return Error{ErrorCode::internal,
                      "device " + d.name,
-                     "breaks a per-device limit of resource.k8s.io/v1",
+                     "breaks a per-device limit of resource.k8s.io/v1 (" + broken + ")",
                      {}};
       }
     }
+  }
+  if (options.layout == CounterLayout::own_slices)
+    return pack_counter_sets_apart(std::move(pool), std::move(units));
+  SliceLoad current;
+  for (auto& u : units) {
     SliceLoad l = load_of(u);
     if (!l.fits()) {
       return Error{ErrorCode::unsupported,
@@ -658,7 +728,7 @@ nlohmann::json slice_json(const Pool& pool, size_t index, std::int64_t generatio
     }
     devices.push_back(std::move(dj));
   }
-  spec["devices"] = std::move(devices);
+  if (!s.devices.empty() || s.shared_counters.empty()) spec["devices"] = std::move(devices);
   if (!s.shared_counters.empty()) {
     json sc = json::array();
     for (const auto& c : s.shared_counters)

@@ -15,7 +15,8 @@
 // Every device carries resource.kubernetes.io/{pciBusID, pcieRoot, numaNode} where the model
 // knows them (numaNode is left out, never guessed, when the device has no single NUMA node) and
 // polyaccel.io attributes (docs/dra.md). The pool is split into as many slices as the API's
-// per-slice limits need.
+// per-slice limits need; where its counter sets go depends on the Kubernetes version
+// (CounterLayout).
 #pragma once
 
 #include <cstdint>
@@ -38,14 +39,22 @@ inline constexpr const char* kUnhealthyTaint = "polyaccel.io/unhealthy";
 // --json schema of `polyaccel dra slices` (docs/dra.md).
 inline constexpr int kSlicesSchemaVersion = 1;
 
-// The documented limits of resource.k8s.io/v1 (ResourceSliceSpec, Device, CounterSet).
+// The limits of resource.k8s.io/v1 (ResourceSliceSpec, Device, CounterSet; k8s.io/api
+// resource/v1 types.go and kube-apiserver's validation of each version).
 inline constexpr size_t kMaxDevicesPerSlice = 128;
-// Kubernetes 1.35 allows only 64 devices in a slice that uses counters or taints; kept here so
-// that the same slices are valid on 1.34 and later.
+// Kubernetes 1.35 and later allow only 64 devices in a slice where one has taints or consumes
+// counters; kept for 1.34 too (which allows 128).
 inline constexpr size_t kMaxDevicesPerSliceWithCountersOrTaints = 64;
+// 1.34 (counter sets beside their devices):
 inline constexpr size_t kMaxSharedCountersPerSlice = 32;      // all counters of all sets
 inline constexpr size_t kMaxConsumedCountersPerSlice = 1024;  // all counters of all devices
-inline constexpr size_t kMaxAttributesAndCapacities = 32;     // per device
+inline constexpr size_t kMaxConsumedCountersPerDevice = 32;   // all sets a device consumes
+// 1.35 and later (counter sets in slices of their own):
+inline constexpr size_t kMaxCounterSetsPerSlice = 8;
+inline constexpr size_t kMaxCountersPerCounterSet = 32;
+inline constexpr size_t kMaxCounterSetsPerDevice = 2;      // consumesCounters entries
+inline constexpr size_t kMaxCountersPerConsumption = 32;   // counters of one of them
+inline constexpr size_t kMaxAttributesAndCapacities = 32;  // per device
 inline constexpr size_t kMaxTaintsPerDevice = 4;
 inline constexpr size_t kMaxAttributeValueLength = 64;
 inline constexpr size_t kMaxDnsLabelLength = 63;
@@ -119,6 +128,20 @@ enum class MigDevices {
              // instance (docs/dra.md)
 };
 
+// Where a pool's counter sets go. kube-apiserver refuses the other layout (422), so the publisher
+// asks the server which one it takes (publisher.h).
+enum class CounterLayout {
+  // Kubernetes 1.35 and later: counter sets in slices of their own ("only one of
+  // `sharedCounters` or `devices` is allowed"), the devices in the others; a device consumes
+  // counter sets of any slice of its pool. Those slices count in resourceSliceCount.
+  own_slices,
+  // Kubernetes 1.34: a counter set in the slice of the devices that consume it (a device "must
+  // reference a counterSet defined in the ResourceSlice sharedCounters"); a GPU's counter set
+  // and its devices are never split.
+  with_devices,
+};
+const char* to_string(CounterLayout layout);
+
 struct SliceOptions {
   std::string node;  // the Node's name: the pool name and spec.nodeName
   std::string driver = kDriverName;
@@ -127,6 +150,7 @@ struct SliceOptions {
   // off): no counters, and only devices that cannot be over-committed without them (whole GPUs,
   // existing MIG instances, AMD partitions), whatever `mig` says.
   bool counters = true;
+  CounterLayout layout = CounterLayout::own_slices;
   // Devices by PCI bus id that are unhealthy now: tainted NoSchedule (or left out, withdraw).
   std::set<std::string> unhealthy;
   bool withdraw_unhealthy = false;
@@ -140,15 +164,16 @@ struct Pool {
   size_t device_count() const;
 };
 
-// The node's pool. Errors: an empty or invalid node name, a GPU whose counter set alone breaks a
-// per-slice limit (cannot be published at all).
+// The node's pool. Errors: an empty or invalid node name, a GPU whose counter set (with its
+// devices, for with_devices) alone breaks a per-slice limit (cannot be published at all).
 Result<Pool> build_pool(const HostModel& model, const SliceOptions& options);
 
 // The name of slice `index` of the pool: "<node>-polyaccel-<index>" (a DNS subdomain).
 std::string slice_name(const Pool& pool, size_t index);
 
 // The ResourceSlice object of slice `index`, as the API server takes it (apiVersion, kind,
-// metadata.name, spec). `generation` is the pool generation.
+// metadata.name, spec). `generation` is the pool generation. A slice of counter sets only has no
+// `devices` field at all (1.35's server takes even an empty list for devices set).
 nlohmann::json slice_json(const Pool& pool, size_t index, std::int64_t generation);
 
 // A Kubernetes Quantity for a byte count: "80Gi", "40192Mi", or the plain number.

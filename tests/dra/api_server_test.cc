@@ -147,6 +147,109 @@ TEST_F(ApiServer, ATaintTheServerDropsIsSeenAndTheDeviceWithdrawn) {
     EXPECT_NE(name, "gpu-0") << "0000:4e:00.0 is gpu-0";
 }
 
+// The dry run on servers of each version and gate: what they keep and the layout they take,
+// from the servers' own answers. 1.34 with DRAPartitionableDevices on refuses a device that
+// consumes a counter set of another slice (one 422, then the second dry run); with the gate off
+// the counters are dropped before validation, so nothing is refused and none are kept. Nothing
+// is stored; GET /version says which version the test server plays.
+TEST_F(ApiServer, TheDryRunFindsTheLayoutEachVersionTakes) {
+  SlicePublisher pub(*client_);
+  struct Case {
+    unsigned minor;
+    bool gates;
+    CounterLayout layout;
+    unsigned dry_runs;
+  };
+  for (const Case& c :
+       {Case{34, true, CounterLayout::with_devices, 2},
+        Case{34, false, CounterLayout::own_slices, 1}, Case{35, true, CounterLayout::own_slices, 1},
+        Case{35, false, CounterLayout::own_slices, 1}, Case{36, true, CounterLayout::own_slices, 1},
+        Case{37, true, CounterLayout::own_slices, 1}}) {
+    SCOPED_TRACE("1." + std::to_string(c.minor) + (c.gates ? " gates on" : " gates off"));
+    server_.play(c.minor);
+    unsigned before;
+    {
+      std::lock_guard<std::mutex> lock(server_.mu);
+      server_.partitionable_devices = server_.device_taints = c.gates;
+      before = server_.dry_runs + static_cast<unsigned>(server_.refusals.size());
+    }
+    auto version = client_->request("GET", "/version");
+    ASSERT_TRUE(version);
+    EXPECT_EQ(json::parse(version->body)["minor"], std::to_string(c.minor));
+    auto fields = pub.probe(kDriverName, "node-1");
+    ASSERT_TRUE(fields) << fields.error().message();
+    EXPECT_EQ(fields->counters, c.gates);
+    EXPECT_EQ(fields->taints, c.gates);
+    if (c.gates) {
+      EXPECT_EQ(fields->layout, c.layout);
+    }
+    std::lock_guard<std::mutex> lock(server_.mu);
+    EXPECT_EQ(server_.dry_runs + server_.refusals.size() - before, c.dry_runs);
+    EXPECT_EQ(server_.refused_writes, 0u);
+    EXPECT_TRUE(server_.slices.empty());
+  }
+}
+
+// A write the server refuses for its layout says which one it takes, and a pool built so is
+// then taken: 1.36 refuses 1.34's slices ("only one of `sharedCounters` or `devices` is
+// allowed"), 1.34 refuses 1.36's. An AMD node (the MI250X capture, four partitions a GPU) with
+// its counter sets gpu-<i>-partitions.
+TEST_F(ApiServer, ARefusedLayoutIsNamedAndTheOtherIsTaken) {
+  HostModel amd = polyaccel::testing::load_fixture(polyaccel::testing::kMi250x);
+  for (auto& a : amd.accelerators)
+    if (a.vendor == Vendor::amd) a.partitions = 4;
+  auto build = [&](CounterLayout layout) {
+    SliceOptions o;
+    o.node = "node-1";
+    o.layout = layout;
+    auto p = build_pool(amd, o);
+    EXPECT_TRUE(p);
+    return *p;
+  };
+  for (unsigned minor : {34u, 36u}) {
+    SCOPED_TRACE("1." + std::to_string(minor));
+    server_.play(minor);
+    {
+      std::lock_guard<std::mutex> lock(server_.mu);
+      server_.partitionable_devices = server_.device_taints = true;
+      server_.slices.clear();
+    }
+    const CounterLayout right =
+        minor == 34 ? CounterLayout::with_devices : CounterLayout::own_slices;
+    const CounterLayout wrong =
+        minor == 34 ? CounterLayout::own_slices : CounterLayout::with_devices;
+    SlicePublisher pub(*client_);
+    auto refused = pub.sync(build(wrong));
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message().find("HTTP 422"), std::string::npos)
+        << refused.error().message();
+    EXPECT_EQ(pub.take_layout_wanted(), right);
+    EXPECT_EQ(pub.take_layout_wanted(), std::nullopt) << "said once";
+    auto taken = pub.sync(build(right));
+    ASSERT_TRUE(taken) << taken.error().message();
+    EXPECT_EQ(taken->counters_kept, std::optional<bool>(true));
+    std::vector<json> stored;
+    {
+      std::lock_guard<std::mutex> lock(server_.mu);
+      for (const auto& [name, s] : server_.slices)
+        stored.push_back(s);
+    }
+    expect_consistent_pool("node-1", stored.size(), taken->generation);
+    polyaccel::testing::StructuredAllocator scheduler;
+    scheduler.kubernetes_minor = minor;
+    scheduler.set_slices(stored);
+    polyaccel::testing::ClaimSpec one{{{"p", "gpu-partition", {}, 1}}, {}};
+    size_t allocated = 0;
+    while (scheduler.allocate(one) && allocated < 1000)
+      ++allocated;
+    size_t partitions = 0;
+    for (const auto& a : amd.accelerators)
+      if (a.vendor == Vendor::amd) partitions += 4;
+    EXPECT_EQ(allocated, partitions) << "each partition once, no more than a GPU holds";
+    EXPECT_TRUE(pub.sync(build(right))) << "steady";
+  }
+}
+
 // The claims of deploy/kubernetes/overlays/dra over the XE8640's stored slices, allocated as the
 // scheduler does: what kube-scheduler 1.34 gave (four GPUs never twice, two NVLink pairs,
 // three GPU+NIC pairs by NUMA node or root complex: cb:00.0 has no RDMA NIC near it).

@@ -1,11 +1,13 @@
 // The DRA devices and ResourceSlices of real captured machines (../shared/fixtures/topologies)
 // and of the vendor libraries' test builds, checked against the topology and against the real
 // OpenAPI schema of resource.k8s.io/v1 (k8s_schema.h).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <regex>
 #include <set>
 
+#include "dra/slice_validation.h"
 #include "dra/slices.h"
 #include "kube/models.h"
 #include "share/mig_profiles.h"
@@ -31,11 +33,21 @@ Pool pool_of(const HostModel& m, SliceOptions o = {}) {
   return p ? *p : Pool{};
 }
 
-void expect_valid(const Pool& p) {
+// Valid by the schema and by the validation of every Kubernetes version that takes the layout
+// (1.35 to 1.37 for own_slices, 1.34 for with_devices).
+void expect_valid(const Pool& p, CounterLayout layout = CounterLayout::own_slices) {
+  const std::vector<unsigned> minors = layout == CounterLayout::own_slices
+                                           ? std::vector<unsigned>{35, 36, 37}
+                                           : std::vector<unsigned>{34};
   for (size_t i = 0; i < p.slices.size(); ++i) {
     json s = slice_json(p, i, 1);
     auto errors = schema().validate(s);
     EXPECT_TRUE(errors.empty()) << slice_name(p, i) << ": " << errors.front();
+    for (unsigned minor : minors) {
+      auto refused = polyaccel::testing::resource_slice_errors(s, minor);
+      EXPECT_TRUE(refused.empty())
+          << "1." << minor << " refuses " << slice_name(p, i) << ": " << refused.front();
+    }
     EXPECT_EQ(s["spec"]["pool"]["resourceSliceCount"], p.slices.size());
   }
 }
@@ -352,21 +364,106 @@ TEST(DraSlices, UnhealthyDevicesAreTaintedOrWithdrawn) {
 TEST(DraSlices, AManyDeviceNodeIsSplitAtTheDeviceLimit) {
   // The NEC tree's X722 with 64 VFs would still fit; 8 GPUs with every MIG placement do not.
   HostModel m = h200_mig();
-  SliceOptions o;
-  o.node = "node-1";
-  o.mig = MigDevices::all;
-  Pool p = pool_of(m, o);
-  std::set<std::string> names;
-  for (const auto& s : p.slices) {
-    size_t shared = 0;
-    for (const auto& cs : s.shared_counters)
-      shared += cs.counters.size();
-    EXPECT_LE(shared, kMaxSharedCountersPerSlice);
-    EXPECT_LE(s.devices.size(), kMaxDevicesPerSliceWithCountersOrTaints);
-    for (const auto& d : s.devices)
-      EXPECT_TRUE(names.insert(d.name).second) << d.name;
+  for (CounterLayout layout : {CounterLayout::own_slices, CounterLayout::with_devices}) {
+    SCOPED_TRACE(to_string(layout));
+    SliceOptions o;
+    o.node = "node-1";
+    o.mig = MigDevices::all;
+    o.layout = layout;
+    Pool p = pool_of(m, o);
+    expect_valid(p, layout);
+    std::set<std::string> names;
+    for (const auto& s : p.slices) {
+      size_t shared = 0;
+      for (const auto& cs : s.shared_counters) {
+        shared += cs.counters.size();
+        EXPECT_LE(cs.counters.size(), kMaxCountersPerCounterSet);
+      }
+      if (layout == CounterLayout::with_devices) {
+        EXPECT_LE(shared, kMaxSharedCountersPerSlice);
+      } else {
+        EXPECT_LE(s.shared_counters.size(), kMaxCounterSetsPerSlice);
+      }
+      EXPECT_LE(s.devices.size(), kMaxDevicesPerSliceWithCountersOrTaints);
+      for (const auto& d : s.devices)
+        EXPECT_TRUE(names.insert(d.name).second) << d.name;
+    }
+    EXPECT_EQ(names.size(), p.device_count());
   }
-  EXPECT_EQ(names.size(), p.device_count());
+}
+
+// The same devices and counter sets in both layouts, each where its Kubernetes versions take
+// them, for MIG placements (counter set gpu-<i>-mig) and AMD partitions (gpu-<i>-partitions):
+// from 1.35 on in slices of their own (kube-apiserver refuses a slice with both: "only one of
+// `sharedCounters` or `devices` is allowed"), on 1.34 beside the devices that consume them (a
+// device "must reference a counterSet defined in the ResourceSlice sharedCounters"). Each
+// layout is refused by the versions of the other.
+TEST(DraSlices, CounterSetsGoWhereTheVersionTakesThem) {
+  HostModel amd = polyaccel::testing::load_fixture(kTioga);
+  size_t partitioned = 0;
+  for (auto& a : amd.accelerators)
+    if (a.vendor == Vendor::amd) {
+      a.partitions = 4;  // CPX on an MI250X GCD is 1; 4 stands for any mode with counters
+      ++partitioned;
+    }
+  ASSERT_GT(partitioned, 0u);
+  struct Case {
+    const char* what;
+    HostModel model;
+    MigDevices mig;
+    const char* set_suffix;
+  };
+  for (const Case& c : {Case{"MIG placements", h200_mig(), MigDevices::all, "-mig"},
+                        Case{"AMD partitions", amd, MigDevices::existing, "-partitions"}}) {
+    SCOPED_TRACE(c.what);
+    std::map<CounterLayout, Pool> pools;
+    for (CounterLayout layout : {CounterLayout::own_slices, CounterLayout::with_devices}) {
+      SliceOptions o;
+      o.node = "node-1";
+      o.mig = c.mig;
+      o.layout = layout;
+      pools[layout] = pool_of(c.model, o);
+      expect_valid(pools[layout], layout);
+    }
+    const Pool& apart = pools[CounterLayout::own_slices];
+    const Pool& beside = pools[CounterLayout::with_devices];
+    EXPECT_EQ(apart.device_count(), beside.device_count());
+    std::set<std::string> sets_apart, sets_beside;
+    bool refused_by_34 = false, refused_by_35 = false;
+    for (size_t i = 0; i < apart.slices.size(); ++i) {
+      const Slice& s = apart.slices[i];
+      EXPECT_TRUE(s.shared_counters.empty() || s.devices.empty()) << slice_name(apart, i);
+      for (const auto& cs : s.shared_counters) {
+        sets_apart.insert(cs.name);
+        EXPECT_TRUE(cs.name.ends_with(c.set_suffix)) << cs.name;
+      }
+      json j = slice_json(apart, i, 1);
+      if (s.devices.empty()) {
+        EXPECT_FALSE(j["spec"].contains("devices")) << "an empty list is devices set, for 1.35";
+      }
+      refused_by_34 = refused_by_34 || !polyaccel::testing::resource_slice_errors(j, 34).empty();
+    }
+    for (size_t i = 0; i < beside.slices.size(); ++i) {
+      const Slice& s = beside.slices[i];
+      std::set<std::string> here;
+      for (const auto& cs : s.shared_counters) {
+        here.insert(cs.name);
+        sets_beside.insert(cs.name);
+      }
+      for (const auto& d : s.devices)
+        for (const auto& cc : d.consumes)
+          EXPECT_TRUE(here.count(cc.counter_set)) << d.name << " in " << slice_name(beside, i);
+      auto errors = polyaccel::testing::resource_slice_errors(slice_json(beside, i, 1), 35);
+      if (!errors.empty()) {
+        refused_by_35 = true;
+        EXPECT_THAT(errors.front(), ::testing::HasSubstr("only one of `sharedCounters`"));
+      }
+    }
+    EXPECT_FALSE(sets_apart.empty());
+    EXPECT_EQ(sets_apart, sets_beside);
+    EXPECT_TRUE(refused_by_34) << "1.34 takes no device apart from its counter set";
+    EXPECT_TRUE(refused_by_35) << "1.35 takes no counter set beside devices";
+  }
 }
 
 TEST(DraSlices, BadNodeNamesAreRefused) {
