@@ -158,6 +158,23 @@ std::string unknown_option_message(const CLI::App* app, const std::string& path,
 
 }  // namespace
 
+std::vector<std::string> split_empty_values(int argc, const char* const* argv) {
+  std::vector<std::string> out;
+  bool options = true;
+  for (int i = 0; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == "--") options = false;
+    if (options && i > 0 && word.size() > 3 && word.starts_with("--") && word.back() == '=' &&
+        word.find('=') == word.size() - 1) {
+      out.push_back(word.substr(0, word.size() - 1));
+      out.emplace_back();
+      continue;
+    }
+    out.push_back(std::move(word));
+  }
+  return out;
+}
+
 std::string unknown_word(const CLI::App& app, int argc, const char* const* argv) {
   const CLI::App* current = &app;
   std::string path = "polyaccel";

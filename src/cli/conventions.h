@@ -21,6 +21,11 @@ std::string version_text();
 // <what>"). Call on the top-level app before adding subcommands (they inherit it).
 void apply_conventions(CLI::App& app);
 
+// argv with each `--name=` (an empty value after '=') split into `--name` and "": CLI11 would
+// take the word after it as the value (the DRA DaemonSet's `--kubelet-dir=` swallowed its
+// `--nfd-features-dir=...`). Words after a lone `--` are left as they are.
+std::vector<std::string> split_empty_values(int argc, const char* const* argv);
+
 // Checks argv against the command tree before CLI11 sees them: an unknown command word gives
 // "unknown command 'bogus' (did you mean 'topo'?)", an unknown option of the command "unknown
 // option --topolgy (did you mean --topology?)". Returns the message, or "" when every command

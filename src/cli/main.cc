@@ -12,8 +12,16 @@
 #include "cli/dra_commands.h"
 #include "cli/output_format.h"
 
-int main(int argc, char** argv) {
+int main(int raw_argc, char** raw_argv) {
   using namespace polyaccel::cli;
+  // `--name=` is an empty value, not "take the next word" (conventions.h).
+  std::vector<std::string> words = split_empty_values(raw_argc, raw_argv);
+  std::vector<char*> word_ptrs;
+  for (auto& w : words)
+    word_ptrs.push_back(w.data());
+  word_ptrs.push_back(nullptr);
+  int argc = static_cast<int>(words.size());
+  char** argv = word_ptrs.data();
   CLI::App app{"polyaccel: the accelerator performance layer (topology, audit, placement, agent)"};
   apply_conventions(app);
   app.require_subcommand(1);

@@ -259,6 +259,21 @@ TEST(Conventions, EmptyPathIsRefused) {
   }
 }
 
+// `--name=` is an empty value and the next word stays a word of its own: CLI11 alone took it as the
+// value (the DRA DaemonSet's `--kubelet-dir=` swallowed its `--nfd-features-dir=...`, which then
+// served as the device-plugins directory).
+TEST(Conventions, AnEmptyValueAfterEqualsTakesNotTheNextWord) {
+  std::string topo = " --topology " + topology_fixture(kXe8640).string();
+  auto r = run_command(bin() + " agent --once --accel-backends off" + topo +
+                       " --kubelet-dir= --pod-resources-socket= --nfd-features-dir= --json 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("{", 0), 0u)
+      << "--json was taken as a value: " << r.output.substr(0, 300);
+  // A lone -- ends the options: what follows it is left as it is.
+  r = run_command(bin() + " run --dry-run" + topo + " -- /bin/echo --x= 2>&1");
+  EXPECT_NE(r.output.find("--x="), std::string::npos) << r.output;
+}
+
 // issue 29 (12): -o is the output format in every command; a value that is no format names the
 // option that was meant.
 TEST(Conventions, DashOIsTheFormatEverywhere) {
