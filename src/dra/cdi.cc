@@ -99,9 +99,15 @@ Result<DeviceNeeds> needs_of(const HostModel& model, const Device& d, const CdiH
         std::string gi = gpu + "/gi" + std::to_string(m.gpu_instance_id);
         std::string ci = gi + "/ci" + std::to_string(m.compute_instance_id);
         for (const std::string& cap : {gi + "/access", ci + "/access"}) {
+          // Without its capability nodes the container cannot open the instance: no spec.
           auto it = host.mig_caps.find(cap);
-          if (it != host.mig_caps.end())
-            add_node(n.own, o, "nvidia-caps/nvidia-cap" + std::to_string(it->second));
+          if (it == host.mig_caps.end()) {
+            return Error{
+                ErrorCode::not_found, d.name + " (" + bdf + ")",
+                "has no capability minor for " + cap + " in /proc/driver/nvidia-caps/mig-minors",
+                "is the nvidia driver loaded, with nvidia-caps device files?"};
+          }
+          add_node(n.own, o, "nvidia-caps/nvidia-cap" + std::to_string(it->second));
         }
       }
       n.nvidia_visible = uuid.empty() ? bdf : uuid;

@@ -219,9 +219,11 @@ TEST_F(Cdi, MigInstancesGetTheirCapabilityNodes) {
                                              "/dev/nvidia-caps/nvidia-cap22"}));
   EXPECT_EQ(spec->edits.env[0], "NVIDIA_VISIBLE_DEVICES=" + inst.uuid);
   EXPECT_EQ(spec->file_name(), "polyaccel.io-claim_abc-1.json");
-  // The GPU on a host without the nvidia driver: an error naming it, no spec.
+  // The GPU on a host without the nvidia driver's files (its minor from NVML): no capability
+  // minors, an error naming them, no spec.
   auto none = claim_spec(m, {d}, read_cdi_host(m, ""), "abc-1", {});
-  EXPECT_FALSE(none);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message().find("mig-minors"), std::string::npos) << none.error().message();
 }
 
 TEST_F(Cdi, CommandsPrintSlicesAndWriteSpecs) {

@@ -207,6 +207,10 @@ TEST(DevicePlugin, CdiCriNamesTheDevicesOfTheSpecsCdiGenerateWrites) {
     std::filesystem::create_directories(info.parent_path());
     std::ofstream(info) << "Device Minor: " << i << "\n";
   }
+  // db:00.0's (minor 7) 3g.40gb instance: GPU instance 2, compute instance 0.
+  std::filesystem::create_directories(dir.path() / "root/proc/driver/nvidia-caps");
+  std::ofstream(dir.path() / "root/proc/driver/nvidia-caps/mig-minors")
+      << "config 1\nmonitor 2\ngpu7/gi2/access 66\ngpu7/gi2/ci0/access 67\n";
   auto g = run_command(polyaccel_binary() + " cdi generate --topology '" +
                        topology_fixture(kXe8640).string() + "' --accel-backends on --root '" +
                        (dir.path() / "root").string() + "' --cdi-dir '" +
