@@ -7,6 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -15,6 +16,8 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/socket_path.h"
+#include "core/strings.h"
+#include "kube/proto/dra_health_v1alpha1.grpc.pb.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/dra_v1beta1.grpc.pb.h"
 #include "kube/proto/pluginregistration_v1.grpc.pb.h"
@@ -30,6 +33,10 @@ namespace drav1 = k8s::io::kubelet::pkg::apis::dra::v1;
 namespace drav1beta1 = k8s::io::kubelet::pkg::apis::dra::v1beta1;
 
 constexpr size_t kMaxCheckpointBytes = 16u << 20;
+// kubelet cuts a health message at 1024 characters (dra-health v1alpha1, v0.36.0).
+constexpr size_t kMaxHealthMessageBytes = 1024;
+// What the registration advertises for the health service: the generated service's name.
+constexpr const char* kHealthService = "v1alpha1.DRAResourceHealth";
 
 // A claim UID goes into file and CDI device names: a UUID's characters only.
 bool valid_uid(const std::string& uid) {
@@ -89,6 +96,18 @@ json prepared_json(const PreparedClaim& c) {
 }
 
 }  // namespace
+
+const char* to_string(Health health) {
+  switch (health) {
+    case Health::healthy:
+      return "Healthy";
+    case Health::unhealthy:
+      return "Unhealthy";
+    case Health::unknown:
+      break;
+  }
+  return "Unknown";
+}
 
 std::string checkpoint_json(const std::map<std::string, PreparedClaim>& claims) {
   json j = {{"version", kCheckpointVersion}, {"claims", json::object()}};
@@ -192,8 +211,18 @@ struct DraPlugin::Impl {
   unsigned registrations = 0;
   std::string registration_error;
 
-  std::unique_ptr<grpc::Service> v1, v1beta1, registration;
+  std::unique_ptr<grpc::Service> v1, v1beta1, health_service, registration;
   std::unique_ptr<grpc::Server> dra_server, registration_server;
+
+  // The health streams' state, apart from mu: a prepare that makes a MIG instance holds mu for
+  // seconds, and a stream must not wait for it.
+  mutable std::mutex health_mu;
+  std::condition_variable health_cv;
+  PoolHealth health;                 // under health_mu
+  std::uint64_t health_version = 0;  // grows with every change of `health`
+  unsigned health_streams = 0;
+  std::uint64_t health_streams_opened = 0;
+  bool health_stopping = false;
 
   explicit Impl(DraPluginOptions o) : options(std::move(o)) {}
 
@@ -538,6 +567,86 @@ using V1beta1Service =
                drav1beta1::NodePrepareResourcesResponse, drav1beta1::NodeUnprepareResourcesRequest,
                drav1beta1::NodeUnprepareResourcesResponse>;
 
+namespace health = ::v1alpha1;
+
+health::HealthStatus wire_health(Health h) {
+  switch (h) {
+    case Health::healthy:
+      return health::HEALTHY;
+    case Health::unhealthy:
+      return health::UNHEALTHY;
+    case Health::unknown:
+      break;
+  }
+  return health::UNKNOWN;
+}
+
+// DRAResourceHealth: one stream per kubelet, the full state on connect, on every change and every
+// health_resend; ended when the plugin stops or the kubelet goes.
+class HealthService final : public health::DRAResourceHealth::Service {
+ public:
+  explicit HealthService(DraPlugin::Impl& impl) : impl_(impl) {}
+
+  grpc::Status NodeWatchResources(
+      grpc::ServerContext* ctx, const health::NodeWatchResourcesRequest*,
+      grpc::ServerWriter<health::NodeWatchResourcesResponse>* writer) override {
+    using clock = std::chrono::steady_clock;
+    const auto resend = std::max(impl_.options.health_resend, std::chrono::milliseconds(10));
+    // kubelet's own default (30 s) unless we resend more rarely than a third of it.
+    const auto timeout_s = std::max<std::int64_t>(
+        30, 3 * std::chrono::duration_cast<std::chrono::seconds>(resend).count());
+    std::unique_lock<std::mutex> lock(impl_.health_mu);
+    if (impl_.health_stopping)
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the polyaccel agent is stopping");
+    if (impl_.health_streams >= impl_.options.max_health_streams) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          std::to_string(impl_.health_streams) +
+                              " health streams are open already; the limit is " +
+                              std::to_string(impl_.options.max_health_streams));
+    }
+    ++impl_.health_streams;
+    ++impl_.health_streams_opened;
+    bool first = true;
+    std::uint64_t sent = 0;
+    auto next = clock::now();
+    while (!impl_.health_stopping && !ctx->IsCancelled()) {
+      if (first || impl_.health_version != sent || clock::now() >= next) {
+        health::NodeWatchResourcesResponse resp;
+        const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+        for (const auto& [name, report] : impl_.health.devices) {
+          auto* d = resp.add_devices();
+          d->mutable_device()->set_pool_name(impl_.health.pool);
+          d->mutable_device()->set_device_name(name);
+          d->set_health(wire_health(report.health));
+          d->set_last_updated_time(now);
+          d->set_health_check_timeout_seconds(timeout_s);
+          if (!report.message.empty())
+            d->set_message(std::string(utf8_prefix(report.message, kMaxHealthMessageBytes)));
+        }
+        sent = impl_.health_version;
+        first = false;
+        lock.unlock();
+        const bool written = writer->Write(resp);
+        lock.lock();
+        if (!written) break;  // the kubelet went
+        next = clock::now() + resend;
+        continue;
+      }
+      // Woken by a change or stop(); a kubelet that went is seen within 200 ms.
+      impl_.health_cv.wait_until(lock,
+                                 std::min(next, clock::now() + std::chrono::milliseconds(200)));
+    }
+    --impl_.health_streams;
+    impl_.health_cv.notify_all();
+    return grpc::Status::OK;
+  }
+
+ private:
+  DraPlugin::Impl& impl_;
+};
+
 class RegistrationService final : public pluginregistration::Registration::Service {
  public:
   RegistrationService(DraPlugin::Impl& impl, std::string endpoint)
@@ -551,6 +660,9 @@ class RegistrationService final : public pluginregistration::Registration::Servi
     // kubelet takes the first it knows: v1 (1.34+), else v1beta1 (1.32, 1.33).
     info->add_supported_versions("v1.DRAPlugin");
     info->add_supported_versions("v1beta1.DRAPlugin");
+    // The health stream is served too: kubelets that open it only when advertised see it here,
+    // the others ignore a version they do not know.
+    info->add_supported_versions(kHealthService);
     return grpc::Status::OK;
   }
 
@@ -604,11 +716,17 @@ Status DraPlugin::start(HostModel model, Pool pool, CdiHost host) {
   if (Status st = prepare_socket_path(endpoint); !st) return st;
   m.v1 = std::make_unique<V1Service>(*this);
   m.v1beta1 = std::make_unique<V1beta1Service>(*this);
+  m.health_service = std::make_unique<HealthService>(m);
+  {
+    std::lock_guard<std::mutex> lock(m.health_mu);
+    m.health_stopping = false;
+  }
   {
     grpc::ServerBuilder b;
     b.AddListeningPort("unix:" + endpoint, grpc::InsecureServerCredentials());
     b.RegisterService(m.v1.get());
     b.RegisterService(m.v1beta1.get());
+    b.RegisterService(m.health_service.get());
     m.dra_server = b.BuildAndStart();
     if (!m.dra_server)
       return Error{ErrorCode::io, endpoint, "cannot serve the DRA API on it",
@@ -648,6 +766,13 @@ void DraPlugin::stop() {
     m.registration_server->Wait();
     m.registration_server.reset();
   }
+  {
+    // Every health stream ends now (the kubelet sees its end and reports Unknown), so that the
+    // server's shutdown does not wait for them.
+    std::lock_guard<std::mutex> lock(m.health_mu);
+    m.health_stopping = true;
+  }
+  m.health_cv.notify_all();
   if (m.dra_server) {
     m.dra_server->Shutdown(deadline());
     m.dra_server->Wait();
@@ -662,6 +787,40 @@ void DraPlugin::set_devices(HostModel model, Pool pool, CdiHost host) {
   impl_->model = std::move(model);
   impl_->pool = std::move(pool);
   impl_->host = std::move(host);
+}
+
+void DraPlugin::set_health(PoolHealth health) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.health_mu);
+    // A device that is gone (a MIG instance destroyed, a GPU off the bus) is Unknown, not
+    // silently dropped: a pod that holds it must not keep its last Healthy.
+    if (health.pool == m.health.pool) {
+      for (const auto& [name, report] : m.health.devices) {
+        if (health.devices.count(name)) continue;
+        health.devices[name] = {Health::unknown, "device " + name + " is not on this node now"};
+      }
+    }
+    if (health == m.health) return;
+    m.health = std::move(health);
+    ++m.health_version;
+  }
+  m.health_cv.notify_all();
+}
+
+PoolHealth DraPlugin::health() const {
+  std::lock_guard<std::mutex> lock(impl_->health_mu);
+  return impl_->health;
+}
+
+unsigned DraPlugin::health_streams() const {
+  std::lock_guard<std::mutex> lock(impl_->health_mu);
+  return impl_->health_streams;
+}
+
+std::uint64_t DraPlugin::health_streams_opened() const {
+  std::lock_guard<std::mutex> lock(impl_->health_mu);
+  return impl_->health_streams_opened;
 }
 
 std::map<std::string, PrepareOutcome> DraPlugin::prepare(const std::vector<ClaimRef>& claims) {

@@ -12,8 +12,16 @@
 // placement that an instance holds already is refused with the instance's name.
 // NodeUnprepareResources removes the CDI spec and the record; an unknown claim is fine
 // (idempotent).
+//
+// Device health for pod status (KEP 4680, kubelet feature gate ResourceHealthStatus): the same
+// socket serves DRAResourceHealth v1alpha1, advertised in the registration. NodeWatchResources
+// sends the health of every device set_health() gave, at once and on every change, and the whole
+// state again every health_resend (kubelet takes a device it has not heard of for 30 s as
+// Unknown). A device that is gone is sent as Unknown. stop() ends every stream (the kubelet sees
+// the stream end and reports Unknown).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -92,9 +100,31 @@ struct DraPluginOptions {
   std::shared_ptr<MigControl> mig;
   // One line per event worth a person's attention; stderr when empty.
   std::function<void(const std::string&)> log;
+  // The health stream: the whole state again this often, and at most this many streams open at
+  // once (kubelet holds one; a second one is refused with RESOURCE_EXHAUSTED past the limit).
+  std::chrono::milliseconds health_resend{std::chrono::seconds(10)};
+  unsigned max_health_streams = 4;
 };
 
 inline constexpr int kCheckpointVersion = 1;
+
+// A device's health as the kubelet's health stream carries it.
+enum class Health { unknown, healthy, unhealthy };
+const char* to_string(Health health);
+
+struct HealthReport {
+  Health health = Health::unknown;
+  std::string message;  // why, for people (`kubectl describe pod` on 1.36+)
+  bool operator==(const HealthReport&) const = default;
+};
+
+// The pool's devices whose health the agent knows (accelerators, their MIG devices and
+// partitions), by device name.
+struct PoolHealth {
+  std::string pool;
+  std::map<std::string, HealthReport> devices;
+  bool operator==(const PoolHealth&) const = default;
+};
 
 class DraPlugin {
  public:
@@ -110,6 +140,14 @@ class DraPlugin {
   void stop();
   // The devices changed (MIG layout, a GPU lost and back).
   void set_devices(HostModel model, Pool pool, CdiHost host);
+  // The devices' health now: every open health stream gets it when it differs from the last.
+  // A device that was in an earlier call and is not in this one is kept as Unknown ("not on
+  // this node now") until it comes back.
+  void set_health(PoolHealth health);
+  PoolHealth health() const;
+  // Health streams open now, and opened so far.
+  unsigned health_streams() const;
+  std::uint64_t health_streams_opened() const;
 
   // What the gRPC services call; public for tests and benchmarks.
   std::map<std::string, PrepareOutcome> prepare(const std::vector<ClaimRef>& claims);

@@ -1,5 +1,7 @@
 #include "dra/runner.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
@@ -59,6 +61,48 @@ Result<Pool> DraRunner::build(const HostModel& model, const AcceleratorSnapshot&
   so.layout = fields_.layout;
   if (!fields_.taints) so.withdraw_unhealthy = true;
   return build_pool(model, so);
+}
+
+PoolHealth DraRunner::health_of(const HostModel& model, const AcceleratorSnapshot& snap) const {
+  SliceOptions so = options_.slices;
+  so.unhealthy = unhealthy_of(snap);
+  std::set<std::string> withdrawn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    withdrawn = withdrawn_;
+    so.counters = fields_.counters;
+    so.layout = fields_.layout;
+  }
+  so.unhealthy.insert(withdrawn.begin(), withdrawn.end());
+  so.withdraw_unhealthy = false;  // the devices a server without taints does not get, too
+  PoolHealth out;
+  out.pool = so.node;
+  auto pool = build_pool(model, so);
+  if (!pool) return out;
+  for (const auto& slice : pool->slices) {
+    for (const auto& d : slice.devices) {
+      if (d.kind == DeviceKind::nic || d.kind == DeviceKind::vf) continue;
+      if (d.accelerator >= model.accelerators.size()) continue;
+      const bool tainted = std::any_of(d.taints.begin(), d.taints.end(),
+                                       [](const Taint& t) { return t.key == kUnhealthyTaint; });
+      if (!tainted) {
+        out.devices[d.name] = {Health::healthy, {}};
+        continue;
+      }
+      const std::string bus = model.accelerators[d.accelerator].pci.address.to_string();
+      std::string why;
+      if (withdrawn.count(bus)) {
+        why = "the partition manager is changing GPU " + bus;
+      } else if (const MonitoredDevice* md = snap.device(bus)) {
+        why = !md->health.reason.empty() ? md->health.reason
+              : !md->listed              ? "the vendor library no longer lists it"
+                                         : "";
+      }
+      out.devices[d.name] = {Health::unhealthy,
+                             "GPU " + bus + " is unhealthy" + (why.empty() ? "" : ": " + why)};
+    }
+  }
+  return out;
 }
 
 void DraRunner::set_withdrawn(std::set<std::string> bus_ids) {
@@ -143,6 +187,7 @@ Status DraRunner::start(std::chrono::milliseconds ready_timeout) {
     std::lock_guard<std::mutex> lock(mu_);
     pool_ = *pool;
   }
+  plugin_->set_health(health_of(model, *snap));
   Status st = plugin_->start(
       model, *pool,
       read_cdi_host(model, options_.root, options_.driver_root, options_.host_driver_root));
@@ -182,6 +227,7 @@ void DraRunner::follow(std::shared_ptr<const AcceleratorSnapshot> start_snapshot
       changed = published(*pool) != published(pool_);
       pool_ = *pool;
     }
+    plugin_->set_health(health_of(model, *keep));
     if (changed) {
       plugin_->set_devices(
           model, *pool,

@@ -22,6 +22,12 @@
 // - Wipes: the kubelet deletes every ResourceSlice of its node when it starts and when a plugin
 //   unregisters. A watch on the pool's slices (field selectors spec.nodeName, spec.driver) sees
 //   the deletes, and the pool is published again within a second or so, not at the next resync.
+//
+// The kubelet plugin's health stream (pod status, KEP 4680) says what the slices say: a device
+// the pool taints polyaccel.io/unhealthy (an XID, an uncorrectable ECC error, a GPU off the bus,
+// one the partition manager is changing) is Unhealthy, the others of an accelerator Healthy,
+// withdrawn ones included (a server that drops taints); NICs, whose health is not watched, are
+// left to the kubelet's Unknown.
 #pragma once
 
 #include <atomic>
@@ -86,6 +92,8 @@ class DraRunner {
   void follow(std::shared_ptr<const AcceleratorSnapshot> start_snapshot);
   void watch_slices();
   Result<Pool> build(const HostModel& model, const AcceleratorSnapshot& snap) const;
+  // The health of every accelerator device of the pool `build` makes, by the taint it gives.
+  PoolHealth health_of(const HostModel& model, const AcceleratorSnapshot& snap) const;
   // A new view of what the server keeps: logged when it changes; true when it did.
   bool note_fields(const ServerFields& fields, const char* how);
   void log(const std::string& line) const;

@@ -1,14 +1,18 @@
 // The DRA kubelet plugin with a test that plays kubelet over real gRPC (the DRA v1 and v1beta1
 // and plugin registration protos): registration through the plugin watcher's socket, prepare,
-// unprepare, repeats, and restarts of either side. CDI specs land in a CDI directory.
+// unprepare, repeats, and restarts of either side. CDI specs land in a CDI directory. The health
+// stream (dra-health v1alpha1) as kubelet reads it: the state at once, each change, devices that
+// go, the bound on streams, and its end when the plugin stops.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <fstream>
+#include <functional>
 
 #include "dra/dra_fixture.h"
 #include "dra/kubelet_dra_client.h"
+#include "dra/kubelet_health_client.h"
 #include "dra/plugin.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/dra_v1beta1.grpc.pb.h"
@@ -48,8 +52,9 @@ class Kubelet : public ::testing::Test {
   fs::path root() const { return dir_.path() / "root"; }
   fs::path cdi_dir() const { return dir_.path() / "cdi"; }
 
-  void start_plugin() {
+  void start_plugin(std::function<void(DraPluginOptions&)> tune = {}) {
     DraPluginOptions o = polyaccel::testing::dra_plugin_options(dir_.path());
+    if (tune) tune(o);
     o.lookup = [this](const std::string& ns, const std::string& name) -> Result<ClaimInfo> {
       ++lookups_;
       std::string uid = name == "a" ? kUidA : name == "b" ? kUidB : "";
@@ -111,12 +116,107 @@ TEST_F(Kubelet, RegistersAsDraPluginWithV1First) {
   EXPECT_EQ(info.name(), "polyaccel.io");
   EXPECT_EQ(info.endpoint(), plugin_->endpoint());
   EXPECT_TRUE(fs::path(info.endpoint()).is_absolute());
-  ASSERT_EQ(info.supported_versions_size(), 2);
+  ASSERT_EQ(info.supported_versions_size(), 3);
   EXPECT_EQ(info.supported_versions(0), "v1.DRAPlugin");
   EXPECT_EQ(info.supported_versions(1), "v1beta1.DRAPlugin");
+  // What k8s.io/dynamic-resource-allocation's helper advertises for the health service: the
+  // generated service's full name.
+  EXPECT_EQ(info.supported_versions(2), "v1alpha1.DRAResourceHealth");
   EXPECT_EQ(plugin_->registrations(), 1u);
   plugin_->stop();
   EXPECT_FALSE(fs::exists(plugin_->registration_socket())) << "removing it deregisters";
+}
+
+using polyaccel::testing::KubeletHealthWatch;
+namespace dra_health = polyaccel::testing::dra_health;
+
+PoolHealth all_healthy(const Pool& pool) {
+  PoolHealth h;
+  h.pool = pool.node;
+  for (const auto& s : pool.slices)
+    for (const auto& d : s.devices)
+      if (d.kind != DeviceKind::nic && d.kind != DeviceKind::vf)
+        h.devices[d.name] = {Health::healthy, {}};
+  return h;
+}
+
+bool has(const KubeletHealthWatch::Message& m, const std::string& device,
+         dra_health::HealthStatus health) {
+  auto it = m.find(device);
+  return it != m.end() && it->second.health == health;
+}
+
+TEST_F(Kubelet, HealthStreamSendsEveryDeviceAtOnceAndEachChange) {
+  start_plugin([](DraPluginOptions& o) { o.health_resend = std::chrono::milliseconds(300); });
+  PoolHealth health = all_healthy(pool_);
+  ASSERT_TRUE(health.devices.count("gpu-0"));
+  ASSERT_GT(health.devices.size(), 1u);
+  plugin_->set_health(health);
+  KubeletHealthWatch watch(plugin_->endpoint());
+  using std::chrono::seconds;
+  ASSERT_TRUE(watch.wait_message(
+      [&](const KubeletHealthWatch::Message& m) {
+        return m.size() == health.devices.size() && has(m, "gpu-0", dra_health::HEALTHY);
+      },
+      seconds(10)));
+  {
+    auto first = watch.messages().front();
+    EXPECT_EQ(first.size(), health.devices.size()) << "the full state on connect";
+    for (const auto& [name, d] : first) {
+      EXPECT_EQ(d.pool, "node-1") << name;
+      EXPECT_EQ(d.health, dra_health::HEALTHY) << name;
+      EXPECT_GT(d.last_updated, 1'700'000'000) << "Unix seconds";
+      EXPECT_EQ(d.timeout_s, 30) << "kubelet's default";
+    }
+    EXPECT_FALSE(first.count("nic-0")) << "a NIC's health is not watched: left to Unknown";
+  }
+  EXPECT_EQ(plugin_->health_streams(), 1u);
+
+  // A change reaches the stream at once, with its reason.
+  health.devices["gpu-0"] = {Health::unhealthy, "GPU 0000:19:00.0 is unhealthy: XID 79"};
+  plugin_->set_health(health);
+  ASSERT_TRUE(watch.wait_message(
+      [&](const KubeletHealthWatch::Message& m) {
+        return has(m, "gpu-0", dra_health::UNHEALTHY) &&
+               m.at("gpu-0").message.find("XID 79") != std::string::npos;
+      },
+      seconds(5)));
+  // Nothing changes: the state is sent again (kubelet takes 30 s of silence for Unknown).
+  size_t before = watch.messages().size();
+  ASSERT_TRUE(watch.wait_more_than(before, seconds(5)));
+  // Back to healthy; a device that goes is sent as Unknown, not dropped.
+  health.devices["gpu-0"] = {Health::healthy, {}};
+  std::string gone = std::prev(health.devices.end())->first;
+  health.devices.erase(gone);
+  plugin_->set_health(health);
+  ASSERT_TRUE(watch.wait_message(
+      [&](const KubeletHealthWatch::Message& m) {
+        return has(m, "gpu-0", dra_health::HEALTHY) && has(m, gone, dra_health::UNKNOWN) &&
+               m.at(gone).message.find("not on this node") != std::string::npos;
+      },
+      seconds(5)))
+      << gone;
+
+  // Stopping the plugin ends the stream cleanly (kubelet sees EOF, not an error), promptly.
+  auto t0 = std::chrono::steady_clock::now();
+  plugin_->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, seconds(2));
+  ASSERT_TRUE(watch.wait_ended(seconds(5)));
+  EXPECT_TRUE(watch.status().ok()) << watch.status().error_message();
+}
+
+TEST_F(Kubelet, HealthStreamsAreBounded) {
+  start_plugin([](DraPluginOptions& o) { o.max_health_streams = 2; });
+  plugin_->set_health(all_healthy(pool_));
+  using std::chrono::seconds;
+  auto any = [](const KubeletHealthWatch::Message&) { return true; };
+  KubeletHealthWatch a(plugin_->endpoint()), b(plugin_->endpoint());
+  ASSERT_TRUE(a.wait_message(any, seconds(10)));
+  ASSERT_TRUE(b.wait_message(any, seconds(10)));
+  KubeletHealthWatch c(plugin_->endpoint());
+  ASSERT_TRUE(c.wait_ended(seconds(10)));
+  EXPECT_EQ(c.status().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(plugin_->health_streams(), 2u);
 }
 
 TEST_F(Kubelet, PrepareReturnsCdiIdsAndWritesTheClaimsSpec) {

@@ -6,7 +6,9 @@
 // over-committed and switches back when the server keeps them. Servers of 1.34 to 1.37 with the
 // gates on each get the counter sets where their validation takes them (beside the devices for
 // 1.34, in slices of their own from 1.35). The kubelet's wipe of the node's slices is put back
-// within seconds (the watch), and the time it took is printed.
+// within seconds (the watch), and the time it took is printed. The kubelet's health stream follows
+// the same health: an XID makes a GPU and its MIG devices Unhealthy there within seconds, its
+// recovery Healthy again, and the agent's stop ends the stream.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +18,7 @@
 #include "discover/accel/monitor.h"
 #include "dra/dra_fixture.h"
 #include "dra/fake_api_server.h"
+#include "dra/kubelet_health_client.h"
 #include "dra/runner.h"
 #include "dra/structured_allocator.h"
 #include "share/mig_profiles.h"
@@ -101,10 +104,12 @@ TEST(DraRunner, AMigLayoutChangedWhileRunningIsPublished) {
 // placement published, on the test API server.
 struct RunningAgent {
   explicit RunningAgent(FakeApiServer& server, const TempDir& dir,
-                        std::function<void(DraRunnerOptions&)> tune = {}) {
+                        std::function<void(DraRunnerOptions&)> tune = {},
+                        std::function<void(MonitorOptions&)> tune_monitor = {}) {
     MonitorOptions mo;
     mo.interval = 100ms;
     mo.rescan = 100ms;
+    if (tune_monitor) tune_monitor(mo);
     monitor = std::make_unique<AcceleratorMonitor>(
         polyaccel::testing::load_fixture(polyaccel::testing::kXe8640), make_all_backends(), mo);
     monitor->start();
@@ -458,6 +463,94 @@ TEST(DraRunner, AnXidTaintsTheGpuOnAServerThatKeepsTaints) {
       << agent.logged();
   std::lock_guard<std::mutex> lock(server.mu);
   EXPECT_TRUE(server.schema_errors.empty()) << server.schema_errors.front();
+}
+
+// The kubelet's health stream on the running agent (8xH100: GPU 0000:db:00.0 holds MIG
+// instances): every GPU and MIG device Healthy at once; XID 79 (GPU 0000:9a:00.0 off the bus,
+// step 2) makes it Unhealthy within seconds, with the reason, while the slice taints it; back on
+// the bus (step 3) it is Healthy again once the recovery time (3 s here) has passed; XID 94 on a
+// MIG instance (step 4) makes the whole GPU and each of its MIG devices Unhealthy. The agent's stop
+// ends the stream cleanly.
+TEST(DraRunner, TheKubeletsHealthStreamFollowsXidsAndRecovery) {
+  polyaccel::testing::use_nvml_scenario("hgx-8xh100.json");
+  TempDir dir;
+  FakeApiServer server(dir.path());
+  RunningAgent agent(
+      server, dir,
+      [](DraRunnerOptions& o) {
+        o.recheck = 1h;
+        o.plugin.health_resend = 1s;
+      },
+      [](MonitorOptions& mo) { mo.health.recovery = 3s; });
+  ASSERT_TRUE(agent.runner->start(60s));
+  // Device names by the bus id of their GPU, from the pool the runner built.
+  auto snap = agent.monitor->snapshot();
+  std::map<std::string, std::vector<std::string>> of_bus;
+  for (const auto& s : agent.runner->pool().slices)
+    for (const auto& d : s.devices)
+      if (d.kind == DeviceKind::gpu || d.kind == DeviceKind::mig)
+        of_bus[snap->host->accelerators[d.accelerator].pci.address.to_string()].push_back(d.name);
+  const std::string lost = "0000:9a:00.0", mig_gpu = "0000:db:00.0";
+  ASSERT_EQ(of_bus[lost].size(), 1u);
+  ASSERT_GT(of_bus[mig_gpu].size(), 1u) << "the GPU and its MIG devices";
+  const std::string lost_gpu = of_bus[lost].front();
+
+  namespace h = polyaccel::testing::dra_health;
+  using Message = polyaccel::testing::KubeletHealthWatch::Message;
+  auto health = [](const Message& m, const std::string& d) {
+    auto it = m.find(d);
+    return it == m.end() ? h::UNKNOWN : it->second.health;
+  };
+  auto all = [&](const Message& m, const std::string& bus, h::HealthStatus want) {
+    for (const auto& d : of_bus[bus])
+      if (health(m, d) != want) return false;
+    return true;
+  };
+  polyaccel::testing::KubeletHealthWatch watch(agent.runner->plugin().endpoint());
+  ASSERT_TRUE(watch.wait_message(
+      [&](const Message& m) {
+        for (const auto& [bus, names] : of_bus)
+          if (!all(m, bus, h::HEALTHY)) return false;
+        return true;
+      },
+      10s))
+      << agent.logged();
+  EXPECT_FALSE(watch.messages().front().count("nic-0"));
+
+  polyaccel::testing::InjectSteps steps(NVML_INJECT_LIB);
+  ASSERT_TRUE(steps.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  steps.go(2);
+  ASSERT_TRUE(watch.wait_message(
+      [&](const Message& m) {
+        return health(m, lost_gpu) == h::UNHEALTHY &&
+               m.at(lost_gpu).message.find(lost) != std::string::npos;
+      },
+      10s))
+      << agent.logged();
+  std::printf("[ measured ] Unhealthy in the health stream %lld ms after the XID\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - t0)
+                                         .count()));
+  EXPECT_TRUE(all(watch.messages().back(), mig_gpu, h::HEALTHY));
+  ASSERT_TRUE(wait_for([&] { return published_gpu(server, lost).contains("taints"); }, 10s))
+      << "the slice says the same";
+
+  steps.go(3);
+  ASSERT_TRUE(
+      watch.wait_message([&](const Message& m) { return health(m, lost_gpu) == h::HEALTHY; }, 10s))
+      << agent.logged();
+
+  steps.go(4);
+  ASSERT_TRUE(
+      watch.wait_message([&](const Message& m) { return all(m, mig_gpu, h::UNHEALTHY); }, 10s))
+      << agent.logged();
+
+  t0 = std::chrono::steady_clock::now();
+  agent.runner->stop();
+  ASSERT_TRUE(watch.wait_ended(5s));
+  EXPECT_TRUE(watch.status().ok()) << watch.status().error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 
 // The kubelet deletes every slice of its node when it starts: the watch sees it and the pool is
