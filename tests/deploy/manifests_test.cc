@@ -201,8 +201,7 @@ TEST(Manifests, EveryOverlayRendersValidObjects) {
       // "default", the only namespace where the API server takes them.
       if (obj["metadata"].contains("namespace") && obj["kind"] != "ResourceClaimTemplate") {
         const bool node_events = obj["metadata"].value("name", "") == "polyaccel-node-events";
-        EXPECT_EQ(obj["metadata"]["namespace"], node_events ? "default" : "polyaccel-system")
-            << id;
+        EXPECT_EQ(obj["metadata"]["namespace"], node_events ? "default" : "polyaccel-system") << id;
       }
     }
     if (o != "monitoring") {
@@ -552,6 +551,74 @@ TEST(Manifests, AmdPartitionManagerGrantsOnlyWhatItUses) {
   }
   ASSERT_TRUE(a.mounts.count("/var/lib/polyaccel"));
   ASSERT_TRUE(a.mounts.count("/run/lock"));
+}
+
+// Whether `name` is a Kubernetes extended resource name (k8s.io/apimachinery's
+// IsQualifiedName on it and on "requests." + it, a domain outside kubernetes.io, as
+// IsExtendedResourceName and DeviceClass validation demand).
+bool is_extended_resource_name(const std::string& name) {
+  static const std::regex qualified(
+      R"(^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)"
+      R"(([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$)");
+  std::smatch m;
+  if (!std::regex_match(name, m, qualified)) return false;
+  const std::string domain = m[1], rest = m[5];
+  if (domain.size() > 253 || rest.size() > 63) return false;
+  if (domain == "kubernetes.io" || domain.ends_with(".kubernetes.io")) return false;
+  return domain.find('.') != std::string::npos;
+}
+
+// Extended resources through DRA (DRAExtendedResource): a DeviceClass for each name the device
+// plugin offers (nvidia.com/gpu, amd.com/gpu, habana.ai/gaudi), each name claimed by one class
+// only (the scheduler takes the class created last when two claim a name), each selecting whole
+// devices of its vendor and nothing else (no MIG device, partition, NIC). Valid by the schemas of
+// the API servers that keep the field (1.36, beta) and of those that know it as alpha (the older
+// schema; 1.34 and 1.35 with the gate off drop it: the class, without it, is still valid).
+TEST(Manifests, DraDeviceClassesOfferTheDevicePluginsResourceNames) {
+  auto all = render(kKube / "overlays/dra");
+  ASSERT_FALSE(all.empty());
+  const polyaccel::testing::K8sSchema v136({"v1.36/resource.k8s.io-v1-openapi.json"});
+  const polyaccel::testing::K8sSchema older({"resource.k8s.io-v1-openapi.json"});
+  const std::map<std::string, std::pair<std::string, std::string>> want = {
+      {"nvidia.com/gpu", {"gpu", "nvidia"}},
+      {"amd.com/gpu", {"gpu", "amd"}},
+      {"habana.ai/gaudi", {"hpu", "intel-gaudi"}}};
+  std::map<std::string, std::vector<std::string>> classes_of;  // name -> classes
+  for (const auto& c : of_kind(all, "DeviceClass")) {
+    const std::string name = c["metadata"]["name"];
+    SCOPED_TRACE(name);
+    for (const auto* schema : {&v136, &older}) {
+      for (const auto& e : schema->validate_object(c))
+        ADD_FAILURE() << e;
+      json dropped = c;
+      dropped["spec"].erase("extendedResourceName");
+      for (const auto& e : schema->validate_object(dropped))
+        ADD_FAILURE() << "without extendedResourceName: " << e;
+    }
+    if (!c["spec"].contains("extendedResourceName")) continue;
+    const std::string resource = c["spec"]["extendedResourceName"];
+    EXPECT_TRUE(is_extended_resource_name(resource)) << resource;
+    classes_of[resource].push_back(name);
+    ASSERT_TRUE(want.count(resource)) << resource;
+    const auto& [type, vendor] = want.at(resource);
+    ASSERT_EQ(c["spec"]["selectors"].size(), 1u);
+    const std::string cel = c["spec"]["selectors"][0]["cel"]["expression"];
+    EXPECT_THAT(cel, ::testing::HasSubstr(R"(device.driver == "polyaccel.io")"));
+    EXPECT_THAT(
+        cel, ::testing::HasSubstr(R"(device.attributes["polyaccel.io"].type == ")" + type + "\""));
+    EXPECT_THAT(cel, ::testing::HasSubstr(R"(device.attributes["polyaccel.io"].vendor == ")" +
+                                          vendor + "\""));
+    EXPECT_THAT(cel, ::testing::Not(::testing::HasSubstr("mig")));
+    EXPECT_THAT(cel, ::testing::Not(::testing::HasSubstr("||"))) << "one kind of device only";
+  }
+  for (const auto& [resource, wanted] : want) {
+    ASSERT_EQ(classes_of[resource].size(), 1u) << resource << ": one class a name, cluster-wide";
+  }
+  // Nothing else under deploy/ claims a name (another class would take the pods' requests).
+  for (const auto& e : fs::recursive_directory_iterator(kDeploy)) {
+    if (!e.is_regular_file() || e.path() == kKube / "overlays/dra/deviceclasses.yaml") continue;
+    EXPECT_EQ(read_text(e.path()).find("extendedResourceName"), std::string::npos) << e.path();
+  }
 }
 
 // The DRA overlay serves the node's devices through DRA only, installs the static hook at the
