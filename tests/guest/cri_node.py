@@ -7,7 +7,7 @@ driven over the CRI gRPC API the way kubelet drives it, in the multi-NUMA test g
 The node is NODE_ROOT (node_root.sh): a plain Debian root of the suite with containerd and runc,
 none of polyaccel's files; containerd and runc run chrooted into it, with tmpfs over its /run,
 /tmp, /var/lib/containerd and /usr/local/bin (it is a read-only 9p share here), the guest's /dev,
-/sys (cgroup2) and a /proc of their own. The CDI hook the specs name, polyaccel-cdi-hook (static),
+/sys (cgroup2) and a /proc of their own; the rest of it is an overlay with a tmpfs upper layer. The CDI hook the specs name, polyaccel-cdi-hook (static),
 is copied into the node's /usr/local/bin as the agent installs it on a host. WORK (/tmp/...,
 RUN_DIR) is bound at the same path inside the node: the driver root, the victim directory and the
 containers' logs have one path for the test and for the node. The images (node_images.sh) are
@@ -31,15 +31,21 @@ it exited, its log file, RemoveContainer, StopPodSandbox, RemovePodSandbox. In t
   does change it through evil-links, so these checks can fail; whether it does through the
   /proc/1/root lines is printed (with runc 1.1 and 1.3 it does not: when createContainer hooks
   run, pid 1 of the container's /proc already has the container's root).
+- the agent's own pods (node_agent.py): the built image imported into containerd, the DRA and
+  device-plugin overlays' DaemonSets run as kubelet runs them, registering with node_kubelet (the
+  test's kubelet and API server) over the real protocols; workload containers with the CDI
+  devices NodePrepareResources returned, and with Allocate's answer.
 Measured: container start (CreateContainer + StartContainer, and until a `true` exited) without a
 CDI device, with a CDI device and a spec without hooks, and with the hooks; the median of
 NODE_TEST_RUNS (20) each.
-Usage: cri_node.py NODE_ROOT RUN_DIR WORK POLYACCEL INJECT_NVML SCENARIO TOPOLOGY INJECT_CUDA HOOK"""
+Usage: cri_node.py NODE_ROOT RUN_DIR WORK POLYACCEL INJECT_NVML SCENARIO TOPOLOGY INJECT_CUDA HOOK
+  NODE_KUBELET IMAGE_ARCHIVE RENDERED_DRA_JSON RENDERED_DEVICE_PLUGIN_JSON"""
 import hashlib, json, os, shutil, statistics, subprocess, sys, time
-import gpu_fixture
+import gpu_fixture, node_agent
 from guest_lib import check, finish
 
-node, run_dir, work, polyaccel, nvml, scenario, topology, cuda, hook = sys.argv[1:10]
+(node, run_dir, work, polyaccel, nvml, scenario, topology, cuda, hook, node_kubelet, image_archive,
+ rendered_dra, rendered_device_plugin) = sys.argv[1:14]
 sys.path.insert(0, run_dir + "/pb")
 import grpc  # noqa: E402  (Debian's python3-grpcio)
 import cri_api_pb2 as cri  # noqa: E402
@@ -81,8 +87,22 @@ def stop(text):
 versions = open(node + "/.polyaccel-node-root").read().split()
 info("node root %s: %s" % (node, " ".join(versions)))
 # The node's root is a mount of its own, as a host's / is: runc makes "/" of the container's mount
-# namespace a slave and pivots out of it, which fails on a directory that is not a mount point.
-sh("mount", "--bind", node, node)
+# namespace a slave and pivots out of it, which fails on a directory that is not a mount point. An
+# overlay with a tmpfs upper layer over the read-only share: what kubelet and the agent's hostPath
+# volumes make on a node (/var/lib/kubelet, /var/lib/polyaccel/bin, /etc/kubernetes/...) and the
+# driver the agent pods' node has can be written where a host has them.
+# overlayfs (also containerd's default snapshotter) is a module of Debian's kernel.
+sh("modprobe", "overlay", ok=False)
+upper = "/tmp/polyaccel-node-upper"
+os.makedirs(upper, exist_ok=True)
+sh("mount", "-t", "tmpfs", "-o", "mode=0755", "node-upper", upper)
+os.makedirs(upper + "/upper")
+os.makedirs(upper + "/work")
+sh("mount", "-t", "overlay", "-o", "lowerdir=%s,upperdir=%s/upper,workdir=%s/work" % (node, upper, upper),
+   "node-root", node)
+# A host's / is a shared mount (systemd makes it so); containerd refuses a hostPath volume of /
+# with HostToContainer propagation (the DRA overlay's /host) on a private one.
+sh("mount", "--make-rshared", node)
 for d in ("run", "tmp", "var/lib/containerd", "usr/local/bin"):
     sh("mount", "-t", "tmpfs", "-o", "mode=0755", "node-" + d.replace("/", "-"), "%s/%s" % (node, d))
 sh("mount", "-t", "proc", "proc", node + "/proc")
@@ -92,8 +112,6 @@ for d in (work, run_dir):
     os.makedirs(d, exist_ok=True)
     os.makedirs(node + d)
     sh("mount", "--bind", d, node + d)
-# overlayfs, containerd's default snapshotter, is a module of Debian's kernel.
-sh("modprobe", "overlay", ok=False)
 snapshotter = "overlayfs" if "overlay" in open("/proc/filesystems").read() else "native"
 info("snapshotter %s" % snapshotter)
 
@@ -230,7 +248,7 @@ check(True, "RunPodSandbox with the node's network namespace (%.1f s)" % (time.m
 serial = 0
 
 
-def run_container(image, command, devices, timeout=180):
+def run_container(image, command, devices, timeout=180, envs=(), mounts=(), linux_devices=()):
     """CreateContainer + StartContainer, ContainerStatus until it exited, its log, RemoveContainer.
     {"error": ...} or {"exit": code, "out": log, "started": s, "exited": s} (seconds from
     CreateContainer to StartContainer's answer, and until the status said exited)."""
@@ -239,8 +257,8 @@ def run_container(image, command, devices, timeout=180):
     name = "c%d" % serial
     config = cri.ContainerConfig(
         metadata=cri.ContainerMetadata(name=name), image=cri.ImageSpec(image=IMAGE % image),
-        command=["/bin/sh", "-c", command], log_path=name + ".log",
-        CDI_devices=[cri.CDIDevice(name=d) for d in devices])
+        command=["/bin/sh", "-c", command], log_path=name + ".log", envs=envs, mounts=mounts,
+        devices=linux_devices, CDI_devices=[cri.CDIDevice(name=d) for d in devices])
     t0 = time.monotonic()
     cid = None
     try:
@@ -472,6 +490,11 @@ if have_hook:
         check(not changes(before), "%s: the node's %s is untouched: %s" % (image, victim, changes(before)))
 
     times["CDI device, hooks"] = start_times("CDI device, hooks", "workload", ["polyaccel.io/gpu=" + whole])
+
+# --- 4. the agent's own pods from the rendered overlays, registering with the test's kubelet ----
+node_agent.run(node_agent.Node(node, work, cri, runtime, images, in_node, run_container, containerd_tail),
+               node_kubelet, image_archive, rendered_dra, rendered_device_plugin, scenario, topology,
+               cuda, nvml, dev_nodes)
 
 # --- the pod goes ---------------------------------------------------------------------------------
 for call, req in ((runtime.StopPodSandbox, cri.StopPodSandboxRequest(pod_sandbox_id=pod)),

@@ -52,20 +52,20 @@ def make_device_nodes():
 
 
 def make_driver_root(driver, cuda, nvml):
-    """The driver's user space under driver; returns the bound persistenced socket (keep it
+    """The driver's user space under driver (a root of its own, or a node's /); returns the bound persistenced socket (keep it
     open while containers mount it)."""
     libdir = driver + LIBDIR.rstrip("/")
-    os.makedirs(libdir)
+    os.makedirs(libdir, exist_ok=True)  # (a node's own root has it)
     shutil.copyfile(cuda, "%s/libcuda.so.%s" % (libdir, VERSION))
     shutil.copyfile(nvml, "%s/libnvidia-ml.so.%s" % (libdir, VERSION))
-    os.makedirs(driver + "/usr/bin")
+    os.makedirs(driver + "/usr/bin", exist_ok=True)
     with open(driver + "/usr/bin/nvidia-smi", "w") as f:
         f.write("#!/bin/sh\necho nvidia-smi from the driver root\n")
     os.chmod(driver + "/usr/bin/nvidia-smi", 0o755)
     os.makedirs("%s/lib/firmware/nvidia/%s" % (driver, VERSION))
     with open("%s/lib/firmware/nvidia/%s/gsp_ga10x.bin" % (driver, VERSION), "w") as f:
         f.write("gsp firmware\n")
-    os.makedirs(driver + "/run/nvidia-persistenced")
+    os.makedirs(driver + "/run/nvidia-persistenced", exist_ok=True)
     persistenced = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     persistenced.bind(driver + "/run/nvidia-persistenced/socket")
     return persistenced

@@ -1,0 +1,447 @@
+"""The agent's own pods on the real node of cri_node.py (Guest.node-containerd17/21): the built
+image (Image.build) imported into containerd, and each rendered overlay's DaemonSet run as kubelet
+runs it, over CRI, with node_kubelet (tests/guest/node_kubelet.cc) playing kubelet's plugin
+watcher, device manager and the API server over the real gRPC and HTTP protocols.
+
+The pod is made from the rendered DaemonSet itself: image reference, command, args, env
+(fieldRef spec.nodeName included), privileged, every volumeMount with its hostPath (type
+Directory checked, DirectoryOrCreate made, propagation kept) or ConfigMap, and what kubelet adds to
+every pod: the service account's token, ca.crt and namespace at
+/var/run/secrets/kubernetes.io/serviceaccount, KUBERNETES_SERVICE_HOST/PORT (the API server behind
+TLS, socat, with a CA of the test's own). What the test changes, and why (printed as it runs):
+- the pod uses the node's network namespace: the node has no CNI;
+- --topology (the XE8640 capture, whose PCI addresses the test NVML's GPUs have) and
+  --accel-backends on: the guest's own topology has no GPU;
+- the NVML test build reads its scenario from NVML_INJECT_SCENARIO (a file mounted in);
+- the DRA agent reads the GPUs' minors under --dra-root /test-root, the test's
+  /proc/driver/nvidia tree (gpu_fixture): the guest's kernel has no nvidia driver (the
+  device-plugin agent asks NVML);
+- the device-plugin overlay's agent gets the NVML test build at libnvidia-ml.so.1, standing in
+  for the NVIDIA container runtime that injects it on such nodes (the DRA overlay's agent finds it
+  itself, in the driver root the DaemonSet mounts at /host).
+The driver (gpu_fixture.make_driver_root) is installed in the node's own root, as on a host with
+the NVIDIA driver.
+
+Checked, DRA overlay: the agent registers polyaccel.io (v1.DRAPlugin) with the plugin watcher,
+loads NVML from the driver root, installs polyaccel-cdi-hook on the node where --cdi-hook-path
+says and it runs there, publishes the node's GPUs as ResourceSlices (schema-valid); a claim the
+test allocates to a GPU is prepared (NodePrepareResources), and a workload container created
+with the CDI device ids of that answer starts: the GPU's device node and no other GPU's, its UUID
+in NVIDIA_VISIBLE_DEVICES, and the hooks' work (`ldconfig -p` lists libcuda.so.1 and
+libnvidia-ml.so.1); unprepared, the claim's spec is gone; StopContainer (SIGTERM): exit 0, the
+registration socket removed.
+Device-plugin overlay: the agent registers nvidia.com/gpu with the device manager and lists the
+scenario's GPUs; Allocate of one; a workload container created with Allocate's device specs,
+envs and mounts (or CDI devices, when the agent names them) has that GPU's node and its UUID;
+StopContainer ends the ListAndWatch stream."""
+import json, os, queue, shutil, subprocess, threading, time, urllib.request
+import gpu_fixture
+from guest_lib import check
+
+NODE_NAME = "node-1"
+TOKEN = "polyaccel-node-test-token"
+
+
+def info(text):
+    print("info " + text, flush=True)
+
+
+class NodeKubelet:
+    """node_kubelet as a process: commands on its stdin, answers read from its stdout."""
+
+    def __init__(self, binary, node, log):
+        self.proc = subprocess.Popen([binary, node, NODE_NAME, TOKEN], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=log, text=True)
+        self.lines = queue.Queue()
+        self.seen = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.api_port = int(self.wait("api", 60) or 0)
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def wait(self, word, timeout, where=None):
+        """The text after WORD of the first line with it (and, with `where`, for which it is
+        true), or None after timeout s. Lines of other words are kept for later waits."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, line in enumerate(self.seen):
+                w, _, rest = line.partition(" ")
+                if w == word and (where is None or where(rest)):
+                    del self.seen[i]
+                    return rest
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                return None
+            if line.startswith("error "):
+                info("node_kubelet: " + line)
+            self.seen.append(line)
+
+    def ask(self, command, word, timeout=120):
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        text = self.wait(word, timeout)
+        return json.loads(text) if text is not None else None
+
+    def close(self):
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def normalized(ref):
+    """The name a CRI runtime pulls for an image reference (docker's rules)."""
+    first, _, rest = ref.partition("/")
+    if not rest:
+        return "docker.io/library/" + ref
+    if "." not in first and ":" not in first and first != "localhost":
+        return "docker.io/" + ref
+    return ref
+
+
+class Node:
+    """What the agent pods need of cri_node.py's node: paths, CRI stubs, helpers."""
+
+    def __init__(self, node, work, cri, runtime, images, in_node, run_container, containerd_tail):
+        self.node, self.work, self.cri = node, work, cri
+        self.runtime, self.images, self.in_node = runtime, images, in_node
+        self.run_container, self.containerd_tail = run_container, containerd_tail
+
+
+def make_tls_frontend(n, api_port):
+    """A CA and a server certificate for 127.0.0.1 (openssl), socat terminating TLS on 6443 in
+    front of the test API server: (CA path, socat process)."""
+    pki = n.work + "/pki"
+    os.makedirs(pki, exist_ok=True)
+
+    def openssl(*args):
+        r = subprocess.run(["openssl", *args], capture_output=True, text=True)
+        check(r.returncode == 0, "openssl %s (%s)" % (args[0], r.stderr.strip()[-200:]))
+
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-days", "2", "-subj", "/CN=node-test-ca", "-keyout", pki + "/ca.key", "-out", pki + "/ca.crt")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj",
+            "/CN=kube-apiserver", "-keyout", pki + "/server.key", "-out", pki + "/server.csr")
+    with open(pki + "/ext", "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", pki + "/server.csr", "-CA", pki + "/ca.crt", "-CAkey", pki + "/ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", pki + "/ext", "-out", pki + "/server.crt")
+    socat = subprocess.Popen(
+        ["socat", "OPENSSL-LISTEN:6443,bind=127.0.0.1,reuseaddr,fork,verify=0,cert=%s/server.crt,key=%s/server.key"
+         % (pki, pki), "TCP:127.0.0.1:%d" % api_port],
+        stdout=subprocess.DEVNULL, stderr=open(n.work + "/socat.log", "w"))
+    return pki + "/ca.crt", socat
+
+
+def import_image(n, archive):
+    """ctr -n k8s.io images import of the OCI archive (read from stdin: the archive is not in the
+    node's root); the reference it was imported under."""
+    t = time.monotonic()
+    with open(archive, "rb") as f:
+        r = subprocess.run(["chroot", n.node, "ctr", "--address", "/run/containerd/containerd.sock",
+                            "-n", "k8s.io", "images", "import", "-"], stdin=f, capture_output=True,
+                           text=True, timeout=600, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    check(r.returncode == 0, "ctr -n k8s.io images import of the built image (%.1f s, %d MB) %s" % (
+        time.monotonic() - t, os.path.getsize(archive) >> 20, (r.stderr or "").strip()[-300:]))
+    refs = n.in_node("ctr", "--address", "/run/containerd/containerd.sock", "-n", "k8s.io", "images",
+                     "ls", "-q").stdout.split()
+    return [ref for ref in refs if "polyaccel" in ref and "node-test" not in ref]
+
+
+def run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology, extra_mounts=(), extra_args=()):
+    """The DaemonSet of RENDERED (kubectl kustomize's objects) as kubelet runs it: its pod
+    sandbox and container, started. (sandbox id, container id, the DaemonSet's container) or
+    None."""
+    cri = n.cri
+    objects = json.load(open(rendered))
+    ds = next(o for o in objects if o["kind"] == "DaemonSet")
+    configmaps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
+    pod = ds["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    image = normalized(c["image"])
+    st = n.images.ImageStatus(cri.ImageStatusRequest(image=cri.ImageSpec(image=image)), timeout=60)
+    check(st.image.id != "", "%s: CRI ImageStatus knows the DaemonSet's image %s" % (label, image))
+    if not st.image.id:
+        return None
+    privileged = bool(c.get("securityContext", {}).get("privileged"))
+    pod_dir = "/run/polyaccel-test/pods/" + label  # kubelet's /var/lib/kubelet/pods/<uid>
+    os.makedirs(n.node + pod_dir)
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    mounts = []
+    propagation = {"HostToContainer": cri.PROPAGATION_HOST_TO_CONTAINER,
+                   "Bidirectional": cri.PROPAGATION_BIDIRECTIONAL}
+    for m in c.get("volumeMounts", []):
+        v = volumes[m["name"]]
+        if "hostPath" in v:
+            path, kind = v["hostPath"]["path"], v["hostPath"].get("type", "")
+            # Resolved in the node's root (chroot): /var/run is a link to /run there.
+            source = path
+            if kind == "DirectoryOrCreate":
+                r = n.in_node("mkdir", "-p", "-m", "0755", path)
+                check(r.returncode == 0, "%s: hostPath %s (DirectoryOrCreate) made on the node %s" % (
+                    label, path, r.stderr.strip()))
+            elif kind == "Directory":
+                check(n.in_node("test", "-d", path).returncode == 0,
+                      "%s: hostPath %s (type Directory) is a directory of the node" % (label, path))
+        elif "configMap" in v:
+            name = v["configMap"]["name"]
+            source = "%s/configmaps/%s" % (pod_dir, name)
+            os.makedirs(n.node + source)
+            for key, text in configmaps.get(name, {}).get("data", {}).items():
+                with open("%s%s/%s" % (n.node, source, key), "w") as f:
+                    f.write(text)
+        else:
+            check(False, "%s: volume %s: a kind this test does not map" % (label, m["name"]))
+            continue
+        mounts.append(cri.Mount(container_path=m["mountPath"], host_path=source,
+                                readonly=bool(m.get("readOnly")),
+                                propagation=propagation.get(m.get("mountPropagation"), cri.PROPAGATION_PRIVATE)))
+    envs = [cri.KeyValue(key="KUBERNETES_SERVICE_HOST", value="127.0.0.1"),
+            cri.KeyValue(key="KUBERNETES_SERVICE_PORT", value="6443")]
+    for e in c.get("env", []):
+        if "value" in e:
+            envs.append(cri.KeyValue(key=e["name"], value=e["value"]))
+        elif e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName":
+            envs.append(cri.KeyValue(key=e["name"], value=NODE_NAME))
+        else:
+            check(False, "%s: env %s: a source this test does not map" % (label, e["name"]))
+    if pod.get("automountServiceAccountToken", True):
+        sa = pod_dir + "/serviceaccount"
+        os.makedirs(n.node + sa)
+        for name, text in (("token", TOKEN), ("ca.crt", open(ca_crt).read()),
+                           ("namespace", ds["metadata"].get("namespace", "default"))):
+            with open("%s%s/%s" % (n.node, sa, name), "w") as f:
+                f.write(text)
+        mounts.append(cri.Mount(container_path="/var/run/secrets/kubernetes.io/serviceaccount",
+                                host_path=sa, readonly=True))
+    # What a GPU node has and this guest has not (the module's docstring).
+    test_dir = pod_dir + "/test"
+    os.makedirs(n.node + test_dir)
+    shutil.copyfile(scenario, n.node + test_dir + "/scenario.json")
+    shutil.copyfile(topology, n.node + test_dir + "/topology.xml")
+    mounts.append(cri.Mount(container_path="/test", host_path=test_dir, readonly=True))
+    for host, container in extra_mounts:
+        mounts.append(cri.Mount(container_path=container, host_path=host, readonly=True))
+    envs.append(cri.KeyValue(key="NVML_INJECT_SCENARIO", value="/test/scenario.json"))
+    args = c.get("args", []) + ["--topology", "/test/topology.xml", "--accel-backends", "on"] + list(extra_args)
+    info("%s: %s %s" % (label, " ".join(c.get("command", [])), " ".join(args)))
+
+    os.makedirs(n.work + "/pods/agent-" + label)  # kubelet makes the pod's log directory
+    sandbox = cri.PodSandboxConfig(
+        metadata=cri.PodSandboxMetadata(name="polyaccel-agent-" + label, uid="agent-%s-uid" % label,
+                                        namespace=ds["metadata"].get("namespace", "default")),
+        log_directory=n.work + "/pods/agent-" + label,
+        linux=cri.LinuxPodSandboxConfig(
+            cgroup_parent="/kubepods/burstable/podagent-%s-uid" % label,
+            security_context=cri.LinuxSandboxSecurityContext(
+                namespace_options=cri.NamespaceOption(network=cri.NODE, pid=cri.CONTAINER, ipc=cri.POD),
+                privileged=privileged)))
+    try:
+        sandbox_id = n.runtime.RunPodSandbox(cri.RunPodSandboxRequest(config=sandbox), timeout=300).pod_sandbox_id
+        config = cri.ContainerConfig(
+            metadata=cri.ContainerMetadata(name=c["name"]), image=cri.ImageSpec(image=image),
+            command=c.get("command", []), args=args, envs=envs, mounts=mounts,
+            log_path=c["name"] + ".log",
+            linux=cri.LinuxContainerConfig(security_context=cri.LinuxContainerSecurityContext(privileged=privileged)))
+        cid = n.runtime.CreateContainer(cri.CreateContainerRequest(
+            pod_sandbox_id=sandbox_id, config=config, sandbox_config=sandbox), timeout=300).container_id
+        n.runtime.StartContainer(cri.StartContainerRequest(container_id=cid), timeout=300)
+    except Exception as e:  # grpc.RpcError
+        check(False, "%s: the DaemonSet's pod runs: %s\n  %s" % (label, e, n.containerd_tail()))
+        return None
+    check(True, "%s: the DaemonSet's pod and container run (privileged=%s, %d mounts)" % (
+        label, privileged, len(mounts)))
+    return sandbox_id, cid, c
+
+
+def container_log(n, cid):
+    try:
+        st = n.runtime.ContainerStatus(n.cri.ContainerStatusRequest(container_id=cid), timeout=60).status
+        if not os.path.exists(st.log_path):
+            return "(no log at %s; state %s, reason %s, %s)" % (st.log_path, st.state, st.reason, st.message)
+        return open(st.log_path).read()
+    except Exception as e:  # grpc.RpcError
+        return "(no status: %s)" % e
+
+
+def stop_pod(n, label, sandbox_id, cid):
+    """StopContainer with a grace period (SIGTERM), as kubelet deletes a pod: the exit code."""
+    cri = n.cri
+    t = time.monotonic()
+    n.runtime.StopContainer(cri.StopContainerRequest(container_id=cid, timeout=30), timeout=120)
+    st = n.runtime.ContainerStatus(cri.ContainerStatusRequest(container_id=cid), timeout=60).status
+    check(st.state == cri.CONTAINER_EXITED and st.exit_code == 0,
+          "%s: StopContainer (SIGTERM): the agent exited %d in %.1f s" % (label, st.exit_code, time.monotonic() - t))
+    info("%s: the agent's log:\n  %s" % (label, "\n  ".join(container_log(n, cid).splitlines()[-12:])))
+    n.runtime.RemoveContainer(cri.RemoveContainerRequest(container_id=cid), timeout=120)
+    n.runtime.StopPodSandbox(cri.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=120)
+    n.runtime.RemovePodSandbox(cri.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=120)
+
+
+def dra_overlay(n, kubelet, rendered, ca_crt, scenario, topology, dev_nodes):
+    label = "dra"
+    t = time.monotonic()
+    pod = run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology,
+                        [(n.work + "/root", "/test-root")], ["--dra-root", "/test-root"])
+    if not pod:
+        return
+    sandbox_id, cid, c = pod
+    flags = dict(a.split("=", 1) for a in c.get("args", []) if a.startswith("--") and "=" in a)
+    reg = kubelet.wait("registered", 300, lambda rest: json.loads(rest).get("name") == "polyaccel.io")
+    reg = json.loads(reg) if reg else {}
+    check(reg.get("accepted") and "v1.DRAPlugin" in reg.get("versions", []),
+          "dra: the agent registered polyaccel.io with the plugin watcher %.1f s after its pod was "
+          "made: %s" % (time.monotonic() - t, reg))
+    log = container_log(n, cid)
+    if not reg:
+        info("dra: the agent's log:\n  " + "\n  ".join(log.splitlines()[-20:]))
+        stop_pod(n, label, sandbox_id, cid)
+        return
+    check("NVML from the driver root: /host/usr/lib/x86_64-linux-gnu/libnvidia-ml.so." + gpu_fixture.VERSION in log,
+          "dra: the agent loaded NVML from the driver root the DaemonSet mounts at /host")
+    hook = flags.get("--cdi-hook-path", "")
+    r = n.in_node(hook, "version") if hook else None
+    check(r is not None and r.returncode == 0, "dra: the agent installed %s on the node, and it runs "
+          "there (%s)" % (hook, (r.stdout + r.stderr).strip()[-100:] if r else "no --cdi-hook-path"))
+
+    devices = kubelet.ask("slices 120", "slices") or []
+    gpus = [d for d in devices if d["device"].startswith("gpu-") and "-mig-" not in d["device"] and d["uuid"]]
+    check(len(gpus) >= 7, "dra: the node's ResourceSlices list its GPUs (%d devices, %d whole GPUs)" % (
+        len(devices), len(gpus)))
+    if not gpus:
+        info("dra: the API server's requests: %s; socat: %s" % (
+            kubelet.ask("requests", "requests"), open(n.work + "/socat.log").read()[-500:]))
+        info("dra: the agent's log:\n  " + "\n  ".join(container_log(n, cid).splitlines()[-30:]))
+        stop_pod(n, label, sandbox_id, cid)
+        return
+    gpu = gpus[1]
+    t = time.monotonic()
+    prepared = kubelet.ask("dra-prepare gpu-claim claim-uid-1 " + gpu["device"], "dra-prepared") or {}
+    result = prepared.get("claims", {}).get("claim-uid-1", {})
+    ids = [i for d in result.get("devices", []) for i in d.get("cdi_device_ids", [])]
+    check(ids and not result.get("error"), "dra: NodePrepareResources of a claim for %s (%s) in %.2f s: CDI "
+          "devices %s %s" % (gpu["device"], gpu["uuid"], time.monotonic() - t, ids, result.get("error", "")))
+    specs = os.listdir(n.node + "/run/cdi")
+    info("dra: the node's CDI specs: %s" % specs)
+    if ids:
+        r = n.run_container("workload", gpu_fixture.DRIVER_PROBE + "; " + gpu_fixture.PROBE, ids)
+        ok = "error" not in r and r["exit"] == 0
+        check(ok, "dra: a workload container with the claim's CDI devices starts and exits 0 (%s)" % (
+            r.get("error") or r.get("out", "")[-300:]))
+        if ok:
+            out = r["out"].splitlines()
+            cache = [l for l in out if l.startswith("ldcache")]
+            L = gpu_fixture.LIBDIR
+            for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
+                check(any((lib + " (libc6,x86-64) => " + L + lib) in l for l in cache),
+                      "dra: in the workload, ldconfig -p lists %s: %s" % (lib, cache))
+            seen, env_set = gpu_fixture.parse_probe(r["out"])
+            gpu_nodes = sorted(p for p in seen if p[len("/dev/nvidia"):].isdigit())
+            check(len(gpu_nodes) == 1 and seen[gpu_nodes[0]][1:] == dev_nodes.get(gpu_nodes[0]),
+                  "dra: the workload has one GPU's device node, the host's: %s" % gpu_nodes)
+            check(env_set.get("NVIDIA_VISIBLE_DEVICES") == gpu["uuid"],
+                  "dra: NVIDIA_VISIBLE_DEVICES=%s is the claimed GPU's UUID %s" % (
+                      env_set.get("NVIDIA_VISIBLE_DEVICES"), gpu["uuid"]))
+    unprepared = kubelet.ask("dra-unprepare gpu-claim claim-uid-1", "dra-unprepared") or {}
+    check(unprepared.get("claims", {}).get("claim-uid-1") is not None and
+          not unprepared["claims"]["claim-uid-1"].get("error"),
+          "dra: NodeUnprepareResources: %s" % unprepared)
+    left = sorted(os.listdir(n.node + "/run/cdi"))
+    check(not [s for s in left if "claim" in s], "dra: the claim's CDI spec is gone: %s" % left)
+    errors = kubelet.ask("schema-errors", "schema-errors")
+    check(errors == [], "dra: the API server found every object the agent wrote valid: %s" % errors)
+    stop_pod(n, label, sandbox_id, cid)
+    registry = n.node + "/var/lib/kubelet/plugins_registry"
+    check(not [s for s in os.listdir(registry) if s.startswith("polyaccel")],
+          "dra: the registration socket is gone: %s" % os.listdir(registry))
+
+
+def device_plugin_overlay(n, kubelet, rendered, ca_crt, scenario, topology, nvml, dev_nodes):
+    label = "device-plugin"
+    # The NVIDIA container runtime's injection of NVML (the module's docstring).
+    nvml_in_node = "/run/polyaccel-test/libnvidia-ml.so.1"
+    shutil.copyfile(nvml, n.node + nvml_in_node)
+    pod = run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology,
+                        [(nvml_in_node, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1")])
+    if not pod:
+        return
+    sandbox_id, cid, c = pod
+    ids = kubelet.ask("dp-devices nvidia.com/gpu 7 300", "dp-devices", 320) or []
+    uuids = {g.get("uuid") for g in json.load(open(scenario)).get("devices", [])}
+    check(len(ids) >= 7 and set(ids) <= uuids, "device-plugin: nvidia.com/gpu registered, ListAndWatch "
+          "lists the scenario's GPUs by UUID: %s" % ids)
+    if not ids:
+        info("device-plugin: the agent's log:\n  " + "\n  ".join(container_log(n, cid).splitlines()[-20:]))
+        stop_pod(n, label, sandbox_id, cid)
+        return
+    alloc = kubelet.ask("dp-allocate nvidia.com/gpu " + ids[0], "dp-allocated") or {}
+    resp = (alloc.get("container_responses") or [{}])[0]
+    info("device-plugin: Allocate(%s): %s" % (ids[0], json.dumps(resp)[:600]))
+    cri = n.cri
+    devices = [cri.Device(container_path=d["container_path"], host_path=d["host_path"],
+                          permissions=d.get("permissions", "rw")) for d in resp.get("devices", [])]
+    mounts = [cri.Mount(container_path=m["container_path"], host_path=m["host_path"],
+                        readonly=bool(m.get("read_only"))) for m in resp.get("mounts", [])]
+    envs = [cri.KeyValue(key=k, value=v) for k, v in resp.get("envs", {}).items()]
+    cdi = [d["name"] for d in resp.get("cdi_devices", [])]
+    check(devices or cdi, "device-plugin: Allocate names device nodes or CDI devices: %s %s" % (
+        [d.container_path for d in devices], cdi))
+    r = n.run_container("workload", gpu_fixture.PROBE, cdi, envs=envs, linux_devices=devices, mounts=mounts)
+    ok = "error" not in r and r["exit"] == 0
+    check(ok, "device-plugin: a workload container with Allocate's answer starts and exits 0 (%s)" % (
+        r.get("error") or r.get("out", "")[-300:]))
+    if ok:
+        seen, env_set = gpu_fixture.parse_probe(r["out"])
+        gpu_nodes = sorted(p for p in seen if p[len("/dev/nvidia"):].isdigit())
+        check(len(gpu_nodes) == 1 and seen[gpu_nodes[0]][1:] == dev_nodes.get(gpu_nodes[0]),
+              "device-plugin: the workload has one GPU's device node, the host's: %s" % gpu_nodes)
+        check(env_set.get("NVIDIA_VISIBLE_DEVICES") == ids[0],
+              "device-plugin: NVIDIA_VISIBLE_DEVICES=%s is the allocated GPU %s" % (
+                  env_set.get("NVIDIA_VISIBLE_DEVICES"), ids[0]))
+    stop_pod(n, label, sandbox_id, cid)
+    ended = kubelet.ask("dp-stream-end nvidia.com/gpu 30", "dp-stream-end", 60)
+    check(ended is True, "device-plugin: the ListAndWatch stream ended with the agent")
+
+
+def run(n, node_kubelet, archive, rendered_dra, rendered_device_plugin, scenario, topology, cuda, nvml,
+        dev_nodes):
+    """Both overlays' agents, one after the other, on this node."""
+    t_start = time.monotonic()
+    refs = import_image(n, archive)
+    info("the built image in containerd: %s" % refs)
+    # What kubelet makes at its start; the driver, installed in the node's root.
+    for d in ("device-plugins", "plugins_registry", "plugins", "pod-resources"):
+        os.makedirs(n.node + "/var/lib/kubelet/" + d, exist_ok=True)
+    persistenced = gpu_fixture.make_driver_root(n.node, cuda, nvml)
+    for name in os.listdir(n.node + "/run/cdi"):
+        os.unlink(n.node + "/run/cdi/" + name)  # `cdi generate`'s specs of the earlier checks
+    log = open(n.work + "/node_kubelet.log", "w")
+    kubelet = NodeKubelet(node_kubelet, n.node, log)
+    check(kubelet.api_port > 0, "node_kubelet: the test API server listens (port %d)" % kubelet.api_port)
+    ca_crt, socat = make_tls_frontend(n, kubelet.api_port)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen("https://127.0.0.1:6443/version", timeout=5,
+                                   context=__import__("ssl").create_default_context(cafile=ca_crt))
+            break
+        except urllib.error.HTTPError:
+            break  # it answers (401 without the token)
+        except OSError:
+            time.sleep(0.3)
+    try:
+        dra_overlay(n, kubelet, rendered_dra, ca_crt, scenario, topology, dev_nodes)
+        device_plugin_overlay(n, kubelet, rendered_device_plugin, ca_crt, scenario, topology, nvml, dev_nodes)
+    finally:
+        kubelet.close()
+        socat.kill()
+        persistenced.close()
+        log.close()
+    info("the agent pods took %.1f s" % (time.monotonic() - t_start))
