@@ -7,7 +7,15 @@
 // Prints one JSON array: [{"matched": bool, "allowed": bool, "message": "..."}, ...].
 "use strict";
 const fs = require("fs");
-const { run } = require("@bufbuild/cel");
+const cel = require("@bufbuild/cel");
+
+// An expression's value; its evaluation error thrown, as the API server fails the request with it
+// (run() returns a CelError instead of throwing, and a validation that is an error is not `false`).
+function run(expression, activation) {
+  const value = cel.run(expression, activation);
+  if (cel.isCelError(value)) throw new Error(value.message + " (in " + expression.trim() + ")");
+  return value;
+}
 
 // JSON objects as CEL maps (what the API server gives CEL for request, object and oldObject).
 function toCel(value) {

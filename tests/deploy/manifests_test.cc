@@ -363,10 +363,11 @@ TEST(Manifests, EveryVariantRunsTheAgentWithFlagsItTakesAndMountsWhatTheyName) {
 constexpr const char* kCelModules = "/usr/local/lib/polyaccel-test/cel/node_modules";
 
 // A ResourceSlice request as the API server hands it to admission: the user (a service account
-// token bound to a pod on `token_node`, or none), the operation and the objects.
+// token bound to a pod on `token_node`, or none; `with_extra` false: a user with no `extra` at
+// all, as kube-apiserver 1.34.9 hands a token without pod claims), the operation and the objects.
 json admission_request(const std::string& user, const std::string& token_node,
                        const std::string& operation, const std::string& new_node,
-                       const std::string& old_node) {
+                       const std::string& old_node, bool with_extra = true) {
   json extra = json::object();
   if (!token_node.empty()) extra["authentication.kubernetes.io/node-name"] = {token_node};
   auto slice = [](const std::string& node) -> json {
@@ -380,10 +381,11 @@ json admission_request(const std::string& user, const std::string& token_node,
             {"metadata", {{"name", "s"}}},
             {"spec", spec}};
   };
-  return {
-      {"request", {{"operation", operation}, {"userInfo", {{"username", user}, {"extra", extra}}}}},
-      {"object", new_node.empty() ? json(nullptr) : slice(new_node)},
-      {"oldObject", old_node.empty() ? json(nullptr) : slice(old_node)}};
+  json user_info = {{"username", user}};
+  if (with_extra) user_info["extra"] = extra;
+  return {{"request", {{"operation", operation}, {"userInfo", user_info}}},
+          {"object", new_node.empty() ? json(nullptr) : slice(new_node)},
+          {"oldObject", old_node.empty() ? json(nullptr) : slice(old_node)}};
 }
 
 // Node-scoped writes (issue 29): the DRA overlays ship a ValidatingAdmissionPolicy and its
@@ -438,6 +440,12 @@ TEST(Manifests, DraAdmissionPolicyKeepsEachAgentToItsOwnNode) {
          "without a nodeName"},
         {"a token bound to no node", admission_request(agent, "", "CREATE", "node-1", ""), false,
          "names no node"},
+        // Refused by the policy's own rule, not by an evaluation error ("no such key: extra")
+        // that only failurePolicy: Fail turns into a denial (issue 40, 9).
+        {"a user with no extra at all", admission_request(agent, "", "CREATE", "node-1", "", false),
+         false, "names no node"},
+        {"another user with no extra at all",
+         admission_request(admin, "", "CREATE", "node-2", "", false), true, ""},
         {"another user", admission_request(admin, "", "CREATE", "node-2", ""), true, ""},
     };
     TempDir tmp;
