@@ -1,7 +1,10 @@
 #include "core/strings.h"
 
+#include "core/format_control.h"
+
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 namespace polyaccel {
 namespace {
@@ -36,7 +39,34 @@ size_t utf8_sequence(std::string_view text, size_t i) {
   return n;
 }
 
+// The code point of the valid n-byte UTF-8 sequence at text[i].
+std::uint32_t code_point(std::string_view text, size_t i, size_t n) {
+  static constexpr unsigned char kLead[] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+  std::uint32_t cp = static_cast<unsigned char>(text[i]) & kLead[n];
+  for (size_t k = 1; k < n; ++k)
+    cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+  return cp;
+}
+
 }  // namespace
+
+bool is_format_control(std::uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) ||      // C1 controls: U+009B is a CSI on many terminals
+         cp == 0x061C ||                    // Arabic letter mark
+         cp == 0x200E || cp == 0x200F ||    // left-to-right and right-to-left marks
+         cp == 0x2028 || cp == 0x2029 ||    // line and paragraph separators
+         (cp >= 0x202A && cp <= 0x202E) ||  // bidi embeddings and overrides
+         (cp >= 0x2066 && cp <= 0x2069);    // bidi isolates
+}
+
+std::optional<std::uint32_t> format_control_in(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    size_t n = utf8_sequence(text, i);
+    if (n > 1 && is_format_control(code_point(text, i, n))) return code_point(text, i, n);
+    i += n == 0 ? 1 : n;
+  }
+  return std::nullopt;
+}
 
 std::string printable(std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -47,6 +77,11 @@ std::string printable(std::string_view text) {
     size_t n = utf8_sequence(text, i);
     if (n == 1 && c >= 0x20 && c != 0x7F) {
       out += static_cast<char>(c);
+    } else if (n > 1 && is_format_control(code_point(text, i, n))) {
+      // A C1 control or a bidi override reorders or rewrites what the terminal shows: \u{XXXX}.
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "\\u{%04X}", static_cast<unsigned>(code_point(text, i, n)));
+      out += buf;
     } else if (n > 1) {
       out.append(text.substr(i, n));
     } else if (c == '\n') {

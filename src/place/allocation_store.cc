@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
 #include "core/file_io.h"
+#include "core/format_control.h"
 #include "core/json.h"
 #include "core/strings.h"
 #include "place/libvirt_domains.h"
@@ -41,6 +43,12 @@ Status check_placement_name(const std::string& name, const std::string& input) {
   if (!valid_utf8(name)) return bad_input(what, "is not UTF-8");
   for (unsigned char c : name) {
     if (c < 0x20 || c == 0x7f) return bad_input(what, "holds a control character");
+  }
+  if (auto cp = format_control_in(name)) {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "U+%04X", static_cast<unsigned>(*cp));
+    return bad_input(what, std::string("holds ") + hex +
+                               ", a control or bidi character that changes what a terminal shows");
   }
   return Ok{};
 }

@@ -1,5 +1,6 @@
 // Escaping what we print: bytes we did not choose stay on one line and never break JSON.
 #include "core/strings.h"
+#include "core/format_control.h"
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,18 @@ TEST(Printable, KeepsUtf8AndEscapesTheRest) {
   EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");
   EXPECT_EQ(printable("\xe6\x9d"), "\\xe6\\x9d");
   EXPECT_EQ(printable("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");
+}
+
+// issue 40 (7): C1 controls and bidi overrides are valid UTF-8 yet rewrite what a terminal shows
+// (U+009B is a CSI; U+202E turns the rest of the line around): escaped, and named by the check.
+TEST(Printable, EscapesC1ControlsAndBidiOverrides) {
+  EXPECT_EQ(printable("vm\u009b31m"), "vm\\u{009B}31m");
+  EXPECT_EQ(printable("a\u0085b"), "a\\u{0085}b");
+  EXPECT_EQ(printable("evil\u202Egnp.exe"), "evil\\u{202E}gnp.exe");
+  EXPECT_EQ(printable("x\u2066y\u2069\u200F\u2028"), "x\\u{2066}y\\u{2069}\\u{200F}\\u{2028}");
+  EXPECT_EQ(printable("caf\u00e9 \u65e5\u672c"), "caf\u00e9 \u65e5\u672c");  // letters stay
+  EXPECT_EQ(format_control_in("vm-\u202e1"), 0x202Eu);
+  EXPECT_EQ(format_control_in("\u00a0\u00e9"), std::nullopt);  // U+00A0 is not C1
 }
 
 TEST(Printable, ValidUtf8) {

@@ -309,6 +309,14 @@ TEST(LibvirtDomains, StoreReadsDomainsAndNeverWritesThem) {
   EXPECT_TRUE(alone->domains.empty());
   // A placement name cannot pass for a domain.
   EXPECT_FALSE(check_placement_name("libvirt:x", "--name"));
+  // issue 40 (7): C1 controls and bidi overrides, named.
+  for (const char* bad : {"vm\u009b2J", "vm\u0085", "vm-\u202Egnp", "vm\u2066x"}) {
+    auto r = check_placement_name(bad, "--name");
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message().find("a control or bidi character"), std::string::npos)
+        << r.error().message();
+  }
+  EXPECT_TRUE(check_placement_name("caf\u00e9-\u65e5\u672c", "--name"));
 }
 
 }  // namespace
