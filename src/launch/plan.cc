@@ -94,8 +94,11 @@ void add_env(LaunchPlan& plan, const std::string& key, const std::string& value)
 // them (immune to enumeration order), else PCI-order indexes with CUDA told to use that order.
 // A local rank's variable lists every GPU of `visible` of its vendor, its own moved to the index
 // of its rank (see LaunchPlan::device_index); otherwise only the chosen GPUs.
+// A GPU the process was narrowed to by MIG devices (inherited_gpus' `migs`) is named by them, not
+// by its whole-GPU UUID: the process never gets wider than it was given.
 void visibility_env(const HostModel& model, const std::vector<const Accelerator*>& gpus,
                     const std::vector<const Accelerator*>& visible,
+                    const std::map<const Accelerator*, std::vector<std::string>>& migs,
                     std::optional<unsigned> order_rank, LaunchPlan& plan) {
   struct Vendorvar {
     Vendor vendor;
@@ -122,7 +125,9 @@ void visibility_env(const HostModel& model, const std::vector<const Accelerator*
     std::vector<std::string> values;
     bool by_index = false;
     for (const Accelerator* a : listed) {
-      if (v.vendor != Vendor::intel_gaudi && a->inventory && !a->inventory->uuid.empty()) {
+      if (auto m = migs.find(a); v.vendor == Vendor::nvidia && m != migs.end()) {
+        values.insert(values.end(), m->second.begin(), m->second.end());
+      } else if (v.vendor != Vendor::intel_gaudi && a->inventory && !a->inventory->uuid.empty()) {
         values.push_back(a->inventory->uuid);
       } else if (v.vendor == Vendor::intel_gaudi && a->inventory) {
         values.push_back(std::to_string(a->inventory->index));  // HLML's module id order
@@ -149,10 +154,11 @@ std::optional<Vendor> vendor_of_variable(const std::string& variable) {
 // The GPUs this process was given (LaunchRequest::inherited_visibility), in PCI order. Each
 // variable narrows its vendor's list further, as the runtimes compound them (an index of
 // CUDA_VISIBLE_DEVICES counts within what NVIDIA_VISIBLE_DEVICES left, HIP's within ROCr's); a
-// UUID names one GPU wherever it stands. "all" leaves the list; "", "void" and "none" empty it.
-Result<std::vector<const Accelerator*>> inherited_gpus(const HostModel& model,
-                                                       const LaunchRequest& request,
-                                                       std::vector<std::string>& warnings) {
+// UUID names one GPU wherever it stands; a MIG device's UUID names its GPU, and `migs` keeps the
+// MIG UUIDs each such GPU was given by. "all" leaves the list; "", "void" and "none" empty it.
+Result<std::vector<const Accelerator*>> inherited_gpus(
+    const HostModel& model, const LaunchRequest& request,
+    std::map<const Accelerator*, std::vector<std::string>>& migs) {
   std::vector<const Accelerator*> visible;
   for (const auto& a : model.accelerators)
     visible.push_back(&a);
@@ -168,12 +174,20 @@ Result<std::vector<const Accelerator*>> inherited_gpus(const HostModel& model,
       for (const auto& token : split(value, ',')) {
         const Accelerator* found = nullptr;
         if (token.starts_with("MIG-")) {
-          warnings.push_back(variable + " names MIG device " + token +
-                             ": its GPU is not narrowed by it");
-          kept = mine;
-          break;
-        }
-        if (auto index = parse_count(token)) {
+          for (const Accelerator* a : mine) {
+            if (!a->inventory) continue;
+            for (const auto& m : a->inventory->mig_instances)
+              if (m.uuid == token) found = a;
+          }
+          if (!found) {
+            return bad_input(variable + "=" + value,
+                             "names MIG device " + token +
+                                 ", which is no MIG instance of the GPUs visible to this process",
+                             "run it where that instance exists (polyaccel topo lists them)");
+          }
+          auto& given = migs[found];
+          if (std::find(given.begin(), given.end(), token) == given.end()) given.push_back(token);
+        } else if (auto index = parse_count(token)) {
           if (*vendor == Vendor::intel_gaudi) {
             for (const Accelerator* a : mine) {
               if (a->inventory && a->inventory->index == *index) found = a;
@@ -366,7 +380,8 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
                      a->pci.address) != request.unavailable_gpus.end();
   };
 
-  auto visible = inherited_gpus(model, request, plan.warnings);
+  std::map<const Accelerator*, std::vector<std::string>> migs;
+  auto visible = inherited_gpus(model, request, migs);
   if (!visible) return visible.error();
   auto is_visible = [&](const Accelerator* a) {
     return std::find(visible->begin(), visible->end(), a) != visible->end();
@@ -496,7 +511,7 @@ Result<LaunchPlan> plan_launch(const HostModel& model, const LaunchRequest& requ
   }
   const std::optional<unsigned> order_rank =
       request.local_rank ? request.local_rank : request.order_for_rank;
-  visibility_env(model, gpus, *visible, order_rank, plan);
+  visibility_env(model, gpus, *visible, migs, order_rank, plan);
   // HIP's indexes count within ROCr's list: one it inherited would now pick from ours.
   const bool inherited_hip =
       std::any_of(request.inherited_visibility.begin(), request.inherited_visibility.end(),

@@ -199,6 +199,53 @@ TEST(LaunchPlan, InheritedVisibilityNarrowsAndNeverWidens) {
   EXPECT_FALSE(plan_launch(m, r).ok());
 }
 
+// issue 40 (5): a MIG device narrows the process to its instance's GPU, and the variable run sets
+// names the MIG device, never the whole GPU; a MIG UUID the host does not have is refused.
+TEST(LaunchPlan, AMigDeviceNarrowsToItsGpuAndStaysTheMigDevice) {
+  HostModel m = load(kXe8640);
+  ASSERT_GE(m.accelerators.size(), 4u);
+  const std::string mig = "MIG-7c1d9e42-30ab-5f86-b2e4-9a0c6d1f3e58";
+  AcceleratorInventory inv;
+  inv.backend = "nvml";
+  inv.uuid = "GPU-1e7f3a90-c4d2-5b86-0e1f-7a2c9d4b8e63";
+  MigInstance instance;
+  instance.uuid = mig;
+  instance.profile_name = "3g.40gb";
+  inv.mig_instances = {instance};
+  m.accelerators[2].inventory = inv;
+  for (const auto& given : std::vector<std::pair<std::string, std::string>>{
+           {"CUDA_VISIBLE_DEVICES", mig}, {"NVIDIA_VISIBLE_DEVICES", mig}}) {
+    SCOPED_TRACE(given.first);
+    LaunchRequest r;
+    r.argv = {"x"};
+    r.inherited_visibility = {given};
+    auto p = plan_launch(m, r);
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->gpu_ids, std::vector<std::string>{"gpu2"});
+    EXPECT_EQ(env_of(*p)["CUDA_VISIBLE_DEVICES"], mig);
+    EXPECT_TRUE(p->warnings.empty()) << p->warnings[0];
+  }
+  // With an index beside it: those two GPUs, the MIG one still by its MIG device.
+  LaunchRequest two;
+  two.argv = {"x"};
+  two.gpu_count = 2;
+  two.inherited_visibility = {{"CUDA_VISIBLE_DEVICES", "0," + mig}};
+  auto p = plan_launch(m, two);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->gpu_ids, (std::vector<std::string>{"gpu0", "gpu2"}));
+  EXPECT_EQ(env_of(*p)["CUDA_VISIBLE_DEVICES"].find(mig) != std::string::npos, true)
+      << env_of(*p)["CUDA_VISIBLE_DEVICES"];
+  // An instance this host does not have: refused, never every GPU.
+  LaunchRequest unknown;
+  unknown.argv = {"x"};
+  unknown.inherited_visibility = {
+      {"CUDA_VISIBLE_DEVICES", "MIG-00000000-0000-0000-0000-000000000000"}};
+  auto bad = plan_launch(m, unknown);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("no MIG instance of the GPUs visible"), std::string::npos)
+      << bad.error().message();
+}
+
 // Memory is bound only within the nodes the process may use (a container's cpuset.mems); where
 // the rank's GPU node is not among them, nothing is bound and a warning says so.
 TEST(LaunchPlan, MemoryNodesNeverWidened) {
