@@ -361,6 +361,13 @@ Status Reader::users(const YAML::Node& node, WebConfig& config) const {
     if (!is_bcrypt_hash(*hash))
       return at(it->second, "the password of " + shown(user) + " is not a bcrypt hash",
                 "htpasswd -nBC 10 \"\" | tr -d ':\\n' (exporter-toolkit's docs)");
+    if (int cost = bcrypt_cost(*hash); cost > kMaxBcryptCost) {
+      return at(it->second,
+                "the password of " + shown(user) + " has bcrypt cost " + std::to_string(cost) +
+                    ", above " + std::to_string(kMaxBcryptCost) +
+                    ": each check would hold a thread that answers requests for seconds or more",
+                "htpasswd -nBC 10 \"\" | tr -d ':\\n' (exporter-toolkit's docs)");
+    }
     config.basic_auth_users.emplace_back(user, *hash);
   }
   return Ok{};
@@ -450,6 +457,20 @@ Result<WebConfig> read_web_config(const std::string& path) {
   auto text = read_input_file(path, kMaxConfigFileBytes, "web config file");
   if (!text) return text.error();
   return parse_web_config(*text, path);
+}
+
+int bcrypt_cost(const std::string& hash) {
+  if (hash.size() < 6) return 0;
+  return (hash[4] - '0') * 10 + (hash[5] - '0');
+}
+
+const std::string& unknown_user_hash(
+    const std::vector<std::pair<std::string, std::string>>& users) {
+  return std::max_element(users.begin(), users.end(),
+                          [](const auto& a, const auto& b) {
+                            return bcrypt_cost(a.second) < bcrypt_cost(b.second);
+                          })
+      ->second;
 }
 
 }  // namespace polyaccel::exporter

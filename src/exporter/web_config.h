@@ -44,7 +44,8 @@ struct TlsServerConfig {
 struct WebConfig {
   bool tls = false;  // tls_server_config set: HTTPS only
   TlsServerConfig tls_server;
-  // user → bcrypt hash ($2a$, $2b$, $2y$), checked by crypt_checksalt; empty: no authentication.
+  // user → bcrypt hash ($2a$, $2b$, $2y$), checked by crypt_checksalt, cost at most
+  // kMaxBcryptCost; empty: no authentication.
   std::vector<std::pair<std::string, std::string>> basic_auth_users;
   // Paths answered without basic auth (exporter-toolkit's auth_excluded_paths): "/healthz" for
   // kubelet's probes, which cannot hold a password.
@@ -61,6 +62,15 @@ struct WebConfig {
 // The file's text; `path` names it in errors ("FILE:LINE: ...") and anchors relative paths.
 // Unknown keys are refused with their line; no secret (key, hash) is ever part of an error.
 Result<WebConfig> parse_web_config(std::string_view text, const std::string& path);
+
+// The highest bcrypt cost a web config may use: each step doubles a check (cost 10 is ~70 ms
+// here, 14 about a second, 31 days), and checks run on the threads that answer requests.
+inline constexpr int kMaxBcryptCost = 14;
+// The cost of a hash parse_web_config took (its two digits after "$2?$").
+int bcrypt_cost(const std::string& hash);
+// The hash an unknown user's password is checked against: the costliest known one, so that the
+// time a 401 takes does not tell which users exist. `users` is not empty.
+const std::string& unknown_user_hash(const std::vector<std::pair<std::string, std::string>>& users);
 
 // Reads `path` (a regular file of at most 1 MiB) and parses it.
 Result<WebConfig> read_web_config(const std::string& path);

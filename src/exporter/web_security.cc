@@ -349,9 +349,7 @@ bool WebSecurity::authorized(const char* authorization) const {
   if (user.empty()) return false;
   auto found =
       std::find_if(users.begin(), users.end(), [&](const auto& u) { return u.first == user; });
-  // An unknown user is checked against a known hash, so that the time taken does not tell
-  // which users exist.
-  const std::string& hash = found != users.end() ? found->second : users.front().second;
+  const std::string& hash = found != users.end() ? found->second : unknown_user_hash(users);
   std::string key = sha256(user + '\0' + password + '\0' + hash);
   std::optional<bool> cached;
   {

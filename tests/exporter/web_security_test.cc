@@ -132,6 +132,11 @@ TEST(WebConfig, RefusedWithFileLineAndReasonNeverTheSecret) {
            Case{"basic_auth_users:\n  carol: $6$TOPSECRET$abc\n", "is not a bcrypt hash"},
            Case{"basic_auth_users:\n  'ca:rol': " + std::string(kCarolHash) + "\n",
                 "holds a colon"},
+           // issue 40 (2): a cost-31 hash (days a check) refused at load, not at the first request
+           Case{"basic_auth_users:\n  carol: " + std::string(kCarolHash).replace(4, 2, "31") + "\n",
+                "w.yml:2: the password of 'carol' has bcrypt cost 31, above 14"},
+           Case{"basic_auth_users:\n  carol: " + std::string(kCarolHash).replace(4, 2, "15") + "\n",
+                "has bcrypt cost 15"},
            Case{"http_server_config:\n  headers:\n    X-Frame-Options: allowall\n",
                 "w.yml:3: X-Frame-Options 'allowall' is not allowed"},
            Case{"http_server_config:\n  headers:\n    Set-Cookie: a\n", "unknown key 'Set-Cookie'"},
@@ -164,6 +169,19 @@ std::shared_ptr<Scraper> scraper_for(const std::string& listen, const std::strin
 // curl's output and, last, the HTTP status (000 when no answer came: a refused handshake).
 std::string curl(const std::string& args) {
   return run_command("curl -sS --max-time 20 -w ' %{http_code}' " + args + " 2>/dev/null").output;
+}
+
+// issue 40 (8): an unknown user's password is checked against the costliest hash, whatever the
+// users' order: a 401 for an unknown user takes as long as one for the slowest known user.
+TEST(WebConfig, UnknownUsersAreCheckedAgainstTheCostliestHash) {
+  const std::string cheap = std::string(kCarolHash).replace(4, 2, "04");
+  const std::string dear = std::string(kDaveHash).replace(4, 2, "12");
+  auto c = parse_web_config("basic_auth_users:\n  carol: " + cheap + "\n  dave: " + dear +
+                                "\n  erin: " + std::string(kCarolHash) + "\n",
+                            "w.yml");
+  ASSERT_TRUE(c) << c.error().message();
+  EXPECT_EQ(bcrypt_cost(cheap), 4);
+  EXPECT_EQ(unknown_user_hash(c->basic_auth_users), dear);
 }
 
 TEST(WebTls, ClientCertificatesAndBasicAuthAsCurlMeetsThem) {
