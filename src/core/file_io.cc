@@ -13,6 +13,7 @@
 
 #include "core/byte_size.h"
 #include "core/number.h"
+#include "core/secret_text.h"
 #include "core/unique_fd.h"
 
 namespace polyaccel {
@@ -27,8 +28,14 @@ const char* file_type_name(mode_t mode) {
   return "not a regular file";
 }
 
+// The path as an error names it: key material or a token pasted where a path belongs is
+// withheld (core/secret_text.h), in every error of a file read.
+std::string path_named(const std::filesystem::path& path) {
+  return shown_or_withheld(path.string());
+}
+
 Error file_error(ErrorCode code, const std::filesystem::path& path, std::string problem) {
-  return Error{code, path.string(), std::move(problem), {}};
+  return Error{code, path_named(path), std::move(problem), {}};
 }
 
 Error errno_error(const std::filesystem::path& path, std::string_view kind, int err) {
@@ -44,8 +51,8 @@ std::string file_noun(std::string_view kind) {
 }
 
 Error not_regular(const std::filesystem::path& path, std::string_view kind, mode_t mode) {
-  return bad_input(path.string(), std::string("is ") + file_type_name(mode) + ", not a regular " +
-                                      file_noun(kind));
+  return bad_input(path_named(path), std::string("is ") + file_type_name(mode) +
+                                         ", not a regular " + file_noun(kind));
 }
 
 }  // namespace
@@ -60,7 +67,7 @@ Result<std::string> read_input_file(const std::filesystem::path& path, std::uint
       "is larger than the " + format_byte_size(max_bytes) + " limit for " +
       (std::string_view("aeiou").find(noun[0]) != std::string_view::npos ? "an " : "a ") + noun;
   if (static_cast<std::uint64_t>(before.st_size) > max_bytes)
-    return bad_input(path.string(), too_large);
+    return bad_input(path_named(path), too_large);
   // O_NONBLOCK: should a FIFO be swapped in after stat, open does not wait for a writer.
   UniqueFd file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   if (file.get() < 0) return errno_error(path, kind, errno);
@@ -74,7 +81,7 @@ Result<std::string> read_input_file(const std::filesystem::path& path, std::uint
   size_t used = 0;
   for (;;) {
     if (used == content.size()) {
-      if (used > max_bytes) return bad_input(path.string(), too_large);
+      if (used > max_bytes) return bad_input(path_named(path), too_large);
       content.resize(static_cast<size_t>(std::min<std::uint64_t>(max_bytes + 1, used * 2)));
     }
     ssize_t n = ::read(file.get(), content.data() + used, content.size() - used);
@@ -84,7 +91,7 @@ Result<std::string> read_input_file(const std::filesystem::path& path, std::uint
     }
     if (n == 0) break;
     used += static_cast<size_t>(n);
-    if (used > max_bytes) return bad_input(path.string(), too_large);
+    if (used > max_bytes) return bad_input(path_named(path), too_large);
   }
   content.resize(used);
   return content;

@@ -9,6 +9,7 @@
 
 #include "core/file_io.h"
 #include "core/number.h"
+#include "core/secret_text.h"
 #include "core/strings.h"
 #include "discover/accel/library.h"
 
@@ -86,7 +87,7 @@ Result<std::string> read_small(const fs::path& p) {
 // Why a credential file cannot be used, for an error: its path and the reader's reason ("no such
 // file", "is a FIFO, not a regular credential file", "Permission denied"), never its content.
 std::string unreadable(const fs::path& p, const Error& e) {
-  return p.string() + " cannot be read: " + e.problem;
+  return shown_or_withheld(p.string()) + " cannot be read: " + e.problem;
 }
 
 // A value that goes into an HTTP header or the URL (a token, the server) must hold no control

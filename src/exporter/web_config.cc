@@ -10,16 +10,16 @@
 
 #include "core/file_io.h"
 #include "core/number.h"
+#include "core/secret_text.h"
 #include "core/strings.h"
 
 namespace polyaccel::exporter {
 namespace {
 
-// A value quoted in an error. Key material pasted into the wrong field (a PEM private key where a
-// name or a client_auth_type belongs) is a secret all the same: it is never echoed.
+// A value quoted in an error. Key material or a token pasted into the wrong field (a PEM private
+// key where a name or a client_auth_type belongs) is a secret all the same: it is never echoed.
 std::string shown(std::string_view value) {
-  if (value.find("PRIVATE KEY") != std::string_view::npos)
-    return "(a value holding a private key, not shown)";
+  if (looks_like_secret(value)) return shown_or_withheld(value);
   return quote_input(value);
 }
 

@@ -1,4 +1,5 @@
 #include "core/file_io.h"
+#include "core/secret_text.h"
 #include "core/socket_path.h"
 
 #include <gtest/gtest.h>
@@ -35,6 +36,33 @@ TEST(FileIo, ReadsSysfsStyleFiles) {
 
 // What a sysfs directory holds, in name order whatever order readdir gives; nothing for a
 // directory that is not there.
+// issue 40 (4): a key or a token pasted where a path belongs (web config key_file, kubeconfig
+// tokenFile, client-key) is never echoed by the error that the file cannot be read.
+TEST(FileIo, AKeyOrTokenGivenAsAPathIsNotEchoed) {
+  const std::string jwt =
+      "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJl";
+  const std::string pem = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEH\n";
+  const std::string token = "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MEFCQ0RFRkdISUpLTE1O";  // 48, mixed
+  for (const std::string& secret : {jwt, pem, token, std::string("abcdef.0123456789abcdef")}) {
+    EXPECT_TRUE(looks_like_secret(secret)) << secret;
+    auto r = read_input_file(secret, 1 << 20, "key file");
+    ASSERT_FALSE(r);
+    const std::string said = r.error().message();
+    EXPECT_EQ(said.find(secret.substr(0, 12)), std::string::npos) << said;
+    EXPECT_NE(said.find("looks like a key or a token"), std::string::npos) << said;
+  }
+  // Paths, UUIDs and digests are named as they are.
+  for (const char* path :
+       {"/var/lib/kubelet/pods/0f5e6d7c-1234-4abc-9def-0123456789ab/token",
+        "/etc/polyaccel/tls/server-2026-12-06.key",
+        "sha256-9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}) {
+    EXPECT_FALSE(looks_like_secret(path)) << path;
+    auto r = read_input_file(path, 1 << 20, "key file");
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message().find(path), std::string::npos) << r.error().message();
+  }
+}
+
 TEST(FileIo, SortedEntryNamesListsFilesDirectoriesAndLinks) {
   TempDir dir;
   std::ofstream(dir.path() / "virtfn10") << "";

@@ -692,6 +692,15 @@ TEST(KubeConfigTest, ControlCharactersInTokensAreRefusedAndNeverEchoed) {
   auto good = load("    tokenFile: token\n");
   ASSERT_TRUE(good) << good.error().message();
   EXPECT_EQ(good->token, "good-token");
+  // issue 40 (4): the token itself put where its file's path belongs: refused, never echoed.
+  const std::string jwt =
+      "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJl";
+  auto pasted = load("    tokenFile: " + jwt + "\n");
+  ASSERT_FALSE(pasted);
+  EXPECT_EQ(pasted.error().message().find("eyJhbGciOi"), std::string::npos)
+      << pasted.error().message();
+  EXPECT_NE(pasted.error().message().find("looks like a key or a token"), std::string::npos)
+      << pasted.error().message();
   // A tokenFile that cannot be read: its path and why.
   auto absent = load("    tokenFile: absent-token\n");
   ASSERT_FALSE(absent);

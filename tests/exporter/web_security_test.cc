@@ -351,6 +351,16 @@ TEST(WebTls, BadFilesAreRefusedAtStartNamingTheFileAndReason) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr(config + ":2: the password of 'carol' is not a bcrypt hash"));
   EXPECT_THAT(r.output, Not(HasSubstr("not-a-hash")));
+  // issue 40 (4): a private key pasted as key_file's value is not echoed at start (nor reload).
+  const std::string key_line = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg";
+  write_text(config,
+             "tls_server_config:\n  cert_file: c.crt\n  key_file: |\n"
+             "    -----BEGIN PRIVATE KEY-----\n    " +
+                 key_line + "\n    -----END PRIVATE KEY-----\n");
+  auto pasted = WebSecurity::load(config);
+  ASSERT_FALSE(pasted);
+  EXPECT_THAT(pasted.error().message(), Not(HasSubstr(key_line)));
+  EXPECT_THAT(pasted.error().message(), Not(HasSubstr("BEGIN PRIVATE")));
   // The file itself: missing, or a YAML error with its line.
   auto missing = WebSecurity::load(dir + "/nope.yml");
   ASSERT_FALSE(missing);
