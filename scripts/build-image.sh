@@ -10,6 +10,9 @@
 #   git remote "origin", else the local path), SOURCE_DATE_EPOCH (the image's dates; default the
 #   commit's time).
 set -euo pipefail
+# A step that fails names itself: mmdebstrap --quiet and umoci can fail without a word (an
+# Image.build in CI once failed after 46 s with no output).
+trap 'echo "build-image: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 build=${1:?usage: build-image.sh BUILD_DIR OUTPUT.tar}
 output=${2:?usage: build-image.sh BUILD_DIR OUTPUT.tar}
 here=$(cd "$(dirname "$0")" && pwd)
