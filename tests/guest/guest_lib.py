@@ -31,3 +31,15 @@ def cpulist(text):
 def sysfs(path):
     with open(path) as f:
         return f.read().strip()
+
+
+def normalized(ref):
+    """The name a CRI runtime pulls for an image reference (the docker reference rules that
+    containerd and CRI-O apply): a first part without '.' or ':' that is not localhost is on
+    docker.io, and a one-part name is under library/."""
+    first, _, rest = ref.partition("/")
+    if not rest:
+        return "docker.io/library/" + ref
+    if "." not in first and ":" not in first and first != "localhost":
+        return "docker.io/" + ref
+    return ref

@@ -18,7 +18,7 @@ directory; `podman stop` (SIGTERM) ends the ListAndWatch stream and removes the 
 `polyaccel --version` in the image names the build's commit; the image has no shell.
 Usage: image_daemonset.py IMAGE_TAR RENDERED_JSON FAKE_KUBELET NVML_LIB SCENARIO TOPOLOGY REVISION"""
 import json, os, subprocess, sys, time, urllib.request
-from guest_lib import check, finish
+from guest_lib import check, finish, normalized
 from guest_podman import Podman
 
 image_tar, rendered, fake_kubelet, nvml, scenario, topology, revision = sys.argv[1:8]
@@ -34,18 +34,6 @@ ds = [o for o in objects if o["kind"] == "DaemonSet"][0]
 configmaps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
 pod = ds["spec"]["template"]["spec"]
 c = pod["containers"][0]
-
-def normalized(ref):
-    """The name a CRI runtime pulls for an image reference (the docker reference rules that
-    containerd and CRI-O apply): a first part without '.' or ':' that is not localhost is on
-    docker.io, and a one-part name is under library/."""
-    first, _, rest = ref.partition("/")
-    if not rest:
-        return "docker.io/library/" + ref
-    if "." not in first and ":" not in first and first != "localhost":
-        return "docker.io/" + ref
-    return ref
-
 
 image = normalized(c["image"])
 

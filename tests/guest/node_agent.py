@@ -36,7 +36,7 @@ envs and mounts (or CDI devices, when the agent names them) has that GPU's node 
 StopContainer ends the ListAndWatch stream."""
 import json, os, queue, shutil, subprocess, threading, time, urllib.request
 import gpu_fixture
-from guest_lib import check
+from guest_lib import check, normalized
 
 NODE_NAME = "node-1"
 TOKEN = "polyaccel-node-test-token"
@@ -94,16 +94,6 @@ class NodeKubelet:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-
-
-def normalized(ref):
-    """The name a CRI runtime pulls for an image reference (docker's rules)."""
-    first, _, rest = ref.partition("/")
-    if not rest:
-        return "docker.io/library/" + ref
-    if "." not in first and ":" not in first and first != "localhost":
-        return "docker.io/" + ref
-    return ref
 
 
 class Node:
