@@ -12,7 +12,7 @@ binary=${1:?usage: runtime-packages.sh BINARY [--versioned]}
 binary=$(realpath "$binary")
 
 # Loaded with dlopen, so dpkg-shlibdeps cannot see them: libcurl (the DRA driver's API-server
-# client, src/dra/kube_client.cc). The vendors' libraries (NVML, ROCm SMI, HLML) are not listed:
+# client, src/kube_api/client.cc). The vendors' libraries (NVML, ROCm SMI, HLML) are not listed:
 # the driver on the host provides them (docs/install.md).
 dlopened=(libcurl4)
 # Read at run time: PCI vendor and device names (src/discover/pci_ids.cc).

@@ -106,12 +106,12 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
     if (installed) installed = dra::check_hook_program(o.cdi_hook_path);
     if (!installed) return installed.error();
   }
-  std::unique_ptr<dra::KubeClient> client;
+  std::unique_ptr<kube_api::KubeClient> client;
   if (o.kubeconfig != "none") {
-    auto config =
-        o.kubeconfig.empty() ? dra::in_cluster_config() : dra::kubeconfig_file(o.kubeconfig);
+    auto config = o.kubeconfig.empty() ? kube_api::in_cluster_config()
+                                       : kube_api::kubeconfig_file(o.kubeconfig);
     if (!config) return config.error();
-    client = std::make_unique<dra::KubeClient>(*config);
+    client = std::make_unique<kube_api::KubeClient>(*config);
   }
   auto runner = std::make_unique<dra::DraRunner>(monitor, ro, std::move(client));
   Status st = runner->start(std::chrono::seconds(60));

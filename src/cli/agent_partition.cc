@@ -80,11 +80,11 @@ Result<std::unique_ptr<PartitionAgent>> start_partition_agent(const AcceleratorM
   if (!node) return node.error();
   if (o.kubeconfig == "none")
     return bad_input("--mig-manager", "needs the API server: --kubeconfig none turns it off");
-  auto config =
-      o.kubeconfig.empty() ? dra::in_cluster_config() : dra::kubeconfig_file(o.kubeconfig);
+  auto config = o.kubeconfig.empty() ? kube_api::in_cluster_config()
+                                     : kube_api::kubeconfig_file(o.kubeconfig);
   if (!config) return config.error();
   auto agent = std::make_unique<PartitionAgent>();
-  agent->client = std::make_unique<dra::KubeClient>(*config);
+  agent->client = std::make_unique<kube_api::KubeClient>(*config);
 
   // Both managers withdraw through one set each; a GPU is advertised when neither holds it.
   struct Withdrawals {

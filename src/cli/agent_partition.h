@@ -21,7 +21,7 @@ void add_partition_agent_options(CLI::App* agent, AgentOptions& options);
 
 // The managers and what they need to live (their API-server client).
 struct PartitionAgent {
-  std::unique_ptr<dra::KubeClient> client;
+  std::unique_ptr<kube_api::KubeClient> client;
   std::vector<std::unique_ptr<PartitionLabelManager>> managers;
   void stop() {
     for (auto& m : managers)

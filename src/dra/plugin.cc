@@ -182,13 +182,13 @@ Result<ClaimInfo> parse_claim(const json& claim) {
   return info;
 }
 
-ClaimLookup api_claim_lookup(KubeClient& client) {
+ClaimLookup api_claim_lookup(kube_api::KubeClient& client) {
   return [&client](const std::string& ns, const std::string& name) -> Result<ClaimInfo> {
     std::string path = "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + name;
     auto r = client.request("GET", path);
     if (!r) return r.error();
     if (r->status != 200) {
-      HttpResponse resp = *r;
+      kube_api::HttpResponse resp = *r;
       Error e{ErrorCode::io, "GET " + path, "HTTP " + std::to_string(resp.status), {}};
       if (resp.status == 403)
         e.remedy =

@@ -33,8 +33,8 @@
 #include "core/host_model.h"
 #include "discover/accel/partition.h"
 #include "dra/cdi.h"
-#include "dra/kube_client.h"
 #include "dra/slices.h"
+#include "kube_api/client.h"
 
 namespace polyaccel::dra {
 
@@ -53,7 +53,7 @@ struct ClaimInfo {
 using ClaimLookup =
     std::function<Result<ClaimInfo>(const std::string& ns, const std::string& name)>;
 // GET /apis/resource.k8s.io/v1/namespaces/<ns>/resourceclaims/<name>.
-ClaimLookup api_claim_lookup(KubeClient& client);
+ClaimLookup api_claim_lookup(kube_api::KubeClient& client);
 // The allocation of a ResourceClaim object; an Error when it has none or is not a claim.
 Result<ClaimInfo> parse_claim(const nlohmann::json& claim);
 

@@ -85,7 +85,7 @@ const char* const kMustReference =
 
 }  // namespace
 
-std::optional<CounterLayout> layout_required_by(const HttpResponse& r) {
+std::optional<CounterLayout> layout_required_by(const kube_api::HttpResponse& r) {
   if (r.status != 422) return std::nullopt;
   auto j = json::parse(r.body, nullptr, false);
   if (!j.is_object() || !j.contains("message") || !j["message"].is_string()) return std::nullopt;
@@ -96,11 +96,11 @@ std::optional<CounterLayout> layout_required_by(const HttpResponse& r) {
 }
 
 std::string pool_slices_path(const std::string& driver, const std::string& node) {
-  return std::string(kResourceSlicesPath) +
-         "?fieldSelector=" + url_encode("spec.nodeName=" + node + ",spec.driver=" + driver);
+  return std::string(kResourceSlicesPath) + "?fieldSelector=" +
+         kube_api::url_encode("spec.nodeName=" + node + ",spec.driver=" + driver);
 }
 
-Error api_error(const std::string& what, const HttpResponse& r) {
+Error api_error(const std::string& what, const kube_api::HttpResponse& r) {
   std::string message;
   auto j = json::parse(r.body, nullptr, false);
   if (j.is_object() && j.contains("message") && j["message"].is_string())
@@ -205,7 +205,7 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
     d["spec"]["pool"]["generation"] = generation;
     std::string name = d["metadata"]["name"].get<std::string>();
     auto it = existing.find(name);
-    Result<HttpResponse> r = Error{};
+    Result<kube_api::HttpResponse> r = Error{};
     std::string what;
     const bool update = it != existing.end();
     if (update) {
@@ -271,7 +271,7 @@ Result<ServerFields> SlicePublisher::probe(const std::string& driver, const std:
   name = name.substr(0, name.size() - 1) + "probe";  // "<node>-polyaccel-probe", never stored
   const std::string path = std::string(kResourceSlicesPath) + "?dryRun=All";
   ServerFields fields;
-  Result<HttpResponse> r = Error{};
+  Result<kube_api::HttpResponse> r = Error{};
   for (CounterLayout layout : {CounterLayout::own_slices, CounterLayout::with_devices}) {
     fields.layout = layout;
     if (layout == CounterLayout::with_devices) {

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "dra/kube_client.h"
 #include "dra/slices.h"
+#include "kube_api/client.h"
 
 namespace polyaccel::dra {
 
@@ -42,7 +42,7 @@ struct SyncResult {
 
 class SlicePublisher {
  public:
-  explicit SlicePublisher(KubeClient& client) : client_(client) {}
+  explicit SlicePublisher(kube_api::KubeClient& client) : client_(client) {}
 
   // Makes the server's slices equal `pool`. A 409 (someone else wrote meanwhile) lists again and
   // retries, a few times. Errors: 403 (RBAC, with the remedy), other statuses, transport.
@@ -62,7 +62,7 @@ class SlicePublisher {
 
  private:
   Result<SyncResult> sync_once(const Pool& pool, bool& conflict);
-  KubeClient& client_;
+  kube_api::KubeClient& client_;
   // The generation of each pool ("driver/node") this publisher last wrote or saw.
   std::map<std::string, std::int64_t> last_generation_;
   // The spec each slice (by name) was last written with, its pool generation included.
@@ -73,7 +73,7 @@ class SlicePublisher {
 // The layout a 422 of kube-apiserver asks for, by its message: "only one of `sharedCounters` or
 // `devices` is allowed" (1.35+) or "must reference a counterSet defined in the ResourceSlice
 // sharedCounters" (1.34); nothing for any other answer.
-std::optional<CounterLayout> layout_required_by(const HttpResponse& r);
+std::optional<CounterLayout> layout_required_by(const kube_api::HttpResponse& r);
 
 inline constexpr const char* kResourceSlicesPath = "/apis/resource.k8s.io/v1/resourceslices";
 
@@ -82,6 +82,6 @@ inline constexpr const char* kResourceSlicesPath = "/apis/resource.k8s.io/v1/res
 std::string pool_slices_path(const std::string& driver, const std::string& node);
 
 // An API error for people: "POST ...: 403 Forbidden: <the Status message>".
-Error api_error(const std::string& what, const HttpResponse& r);
+Error api_error(const std::string& what, const kube_api::HttpResponse& r);
 
 }  // namespace polyaccel::dra

@@ -27,11 +27,11 @@ std::vector<nlohmann::json> published(const Pool& p) {
 }  // namespace
 
 DraRunner::DraRunner(const AcceleratorMonitor& monitor, DraRunnerOptions options,
-                     std::unique_ptr<KubeClient> client)
+                     std::unique_ptr<kube_api::KubeClient> client)
     : monitor_(monitor), options_(std::move(options)), client_(std::move(client)) {
   if (client_) {
     publisher_ = std::make_unique<SlicePublisher>(*client_);
-    if (options_.watch) watch_client_ = std::make_unique<KubeClient>(client_->config());
+    if (options_.watch) watch_client_ = std::make_unique<kube_api::KubeClient>(client_->config());
     if (!options_.plugin.lookup) options_.plugin.lookup = api_claim_lookup(*client_);
   }
   if (!options_.plugin.log) options_.plugin.log = options_.log;

@@ -67,7 +67,7 @@ class DraRunner {
  public:
   // `client` may be null: the plugin runs, nothing is published (claims cannot be read then).
   DraRunner(const AcceleratorMonitor& monitor, DraRunnerOptions options,
-            std::unique_ptr<KubeClient> client);
+            std::unique_ptr<kube_api::KubeClient> client);
   ~DraRunner();
   DraRunner(const DraRunner&) = delete;
   DraRunner& operator=(const DraRunner&) = delete;
@@ -100,7 +100,7 @@ class DraRunner {
 
   const AcceleratorMonitor& monitor_;
   DraRunnerOptions options_;
-  std::unique_ptr<KubeClient> client_;
+  std::unique_ptr<kube_api::KubeClient> client_;
   std::unique_ptr<SlicePublisher> publisher_;
   std::unique_ptr<DraPlugin> plugin_;
   mutable std::mutex mu_;
@@ -113,7 +113,8 @@ class DraRunner {
   std::atomic<bool> resync_now_{false};  // the watch saw our slices deleted or changed
   std::atomic<bool> watching_{false};
   std::atomic<std::uint64_t> syncs_{0}, restores_{0}, sync_errors_{0};
-  std::unique_ptr<KubeClient> watch_client_;  // its own connection: a watch holds one for minutes
+  std::unique_ptr<kube_api::KubeClient>
+      watch_client_;  // its own connection: a watch holds one for minutes
   std::thread follower_, watcher_;
 };
 

@@ -17,7 +17,7 @@ std::string joined(const std::set<std::string>& items) {
 
 }  // namespace
 
-PartitionLabelManager::PartitionLabelManager(dra::KubeClient& client,
+PartitionLabelManager::PartitionLabelManager(kube_api::KubeClient& client,
                                              PartitionManagerOptions options,
                                              PartitionManagerHooks hooks)
     : client_(client), options_(std::move(options)), hooks_(std::move(hooks)) {}
@@ -352,7 +352,7 @@ void PartitionLabelManager::start() {
   std::lock_guard<std::mutex> lock(mu_);
   stop_ = false;
   // A watch of its own: an open watch holds its client's one connection for minutes.
-  watch_client_ = std::make_unique<dra::KubeClient>(client_.config());
+  watch_client_ = std::make_unique<kube_api::KubeClient>(client_.config());
   thread_ = std::thread([this] { run(); });
 }
 

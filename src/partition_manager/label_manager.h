@@ -30,7 +30,7 @@
 
 #include "core/error.h"
 #include "core/pod_assignments.h"
-#include "dra/kube_client.h"
+#include "kube_api/client.h"
 #include "partition_manager/node_api.h"
 #include "partition_manager/state_file.h"
 
@@ -120,7 +120,7 @@ struct PartitionOutcome {
 
 class PartitionLabelManager {
  public:
-  PartitionLabelManager(dra::KubeClient& client, PartitionManagerOptions options,
+  PartitionLabelManager(kube_api::KubeClient& client, PartitionManagerOptions options,
                         PartitionManagerHooks hooks);
   ~PartitionLabelManager();
   PartitionLabelManager(const PartitionLabelManager&) = delete;
@@ -150,7 +150,7 @@ class PartitionLabelManager {
   bool wait(std::chrono::milliseconds d);  // true: stopping
   bool stopping() const;
 
-  dra::KubeClient& client_;
+  kube_api::KubeClient& client_;
   const PartitionManagerOptions options_;
   PartitionManagerHooks hooks_;
   std::optional<PartitionApplyRecord> record_;  // as on disk
@@ -160,7 +160,7 @@ class PartitionLabelManager {
   std::condition_variable cv_;
   bool stop_ = false;
   std::thread thread_;
-  std::unique_ptr<dra::KubeClient> watch_client_;
+  std::unique_ptr<kube_api::KubeClient> watch_client_;
   NodeLabels seen_;  // the last GET of the Node
 };
 

@@ -13,9 +13,9 @@ namespace polyaccel {
 
 namespace {
 
-using dra::HttpResponse;
-using dra::KubeClient;
-using dra::url_encode;
+using kube_api::HttpResponse;
+using kube_api::KubeClient;
+using kube_api::url_encode;
 
 // The API server's message for a failed request, else its status.
 Error api_error(const std::string& what, const HttpResponse& r) {

@@ -76,7 +76,7 @@ TEST(AgentCli, ServesUntilSigterm) {
       run_command("curl -sS --max-time 10 http://127.0.0.1:" + port[1].str() + "/healthz");
   EXPECT_THAT(health.output, ::testing::StartsWith("ok"));
   // Only the DRA driver talks to the API server: libcurl, and the TLS, LDAP and Kerberos
-  // libraries it pulls in, are not loaded by an agent without --dra (kube_client.cc opens it on
+  // libraries it pulls in, are not loaded by an agent without --dra (kube_api/client.cc opens it on
   // first use).
   auto maps =
       run_command("cat /proc/$(pgrep -P " + std::to_string(std::atoi(r.output.c_str())) + ")/maps");

@@ -30,11 +30,11 @@ using polyaccel::testing::TempDir;
 class ApiServer : public ::testing::Test {
  protected:
   ApiServer() : server_(dir_.path()) {
-    KubeConfig c;
+    kube_api::KubeConfig c;
     c.server = server_.url();
     c.token = "test-token";
     c.timeout = std::chrono::milliseconds(3000);
-    client_ = std::make_unique<KubeClient>(c);
+    client_ = std::make_unique<kube_api::KubeClient>(c);
     model_ = polyaccel::testing::load_fixture(polyaccel::testing::kXe8640);
   }
   ~ApiServer() override {
@@ -64,7 +64,7 @@ class ApiServer : public ::testing::Test {
 
   TempDir dir_;
   FakeApiServer server_;
-  std::unique_ptr<KubeClient> client_;
+  std::unique_ptr<kube_api::KubeClient> client_;
   HostModel model_;
 };
 
@@ -398,9 +398,9 @@ std::set<RbacAttributes> granted_to_agent() {
 }
 
 // Least privilege (issue 29): what the RBAC of the DRA overlays grants the agent is exactly what
-// the DRA driver asks of the API server. Every call site of KubeClient::request and ::watch in
-// src/dra/ is exercised here (the publisher's list, create, update, delete and dry-run create;
-// the runner's watch of the pool's slices; the plugin's claim lookup), and the requests the
+// the DRA driver asks of the API server. Every call site of kube_api::KubeClient::request and
+// ::watch in src/dra/ is exercised here (the publisher's list, create, update, delete and dry-run
+// create; the runner's watch of the pool's slices; the plugin's claim lookup), and the requests the
 // server saw are turned into (apiGroup, resource, verb) as its authorizer would.
 TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
   SlicePublisher pub(*client_);
@@ -502,15 +502,15 @@ TEST_F(ApiServer, AServerThatGoesAwayAndComesBack) {
 }
 
 TEST_F(ApiServer, AWrongTokenOrNoServerIsAnError) {
-  KubeConfig c = client_->config();
+  kube_api::KubeConfig c = client_->config();
   c.token = "wrong";
-  KubeClient bad_token(c);
+  kube_api::KubeClient bad_token(c);
   auto r = SlicePublisher(bad_token).sync(pool());
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().problem.find("401"), std::string::npos);
   c = client_->config();
   c.server = "http://127.0.0.1:1";  // nothing listens there
-  KubeClient nobody(c);
+  kube_api::KubeClient nobody(c);
   auto t = nobody.request("GET", kResourceSlicesPath);
   ASSERT_FALSE(t);
   EXPECT_EQ(t.error().code, ErrorCode::io);
@@ -568,24 +568,24 @@ users:
   user:
     token: t2
 )";
-  auto k = kubeconfig_file((d.path() / "kubeconfig").string());
+  auto k = kube_api::kubeconfig_file((d.path() / "kubeconfig").string());
   ASSERT_TRUE(k) << k.error().message();
   EXPECT_EQ(k->server, "https://two:6443");
   EXPECT_EQ(k->token, "t2");
   EXPECT_NE(k->ca_pem.find("BEGIN CERTIFICATE"), std::string::npos);
   std::ofstream(d.path() / "bad") << "{{{";
-  EXPECT_FALSE(kubeconfig_file((d.path() / "bad").string()));
-  EXPECT_FALSE(kubeconfig_file((d.path() / "absent").string()));
+  EXPECT_FALSE(kube_api::kubeconfig_file((d.path() / "bad").string()));
+  EXPECT_FALSE(kube_api::kubeconfig_file((d.path() / "absent").string()));
 
   std::ofstream(d.path() / "token") << "sa-token\n";
   ::setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
   ::setenv("KUBERNETES_SERVICE_PORT", "443", 1);
-  auto ic = in_cluster_config(d.path().string());
+  auto ic = kube_api::in_cluster_config(d.path().string());
   ASSERT_TRUE(ic) << ic.error().message();
   EXPECT_EQ(ic->server, "https://10.96.0.1:443");
   EXPECT_EQ(ic->token, "sa-token");
   ::unsetenv("KUBERNETES_SERVICE_HOST");
-  EXPECT_FALSE(in_cluster_config(d.path().string()));
+  EXPECT_FALSE(kube_api::in_cluster_config(d.path().string()));
 }
 
 // The server as client-go takes it (a URL, or host:port as https); what cannot be one is refused
@@ -595,7 +595,7 @@ TEST(KubeConfigTest, ServerIsAnApiServerUrlOrRefused) {
   auto with_server = [&](const std::string& server) {
     std::ofstream(d.path() / "kubeconfig", std::ios::trunc)
         << "clusters:\n- name: c\n  cluster:\n    server: '" << server << "'\n";
-    return kubeconfig_file((d.path() / "kubeconfig").string());
+    return kube_api::kubeconfig_file((d.path() / "kubeconfig").string());
   };
   const std::pair<const char*, const char*> accepted[] = {
       {"https://two:6443/", "https://two:6443"},
@@ -636,7 +636,7 @@ TEST(KubeConfigTest, ServerIsAnApiServerUrlOrRefused) {
   }
   ::setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
   ::setenv("KUBERNETES_SERVICE_PORT", "99999", 1);
-  auto in_pod = in_cluster_config(d.path().string());
+  auto in_pod = kube_api::in_cluster_config(d.path().string());
   ::unsetenv("KUBERNETES_SERVICE_HOST");
   ::unsetenv("KUBERNETES_SERVICE_PORT");
   ASSERT_FALSE(in_pod);
@@ -660,7 +660,7 @@ TEST(KubeConfigTest, ControlCharactersInTokensAreRefusedAndNeverEchoed) {
   auto load = [&](const std::string& user_yaml) {
     std::ofstream(kubeconfig, std::ios::trunc)
         << kubeconfig_with_user("https://two:6443", user_yaml);
-    return kubeconfig_file(kubeconfig.string());
+    return kube_api::kubeconfig_file(kubeconfig.string());
   };
   const std::pair<const char*, const char*> inline_tokens[] = {
       {"    token: \"s3cret\\r\\nX-Injected: yes\"\n", "byte 0x0d"},
@@ -717,7 +717,7 @@ TEST(KubeConfigTest, ControlCharactersInTokensAreRefusedAndNeverEchoed) {
   std::ofstream(d.path() / "token", std::ios::trunc) << "s3cret\nX-Injected: yes\n";
   ::setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
   ::setenv("KUBERNETES_SERVICE_PORT", "443", 1);
-  auto in_pod = in_cluster_config(d.path().string());
+  auto in_pod = kube_api::in_cluster_config(d.path().string());
   ::unsetenv("KUBERNETES_SERVICE_HOST");
   ::unsetenv("KUBERNETES_SERVICE_PORT");
   ASSERT_FALSE(in_pod);
@@ -729,10 +729,10 @@ TEST(KubeConfigTest, ControlCharactersInTokensAreRefusedAndNeverEchoed) {
 // A token file re-read for each request (bound tokens rotate) that gains a CR/LF is not sent:
 // the request fails naming the file, and the server never sees a header of the file's making.
 TEST_F(ApiServer, ARotatedTokenFileWithControlCharactersIsNotSent) {
-  KubeConfig c = client_->config();
+  kube_api::KubeConfig c = client_->config();
   c.token_file = (dir_.path() / "rotating-token").string();
   std::ofstream(c.token_file) << "test-token\n";
-  KubeClient rotating(c);
+  kube_api::KubeClient rotating(c);
   auto first = rotating.request("GET", kResourceSlicesPath);
   ASSERT_TRUE(first) << first.error().message();
   EXPECT_EQ(first->status, 200);
@@ -758,9 +758,9 @@ TEST_F(ApiServer, UnauthorizedNamesTheCredentialInUseAndNeverTheSecret) {
   const std::string secret = "PLANTED-s3cret-0123456789";
   std::ofstream(dir_.path() / "kubeconfig")
       << kubeconfig_with_user(server_.url(), "    token: " + secret + "\n");
-  auto config = kubeconfig_file((dir_.path() / "kubeconfig").string());
+  auto config = kube_api::kubeconfig_file((dir_.path() / "kubeconfig").string());
   ASSERT_TRUE(config) << config.error().message();
-  KubeClient client(*config);
+  kube_api::KubeClient client(*config);
   auto r = SlicePublisher(client).sync(pool());
   ASSERT_FALSE(r);
   const std::string m = r.error().message();
@@ -769,9 +769,9 @@ TEST_F(ApiServer, UnauthorizedNamesTheCredentialInUseAndNeverTheSecret) {
   EXPECT_EQ(m.find("service account"), std::string::npos) << m;
   EXPECT_EQ(m.find(secret), std::string::npos) << m;
   // A transport failure names the URL, never the token.
-  KubeConfig nowhere = *config;
+  kube_api::KubeConfig nowhere = *config;
   nowhere.server = "http://127.0.0.1:1";
-  auto t = KubeClient(nowhere).request("GET", kResourceSlicesPath);
+  auto t = kube_api::KubeClient(nowhere).request("GET", kResourceSlicesPath);
   ASSERT_FALSE(t);
   EXPECT_EQ(t.error().message().find(secret), std::string::npos) << t.error().message();
 }

@@ -67,10 +67,10 @@ TEST(DraRunner, AMigLayoutChangedWhileRunningIsPublished) {
   ro.plugin = polyaccel::testing::dra_plugin_options(dir.path());
   ro.root = "";
   ro.log = [](const std::string&) {};
-  KubeConfig kc;
+  kube_api::KubeConfig kc;
   kc.server = server.url();
   kc.token = "test-token";
-  DraRunner runner(monitor, ro, std::make_unique<KubeClient>(kc));
+  DraRunner runner(monitor, ro, std::make_unique<kube_api::KubeClient>(kc));
   ASSERT_TRUE(runner.start(60s));
   ASSERT_TRUE(wait_for([&] { return server.slices_of("node-1") > 0; }, 30s));
   EXPECT_EQ(published(server, "").second, 1);
@@ -123,10 +123,10 @@ struct RunningAgent {
       log += line + "\n";
     };
     if (tune) tune(ro);
-    KubeConfig kc;
+    kube_api::KubeConfig kc;
     kc.server = server.url();
     kc.token = "test-token";
-    runner = std::make_unique<DraRunner>(*monitor, ro, std::make_unique<KubeClient>(kc));
+    runner = std::make_unique<DraRunner>(*monitor, ro, std::make_unique<kube_api::KubeClient>(kc));
   }
   ~RunningAgent() {
     runner->stop();

@@ -216,15 +216,15 @@ class TlsApiServer : public ::testing::Test {
                    user);
     return p;
   }
-  std::unique_ptr<KubeClient> client_of(const fs::path& kubeconfig_path) {
-    auto c = kubeconfig_file(kubeconfig_path.string());
+  std::unique_ptr<kube_api::KubeClient> client_of(const fs::path& kubeconfig_path) {
+    auto c = kube_api::kubeconfig_file(kubeconfig_path.string());
     EXPECT_TRUE(c) << c.error().message();
     if (!c) return nullptr;
     c->timeout = std::chrono::milliseconds(5000);
-    return std::make_unique<KubeClient>(*c);
+    return std::make_unique<kube_api::KubeClient>(*c);
   }
   // Publishes the XE8640's pool and reads it back: every slice arrived at the server.
-  void expect_publishes(KubeClient& client) {
+  void expect_publishes(kube_api::KubeClient& client) {
     SliceOptions o;
     o.node = "node-1";
     auto pool = build_pool(model_, o);
@@ -239,7 +239,7 @@ class TlsApiServer : public ::testing::Test {
     EXPECT_EQ(again->writes(), 0u);
   }
   // One request that must fail before reaching the server; its one-line message.
-  std::string expect_refused(KubeClient& client) {
+  std::string expect_refused(kube_api::KubeClient& client) {
     auto r = client.request("GET", kResourceSlicesPath);
     EXPECT_FALSE(r) << "answered " << (r ? r->status : 0);
     if (r) return {};
@@ -327,7 +327,7 @@ TEST_F(TlsApiServer, ContradictoryOrHalfCredentialsAreRefusedInOneLine) {
   };
   for (const auto& k : cases) {
     fs::path p = kubeconfig(k.cluster, k.user);
-    auto c = kubeconfig_file(p.string());
+    auto c = kube_api::kubeconfig_file(p.string());
     ASSERT_FALSE(c) << k.user;
     std::string m = c.error().message();
     EXPECT_EQ(c.error().code, ErrorCode::bad_input);
@@ -385,12 +385,12 @@ TEST_F(TlsApiServer, InClusterBearerTokenOverTlsAndItsRotation) {
   std::string port = tls_->url().substr(tls_->url().rfind(':') + 1);
   ::setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
   ::setenv("KUBERNETES_SERVICE_PORT", port.c_str(), 1);
-  auto c = in_cluster_config(sa.string());
+  auto c = kube_api::in_cluster_config(sa.string());
   ::unsetenv("KUBERNETES_SERVICE_HOST");
   ::unsetenv("KUBERNETES_SERVICE_PORT");
   ASSERT_TRUE(c) << c.error().message();
   EXPECT_EQ(c->server, tls_->url());
-  KubeClient client(*c);
+  kube_api::KubeClient client(*c);
   expect_publishes(client);  // the fake server answers 401 to any other token
   // A bound token rotates: the next request sends the new one.
   {

@@ -96,11 +96,11 @@ class MigLabels : public ::testing::Test {
         pods_.set(containers_);
       };
     }
-    dra::KubeConfig c;
+    kube_api::KubeConfig c;
     c.server = server_.url();
     c.token = "test-token";
     c.timeout = std::chrono::milliseconds(3000);
-    client_ = std::make_unique<dra::KubeClient>(c);
+    client_ = std::make_unique<kube_api::KubeClient>(c);
     // The driver keeps its MIG state while agents come and go: one control stays open for the
     // whole test, so that the library's state outlives each manager (a "killed" agent).
     auto keep = open_nvml_mig_control();
@@ -207,7 +207,7 @@ class MigLabels : public ::testing::Test {
   FakePodResources pods_;
   std::vector<FakeContainer> containers_;  // under server_.mu
   std::vector<std::string> evicted_;       // under server_.mu
-  std::unique_ptr<dra::KubeClient> client_;
+  std::unique_ptr<kube_api::KubeClient> client_;
   std::unique_ptr<MigControl> driver_;
   std::mutex withdraw_mu_;
   std::vector<std::set<std::string>> withdrawals_;
@@ -750,10 +750,10 @@ class AmdPartitionLabels : public ::testing::Test {
         {"kind", "ConfigMap"},
         {"metadata", {{"name", "config-manager-config"}, {"namespace", "polyaccel-system"}}},
         {"data", {{"config.json", kAmdConfig}}}};
-    dra::KubeConfig c;
+    kube_api::KubeConfig c;
     c.server = server_.url();
     c.token = "test-token";
-    client_ = std::make_unique<dra::KubeClient>(c);
+    client_ = std::make_unique<kube_api::KubeClient>(c);
   }
   ~AmdPartitionLabels() override {
     std::lock_guard<std::mutex> lock(server_.mu);
@@ -800,7 +800,7 @@ class AmdPartitionLabels : public ::testing::Test {
 
   TempDir dir_;
   FakeApiServer server_;
-  std::unique_ptr<dra::KubeClient> client_;
+  std::unique_ptr<kube_api::KubeClient> client_;
   std::vector<std::string> buses_;
   std::set<std::string> ever_withdrawn_;
 };

@@ -1,4 +1,4 @@
-#include "dra/kube_client.h"
+#include "kube_api/client.h"
 
 #include <curl/curl.h>
 #include <yaml-cpp/yaml.h>
@@ -13,7 +13,7 @@
 #include "core/strings.h"
 #include "discover/accel/library.h"
 
-namespace polyaccel::dra {
+namespace polyaccel::kube_api {
 
 namespace {
 
@@ -563,4 +563,4 @@ Result<HttpResponse> KubeClient::perform(const std::string& method, const std::s
   return r;
 }
 
-}  // namespace polyaccel::dra
+}  // namespace polyaccel::kube_api

@@ -1,7 +1,8 @@
 // A small Kubernetes API-server client over libcurl (HTTPS, bearer token or client certificate),
 // for the few calls the DRA driver makes: ResourceSlices (list, create, update, delete) and
 // ResourceClaims (get); and the partition manager's (src/partition_manager/node_api.h): its Node
-// (get, PATCH as a JSON merge patch), a ConfigMap, evictions, Events. No HTTP or TLS of our own: libcurl does both.
+// (get, PATCH as a JSON merge patch), a ConfigMap, evictions, Events. No HTTP or TLS of our own:
+// libcurl does both.
 #pragma once
 
 #include <atomic>
@@ -13,7 +14,7 @@
 
 #include "core/error.h"
 
-namespace polyaccel::dra {
+namespace polyaccel::kube_api {
 
 struct KubeConfig {
   std::string server;      // "https://10.96.0.1:443"
@@ -83,4 +84,4 @@ class KubeClient {
 // Percent-encoding for a query value (field selectors).
 std::string url_encode(const std::string& text);
 
-}  // namespace polyaccel::dra
+}  // namespace polyaccel::kube_api
