@@ -11,6 +11,7 @@
 #include <iostream>
 #include <thread>
 
+#include "cli/agent_cdi.h"
 #include "cli/agent_dra.h"
 #include "cli/agent_partition.h"
 #include "cli/agent_plugin.h"
@@ -146,6 +147,8 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
     pods = std::make_unique<PodResourcesClient>(po);
   }
   subscribe_node_labels(monitor, options);  // before start(): the first publication counts
+  Status cdi_specs = subscribe_node_cdi_specs(monitor, options, discover);  // agent_cdi.h
+  if (!cdi_specs) return fail(cdi_specs.error());
   monitor.start();
   host.start();
   if (pods) pods->start();

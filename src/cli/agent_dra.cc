@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
+#include "cli/agent_cdi.h"
 #include "cli/conventions.h"
 #include "cli/dra_commands.h"
 #include "core/log.h"
@@ -54,7 +55,7 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& o) {
 
 void use_driver_root_nvml(const AgentOptions& o) {
   const char* set = std::getenv("POLYACCEL_NVML_LIB");
-  if (!o.dra || o.driver_root.empty() || o.driver_root == "/" || (set && *set)) return;
+  if (o.driver_root.empty() || o.driver_root == "/" || (set && *set)) return;
   dra::NvidiaDriverFiles driver = dra::read_nvidia_driver(o.driver_root);
   const std::string name = "/libnvidia-ml.so." + driver.version;
   for (const auto& m : driver.mounts) {
@@ -63,7 +64,7 @@ void use_driver_root_nvml(const AgentOptions& o) {
     if (driver.version.empty() || !m.container_path.ends_with(name)) continue;
     const std::string& path = m.host_path;
     ::setenv("POLYACCEL_NVML_LIB", path.c_str(), 1);
-    log_line("polyaccel agent: dra: NVML from the driver root: " + path);
+    log_line("polyaccel agent: NVML from the driver root: " + path);
     return;
   }
 }
@@ -93,19 +94,9 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
   ro.root = o.dra_root.empty() ? filesystem_root(discover) : o.dra_root;
   ro.driver_root = o.driver_root;
   ro.host_driver_root = o.host_driver_root;
-  ro.plugin.cdi.hook_path = o.cdi_hook_path.empty() ? dra::default_hook_path() : o.cdi_hook_path;
-  if (o.cdi_hook_path.empty() && std::getenv("KUBERNETES_SERVICE_HOST")) {
-    log_line("polyaccel agent: dra: the CDI specs' hooks name " + ro.plugin.cdi.hook_path +
-             ", a path in this agent's container, which the runtime on the host cannot "
-             "run: give --cdi-hook-path on a hostPath volume (docs/dra.md)");
-  }
-  if (!o.cdi_hook_path.empty()) {
-    // Installed from the image, then run once: a program the node's runtime cannot start would
-    // fail every GPU pod at container creation, so the agent says so now instead.
-    Status installed = dra::install_hook_program(dra::default_hook_path(), o.cdi_hook_path);
-    if (installed) installed = dra::check_hook_program(o.cdi_hook_path);
-    if (!installed) return installed.error();
-  }
+  auto hook = install_cdi_hook(o, "dra");
+  if (!hook) return hook.error();
+  ro.plugin.cdi.hook_path = *hook;
   std::unique_ptr<kube_api::KubeClient> client;
   if (o.kubeconfig != "none") {
     auto config = o.kubeconfig.empty() ? kube_api::in_cluster_config()

@@ -13,10 +13,10 @@ namespace polyaccel::cli {
 // Adds --dra and its options to the agent command.
 void add_dra_agent_options(CLI::App* agent, AgentOptions& options);
 
-// With --dra and a --driver-root other than /, and no POLYACCEL_NVML_LIB: NVML is loaded from
-// that driver root (its libnvidia-ml.so.<version>), as NVIDIA's DRA driver does. A node whose
-// runtime does not inject the driver into the agent's container (containerd or CRI-O with CDI,
-// no NVIDIA runtime) has it nowhere else. Call before any thread starts (it sets the variable).
+// With a --driver-root other than /, and no POLYACCEL_NVML_LIB: NVML is loaded from that driver
+// root (its libnvidia-ml.so.<version>), as NVIDIA's DRA driver does, for the DRA driver and the
+// device plugin alike. A node whose runtime does not inject the driver into the agent's container
+// (containerd or CRI-O with CDI, no NVIDIA runtime) has it nowhere else. Call before any thread starts (it sets the variable).
 void use_driver_root_nvml(const AgentOptions& options);
 
 // Null when --dra is not given. An Error for a bad option, a kubeconfig that cannot be used, or

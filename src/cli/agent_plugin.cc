@@ -37,6 +37,13 @@ Result<PreparedDevicePlugin> prepare_device_plugin(const AgentOptions& options,
                      "give --kubelet-dir '' to serve the node through DRA only, or drop --dra "
                      "(docs/kubernetes.md, \"Moving a node between the device plugin and DRA\")");
   }
+  // The DRA driver writes a spec per prepared claim; node specs would offer every device to any
+  // container that names it, beside the claims.
+  if (options.dra && options.node_cdi_specs) {
+    return bad_input("--dra with --node-cdi-specs",
+                     "the DRA driver writes a CDI spec for each prepared claim, not the node's",
+                     "drop --node-cdi-specs (it is for the device plugin)");
+  }
   PreparedDevicePlugin p;
   DevicePluginOptions& o = p.options;
   if (!options.mig_strategy.empty()) {
@@ -53,6 +60,14 @@ Result<PreparedDevicePlugin> prepare_device_plugin(const AgentOptions& options,
   if (!device_list) return device_list.error();
   o.allocate.device_list = device_list->strategy;
   p.device_list_reason = device_list->reason;
+  if (options.node_cdi_specs && options.device_list_strategy == "auto") {
+    // The agent writes the specs itself (agent_cdi.h), before kubelet can ask: their CDI devices
+    // beside the variables and device specs. A runtime with CDI off ignores them (containerd
+    // 1.7 without enable_cdi); one with CDI on gives the driver's libraries too.
+    o.allocate.device_list = DeviceListStrategy{true, true};
+    p.device_list_reason = "auto: --node-cdi-specs writes the node's CDI specs to " +
+                           options.cdi_dir + " (" + device_list->reason + ")";
+  }
   // The sharing and NIC configs are read and checked here, before the agent says or starts
   // anything, so that a bad file fails the start at once in one line (the runner reloads each
   // on every change and keeps the last good one).

@@ -107,6 +107,7 @@ struct AgentOptions {
   bool gpu_rdma_devices = false;   // GPU Allocate adds the nearest HCAs' device nodes
   bool pass_device_specs = false;  // NVIDIA Allocate adds /dev/nvidia* device specs
   std::string device_list_strategy = "auto";  // envvar and/or cdi-cri (kube/allocate.h)
+  bool node_cdi_specs = false;                // the agent writes the node CDI specs (agent_cdi.h)
   std::string nfd_features_dir = "/etc/kubernetes/node-feature-discovery/features.d";
   std::string mig_strategy;  // none, single, mixed; empty: the sharing config's, else none
   std::string state = "/var/lib/polyaccel/allocations.json";  // as `place --state`; "" for none

@@ -264,9 +264,14 @@ int main(int raw_argc, char** raw_argv) {
   agent
       ->add_option("--device-list-strategy", agent_options.device_list_strategy,
                    "how Allocate names the devices: envvar, cdi-cri (CDI devices of `polyaccel "
-                   "cdi generate`'s specs), envvar,cdi-cri, or auto (envvar,cdi-cri where the "
-                   "container runtime has CDI on and the specs are there, else envvar)")
+                   "cdi generate`'s specs), envvar,cdi-cri, or auto (envvar,cdi-cri with "
+                   "--node-cdi-specs, or where the container runtime has CDI on and the specs "
+                   "are there; else envvar)")
       ->capture_default_str();
+  agent->add_flag("--node-cdi-specs", agent_options.node_cdi_specs,
+                  "write the node's CDI specs (as `polyaccel cdi generate`) into --cdi-dir and "
+                  "keep them current, with the hook at --cdi-hook-path: for the device plugin "
+                  "on a runtime with CDI and without the NVIDIA container runtime");
   agent
       ->add_option("--nfd-features-dir", agent_options.nfd_features_dir,
                    "where node labels go (node-feature-discovery); empty: none")

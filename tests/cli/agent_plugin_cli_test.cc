@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
 #include "kube/fake_kubelet.h"
@@ -113,6 +115,73 @@ TEST(AgentDevicePlugin, BadOptionsAreOneLineAndExitTwo) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.output, HasSubstr("polyaccel.lock: is held by another polyaccel agent"));
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "polyaccel-nvidia.com_gpu.sock"));
+}
+
+// --node-cdi-specs: the agent writes the node's CDI specs (a device per GPU and MIG instance,
+// the names Allocate gives) before kubelet can ask, and auto names those CDI devices in Allocate
+// beside the variables: a node whose runtime has CDI and no NVIDIA container runtime then gives a
+// pod the driver's libraries (Guest.node-* runs it on containerd). Not with --dra.
+TEST(AgentDevicePlugin, NodeCdiSpecsAreWrittenAndAllocateNamesThem) {
+  use_vendor_libraries(NVML_INJECT_LIB, "", "");
+  TempDir dir;
+  FakeKubelet kubelet(dir.path().string());
+  const std::string cdi = (dir.path() / "cdi").string();
+  std::vector<std::string> args = {polyaccel_binary(),
+                                   "agent",
+                                   "--topology",
+                                   topology_fixture(kXe8640).string(),
+                                   "--accel-backends",
+                                   "on",
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--kubelet-dir",
+                                   dir.path().string(),
+                                   "--nfd-features-dir",
+                                   "",
+                                   "--pod-resources-socket",
+                                   "",
+                                   "--node-cdi-specs",
+                                   "--cdi-dir",
+                                   cdi};
+  Background agent(args, dir.path() / "agent.log", false);
+  ASSERT_TRUE(agent.started());
+  auto ep = kubelet.endpoint("nvidia.com/gpu", 60s);
+  ASSERT_TRUE(ep) << agent.log();
+  auto list = kubelet.wait_update(
+      ep, [](const auto& r) { return r.devices_size() > 0; }, 30s);
+  ASSERT_TRUE(list);
+  // Written before the device plugin listed a device.
+  auto spec_text = read_text_file(std::filesystem::path(cdi) / "polyaccel.io-gpu.json");
+  ASSERT_TRUE(spec_text) << agent.log();
+  auto spec = nlohmann::json::parse(*spec_text);
+  EXPECT_EQ(spec["kind"], "polyaccel.io/gpu");
+  std::set<std::string> names;
+  for (const auto& d : spec["devices"])
+    names.insert(d["name"].get<std::string>());
+  v1beta1::AllocateResponse resp;
+  const std::string id = list->devices(0).id();
+  ASSERT_TRUE(allocate(*ep, {id}, &resp).ok());
+  const auto& c = resp.container_responses(0);
+  ASSERT_EQ(c.cdi_devices_size(), 1) << agent.log();
+  const std::string name = c.cdi_devices(0).name();
+  ASSERT_TRUE(name.starts_with("polyaccel.io/gpu=")) << name;
+  EXPECT_TRUE(names.count(name.substr(name.find('=') + 1))) << name << " is in the spec";
+  EXPECT_EQ(c.envs().at("NVIDIA_VISIBLE_DEVICES"), id);
+  auto exit_code = agent.terminate();
+  ASSERT_TRUE(exit_code) << agent.log();
+  EXPECT_EQ(*exit_code, 0) << agent.log();
+  EXPECT_THAT(agent.log(), HasSubstr("device list strategy envvar,cdi-cri (auto: --node-cdi-specs "
+                                     "writes the node's CDI specs to " +
+                                     cdi));
+  EXPECT_THAT(agent.log(), HasSubstr("polyaccel agent: node CDI specs: "));
+
+  TempDir other;
+  auto r = run_command(polyaccel_binary() + " agent --dra --node-cdi-specs --kubelet-dir '' " +
+                       "--topology " + topology_fixture(kXe8640).string() + " --cdi-dir " +
+                       other.path().string() + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--dra with --node-cdi-specs: the DRA driver writes a CDI spec"));
+  EXPECT_TRUE(std::filesystem::is_empty(other.path()));
 }
 
 }  // namespace

@@ -637,6 +637,7 @@ TEST(Manifests, DraOverlayIsTheNodesOnlyAllocatorAndInstallsTheStaticHook) {
   Agent a = agent_of(one(all, "DaemonSet"));
   EXPECT_TRUE(a.flags.count("--dra"));
   EXPECT_EQ(a.flags["--kubelet-dir"], "");
+  EXPECT_FALSE(a.flags.count("--node-cdi-specs")) << "a spec per claim, not the node's";
   for (const char* flag : {"--nfd-features-dir", "--cdi-dir"})
     EXPECT_TRUE(a.flags.count(flag)) << flag;
   const std::string hook = a.flags["--cdi-hook-path"];
@@ -652,6 +653,30 @@ TEST(Manifests, DraOverlayIsTheNodesOnlyAllocatorAndInstallsTheStaticHook) {
   EXPECT_NE(both.output.find("--dra with --kubelet-dir " + d.path().string()), std::string::npos)
       << both.output;
   EXPECT_NE(both.output.find("--kubelet-dir ''"), std::string::npos) << both.output;
+}
+
+// The device plugin's variants write the node's CDI specs with the driver from the host's root
+// and the hook at a host path (a node with CDI and no NVIDIA container runtime, Guest.node-*).
+TEST(Manifests, DevicePluginWritesTheNodeCdiSpecsWithTheHostsDriver) {
+  for (const char* variant : {"device-plugin", "rdma", "time-slicing", "mig-manager"}) {
+    SCOPED_TRACE(variant);
+    auto all = render(kKube / "overlays" / variant);
+    ASSERT_FALSE(all.empty());
+    Agent a = agent_of(one(all, "DaemonSet"));
+    EXPECT_TRUE(a.flags.count("--node-cdi-specs"));
+    EXPECT_NE(a.flags["--kubelet-dir"], "");
+    for (const auto& [flag, host_path] : std::vector<std::pair<std::string, std::string>>{
+             {"--cdi-dir", ""}, {"--driver-root", "/"}}) {
+      const std::string dir = a.flags[flag];
+      ASSERT_TRUE(a.mounts.count(dir)) << flag << " " << dir;
+      EXPECT_EQ(a.volumes[a.mounts[dir]]["hostPath"]["path"], host_path.empty() ? dir : host_path)
+          << flag;
+    }
+    const std::string hook = a.flags["--cdi-hook-path"];
+    const std::string hook_dir = fs::path(hook).parent_path().string();
+    ASSERT_TRUE(a.mounts.count(hook_dir)) << hook;
+    EXPECT_EQ(a.volumes[a.mounts[hook_dir]]["hostPath"]["path"], hook_dir);
+  }
 }
 
 // The scrape job the Prometheus Operator gives a ServiceMonitor's targets: the value of the

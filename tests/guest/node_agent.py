@@ -16,9 +16,6 @@ TLS, socat, with a CA of the test's own). What the test changes, and why (printe
 - the DRA agent reads the GPUs' minors under --dra-root /test-root, the test's
   /proc/driver/nvidia tree (gpu_fixture): the guest's kernel has no nvidia driver (the
   device-plugin agent asks NVML);
-- the device-plugin overlay's agent gets the NVML test build at libnvidia-ml.so.1, standing in
-  for the NVIDIA container runtime that injects it on such nodes (the DRA overlay's agent finds it
-  itself, in the driver root the DaemonSet mounts at /host).
 The driver (gpu_fixture.make_driver_root) is installed in the node's own root, as on a host with
 the NVIDIA driver.
 
@@ -30,10 +27,12 @@ with the CDI device ids of that answer starts: the GPU's device node and no othe
 in NVIDIA_VISIBLE_DEVICES, and the hooks' work (`ldconfig -p` lists libcuda.so.1 and
 libnvidia-ml.so.1); unprepared, the claim's spec is gone; StopContainer (SIGTERM): exit 0, the
 registration socket removed.
-Device-plugin overlay: the agent registers nvidia.com/gpu with the device manager and lists the
-scenario's GPUs; Allocate of one; a workload container created with Allocate's device specs,
-envs and mounts (or CDI devices, when the agent names them) has that GPU's node and its UUID;
-StopContainer ends the ListAndWatch stream."""
+Device-plugin overlay (a node with CDI on and no NVIDIA container runtime): the agent loads NVML
+from the driver root, writes the node's CDI specs into the node's /var/run/cdi, registers
+nvidia.com/gpu with the device manager and lists the scenario's GPUs; Allocate of one names its
+CDI device beside the device specs and variables; a workload container created with all of
+Allocate's answer (as kubelet passes it) has that GPU's node and no other, its UUID, and the
+driver's libraries (`ldconfig -p`); StopContainer ends the ListAndWatch stream."""
 import json, os, queue, shutil, subprocess, threading, time, urllib.request
 import gpu_fixture
 from guest_lib import check, normalized
@@ -355,15 +354,17 @@ def dra_overlay(n, kubelet, rendered, ca_crt, scenario, topology, dev_nodes):
 
 def device_plugin_overlay(n, kubelet, rendered, ca_crt, scenario, topology, nvml, dev_nodes):
     label = "device-plugin"
-    # The NVIDIA container runtime's injection of NVML (the module's docstring).
-    nvml_in_node = "/run/polyaccel-test/libnvidia-ml.so.1"
-    shutil.copyfile(nvml, n.node + nvml_in_node)
-    pod = run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology,
-                        [(nvml_in_node, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1")])
+    pod = run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology)
     if not pod:
         return
     sandbox_id, cid, c = pod
     ids = kubelet.ask("dp-devices nvidia.com/gpu 7 300", "dp-devices", 320) or []
+    log = container_log(n, cid)
+    check("NVML from the driver root: /host/usr/lib/x86_64-linux-gnu/libnvidia-ml.so." + gpu_fixture.VERSION in log,
+          "device-plugin: the agent loaded NVML from the driver root the DaemonSet mounts at /host")
+    specs = sorted(os.listdir(n.node + "/run/cdi"))
+    check("polyaccel.io-gpu.json" in specs, "device-plugin: the agent wrote the node's CDI specs into the "
+          "node's /var/run/cdi: %s" % specs)
     uuids = {g.get("uuid") for g in json.load(open(scenario)).get("devices", [])}
     check(len(ids) >= 7 and set(ids) <= uuids, "device-plugin: nvidia.com/gpu registered, ListAndWatch "
           "lists the scenario's GPUs by UUID: %s" % ids)
@@ -383,7 +384,10 @@ def device_plugin_overlay(n, kubelet, rendered, ca_crt, scenario, topology, nvml
     cdi = [d["name"] for d in resp.get("cdi_devices", [])]
     check(devices or cdi, "device-plugin: Allocate names device nodes or CDI devices: %s %s" % (
         [d.container_path for d in devices], cdi))
-    r = n.run_container("workload", gpu_fixture.PROBE, cdi, envs=envs, linux_devices=devices, mounts=mounts)
+    check(len(cdi) == 1 and cdi[0].startswith("polyaccel.io/gpu="),
+          "device-plugin: Allocate names the GPU's CDI device of the node's spec: %s" % cdi)
+    r = n.run_container("workload", gpu_fixture.DRIVER_PROBE + "; " + gpu_fixture.PROBE, cdi, envs=envs,
+                        linux_devices=devices, mounts=mounts)
     ok = "error" not in r and r["exit"] == 0
     check(ok, "device-plugin: a workload container with Allocate's answer starts and exits 0 (%s)" % (
         r.get("error") or r.get("out", "")[-300:]))
@@ -395,6 +399,10 @@ def device_plugin_overlay(n, kubelet, rendered, ca_crt, scenario, topology, nvml
         check(env_set.get("NVIDIA_VISIBLE_DEVICES") == ids[0],
               "device-plugin: NVIDIA_VISIBLE_DEVICES=%s is the allocated GPU %s" % (
                   env_set.get("NVIDIA_VISIBLE_DEVICES"), ids[0]))
+        cache = [l for l in r["out"].splitlines() if l.startswith("ldcache")]
+        for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
+            check(any((lib + " (libc6,x86-64) => " + gpu_fixture.LIBDIR + lib) in l for l in cache),
+                  "device-plugin: in the workload, ldconfig -p lists %s: %s" % (lib, cache))
     stop_pod(n, label, sandbox_id, cid)
     ended = kubelet.ask("dp-stream-end nvidia.com/gpu 30", "dp-stream-end", 60)
     check(ended is True, "device-plugin: the ListAndWatch stream ended with the agent")
