@@ -66,7 +66,7 @@ if [ ! -x "$kubectl_v2/kubectl" ]; then
   $sudo install -D -m 0755 "$deb_dir/root/usr/bin/kubectl" "$kubectl_v2/kubectl"
   rm -rf "$deb_dir"
 fi
-# A host without any kubectl gets that one on PATH (the docs' examples and Guest.image use it).
+# A host without any kubectl gets that one on PATH (the docs' examples and the Guest.node-* renders use it).
 command -v kubectl > /dev/null || $sudo ln -sf "$kubectl_v2/kubectl" /usr/local/bin/kubectl
 
 missing=()

@@ -201,7 +201,7 @@ TEST(Docs, EveryRunnableExampleRunsAsDocumented) {
 }
 
 // docs/install.md is the operator's walk from this checkout to a monitored node: what it runs is
-// run above (doc-test blocks) or by the image and package tests (Image.*, Guest.image,
+// run above (doc-test blocks) or by the image and package tests (Image.*, Guest.node-*,
 // Package.deb); what it names must exist: every deploy/ and scripts/ path, every overlay, every
 // `make` target. And the README sends the reader there.
 TEST(Docs, InstallGuideNamesWhatExists) {

@@ -248,16 +248,17 @@ check(True, "RunPodSandbox with the node's network namespace (%.1f s)" % (time.m
 serial = 0
 
 
-def run_container(image, command, devices, timeout=180, envs=(), mounts=(), linux_devices=()):
+def run_container(image, command, devices, timeout=180, envs=(), mounts=(), linux_devices=(), argv=None):
     """CreateContainer + StartContainer, ContainerStatus until it exited, its log, RemoveContainer.
-    {"error": ...} or {"exit": code, "out": log, "started": s, "exited": s} (seconds from
-    CreateContainer to StartContainer's answer, and until the status said exited)."""
+    IMAGE is one of node_images.sh's images (a name) or a full reference; COMMAND runs under its
+    /bin/sh, or ARGV alone. {"error": ...} or {"exit": code, "out": log, "started": s, "exited": s}
+    (seconds from CreateContainer to StartContainer's answer, and until the status said exited)."""
     global serial
     serial += 1
     name = "c%d" % serial
     config = cri.ContainerConfig(
-        metadata=cri.ContainerMetadata(name=name), image=cri.ImageSpec(image=IMAGE % image),
-        command=["/bin/sh", "-c", command], log_path=name + ".log", envs=envs, mounts=mounts,
+        metadata=cri.ContainerMetadata(name=name), image=cri.ImageSpec(image=image if "/" in image else IMAGE % image),
+        command=argv or ["/bin/sh", "-c", command], log_path=name + ".log", envs=envs, mounts=mounts,
         devices=linux_devices, CDI_devices=[cri.CDIDevice(name=d) for d in devices])
     t0 = time.monotonic()
     cid = None

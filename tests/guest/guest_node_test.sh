@@ -53,6 +53,8 @@ exec /usr/bin/python3 "$here/cri_node.py" "$node" "$work" "$guest_work" "$polyac
   "$work/device-plugin.json"
 SCRIPT
 [ -z "${NODE_TEST_RUNS:-}" ] || sed -i "1i export NODE_TEST_RUNS=$NODE_TEST_RUNS" "$work/script.sh"
+# The commit the image's annotations, build_info and --version must name.
+sed -i "1i export POLYACCEL_REVISION=$(git -C "$src" rev-parse HEAD)" "$work/script.sh"
 echo "guest_node_test: booting the guest $(($(date +%s) - start)) s after the start"
 set +e
 "$here/run-guest.sh" "$work" "$work/script.sh" "${GUEST_TIMEOUT:-1000}"

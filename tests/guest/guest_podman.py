@@ -1,5 +1,4 @@
-"""podman in the test guest, as the guest tests that run containers use it (cdi_podman.py,
-image_daemonset.py): storage (vfs), runtime state and configuration on the guest's tmpfs under
+"""podman in the test guest, as Guest.cdi uses it (cdi_podman.py): storage (vfs), runtime state and configuration on the guest's tmpfs under
 WORK, the cgroupfs manager, crun, no registry to pull from. Each call is timed."""
 import os
 import subprocess

@@ -32,7 +32,10 @@ from the driver root, writes the node's CDI specs into the node's /var/run/cdi, 
 nvidia.com/gpu with the device manager and lists the scenario's GPUs; Allocate of one names its
 CDI device beside the device specs and variables; a workload container created with all of
 Allocate's answer (as kubelet passes it) has that GPU's node and no other, its UUID, and the
-driver's libraries (`ldconfig -p`); StopContainer ends the ListAndWatch stream."""
+driver's libraries (`ldconfig -p`); /metrics on the container's port has the 8 GPUs and the build's revision, node labels are in the
+NFD directory; StopContainer ends the ListAndWatch stream and leaves no socket of the agent's.
+The image, as containerd stored it: the OCI annotations (revision = the build's commit),
+`polyaccel --version` names that commit, and it has no shell."""
 import json, os, queue, shutil, subprocess, threading, time, urllib.request
 import gpu_fixture
 from guest_lib import check, normalized
@@ -142,6 +145,34 @@ def import_image(n, archive):
     refs = n.in_node("ctr", "--address", "/run/containerd/containerd.sock", "-n", "k8s.io", "images",
                      "ls", "-q").stdout.split()
     return [ref for ref in refs if "polyaccel" in ref and "node-test" not in ref]
+
+
+def check_image(n, ref):
+    """What the image itself must be, as containerd stored it: its manifest's OCI annotations
+    (revision = the build's commit), `polyaccel --version` naming that commit, and no shell."""
+    revision = os.environ.get("POLYACCEL_REVISION", "")
+    ctr = ["ctr", "--address", "/run/containerd/containerd.sock", "-n", "k8s.io"]
+    listed = n.in_node(*ctr, "images", "ls").stdout.splitlines()
+    digest = next((l.split()[2] for l in listed if l.split()[:1] == [ref]), "")
+    manifest = {}
+    for _ in range(3):  # an index names the manifest
+        r = n.in_node(*ctr, "content", "get", digest) if digest else None
+        doc = json.loads(r.stdout) if r is not None and r.returncode == 0 else {}
+        if "manifests" in doc:
+            digest = doc["manifests"][0]["digest"]
+            continue
+        manifest = doc
+        break
+    notes = manifest.get("annotations", {})
+    check(revision and notes.get("org.opencontainers.image.revision") == revision,
+          "image: containerd's manifest of %s has the annotation revision %s (%s)" % (ref, revision, notes))
+    for key in ("org.opencontainers.image.version", "org.opencontainers.image.source"):
+        check(bool(notes.get(key)), "image: annotation %s: %s" % (key, notes.get(key)))
+    r = n.run_container(ref, "", [], argv=["/usr/bin/polyaccel", "--version"])
+    check("error" not in r and r["exit"] == 0 and revision[:12] in r["out"],
+          "image: polyaccel --version names commit %s: %s" % (revision[:12], r.get("error") or r["out"].strip()))
+    r = n.run_container(ref, "", [], argv=["/bin/sh", "-c", "true"])
+    check("error" in r or r["exit"] != 0, "image: it has no shell (%s)" % (r.get("error") or r.get("exit")))
 
 
 def run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology, extra_mounts=(), extra_args=()):
@@ -403,9 +434,39 @@ def device_plugin_overlay(n, kubelet, rendered, ca_crt, scenario, topology, nvml
         for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
             check(any((lib + " (libc6,x86-64) => " + gpu_fixture.LIBDIR + lib) in l for l in cache),
                   "device-plugin: in the workload, ldconfig -p lists %s: %s" % (lib, cache))
+    metrics_and_labels(n, c, uuids)
     stop_pod(n, label, sandbox_id, cid)
     ended = kubelet.ask("dp-stream-end nvidia.com/gpu 30", "dp-stream-end", 60)
     check(ended is True, "device-plugin: the ListAndWatch stream ended with the agent")
+    left = [s for s in os.listdir(n.node + "/var/lib/kubelet/device-plugins") if s.endswith(".sock")
+            and s != "kubelet.sock"]
+    check(left == [], "device-plugin: no socket of the agent's left in device-plugins: %s" % left)
+
+
+def metrics_and_labels(n, c, uuids):
+    """The exporter on the container's port (the pod shares the node's network) and the node
+    labels in the NFD directory the DaemonSet mounts."""
+    port = c["ports"][0]["containerPort"]
+    revision = os.environ.get("POLYACCEL_REVISION", "")
+    body = ""
+    for _ in range(60):
+        try:
+            body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
+            if len([l for l in body.splitlines() if l.startswith("DCGM_FI_DEV_GPU_TEMP{")]) == len(uuids):
+                break
+        except OSError:
+            pass
+        time.sleep(1)
+    temps = [l for l in body.splitlines() if l.startswith("DCGM_FI_DEV_GPU_TEMP{")]
+    check(len(temps) == len(uuids) == 8, "device-plugin: /metrics on the container port %d has the 8 GPUs "
+          "(%d)" % (port, len(temps)))
+    check(revision and ('revision="%s' % revision[:12]) in body,
+          "device-plugin: polyaccel_build_info names revision %s" % revision[:12])
+    flags = dict(a.split("=", 1) for a in c.get("args", []) if a.startswith("--") and "=" in a)
+    nfd = n.node + flags.get("--nfd-features-dir", "/nonexistent")
+    text = open(nfd + "/polyaccel").read() if os.path.isfile(nfd + "/polyaccel") else ""
+    check(any(l.startswith("nvidia.com/gpu.count=") for l in text.splitlines()),
+          "device-plugin: node labels in the mounted NFD directory: %s" % text.splitlines()[:6])
 
 
 def run(n, node_kubelet, archive, rendered_dra, rendered_device_plugin, scenario, topology, cuda, nvml,
@@ -414,6 +475,8 @@ def run(n, node_kubelet, archive, rendered_dra, rendered_device_plugin, scenario
     t_start = time.monotonic()
     refs = import_image(n, archive)
     info("the built image in containerd: %s" % refs)
+    if refs:
+        check_image(n, refs[0])
     # What kubelet makes at its start; the driver, installed in the node's root.
     for d in ("device-plugins", "plugins_registry", "plugins", "pod-resources"):
         os.makedirs(n.node + "/var/lib/kubelet/" + d, exist_ok=True)
