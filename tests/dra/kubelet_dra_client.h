@@ -20,12 +20,13 @@ namespace dra_v1 = k8s::io::kubelet::pkg::apis::dra::v1;
 // Claims by name and uid, all in namespace ns1.
 using DraClaims = std::vector<std::pair<std::string, std::string>>;
 
-// One call of the plugin's dra/v1 service on its socket `endpoint` for `claims`, 45 s at most; a
-// failed call fails the test with its message (a claim's own error is in the response).
+// One call of the plugin's dra/v1 service on its socket `endpoint` for `claims`, 45 s at most:
+// the call's status (a claim's own error is in the response). For tests and node_kubelet alike.
 template <class Request, class Response>
-Response call_dra_plugin(const std::string& endpoint, const DraClaims& claims,
-                         grpc::Status (dra_v1::DRAPlugin::Stub::*rpc)(grpc::ClientContext*,
-                                                                      const Request&, Response*)) {
+grpc::Status try_dra_plugin(const std::string& endpoint, const DraClaims& claims,
+                            grpc::Status (dra_v1::DRAPlugin::Stub::*rpc)(grpc::ClientContext*,
+                                                                         const Request&, Response*),
+                            Response* resp) {
   auto stub = dra_v1::DRAPlugin::NewStub(
       grpc::CreateChannel("unix:" + endpoint, grpc::InsecureChannelCredentials()));
   Request req;
@@ -35,10 +36,18 @@ Response call_dra_plugin(const std::string& endpoint, const DraClaims& claims,
     c->set_name(name);
     c->set_uid(uid);
   }
-  Response resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(45));
-  grpc::Status s = ((*stub).*rpc)(&ctx, req, &resp);
+  return ((*stub).*rpc)(&ctx, req, resp);
+}
+
+// The same; a failed call fails the test with its message.
+template <class Request, class Response>
+Response call_dra_plugin(const std::string& endpoint, const DraClaims& claims,
+                         grpc::Status (dra_v1::DRAPlugin::Stub::*rpc)(grpc::ClientContext*,
+                                                                      const Request&, Response*)) {
+  Response resp;
+  grpc::Status s = try_dra_plugin(endpoint, claims, rpc, &resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
   return resp;
 }

@@ -40,6 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dra/fake_api_server.h"
+#include "dra/kubelet_dra_client.h"
 #include "kube/fake_kubelet.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/pluginregistration_v1.grpc.pb.h"
@@ -166,17 +167,8 @@ template <class Request, class Response>
 std::string call_dra(const std::string& endpoint, const std::string& name, const std::string& uid,
                      grpc::Status (dra_v1::DRAPlugin::Stub::*rpc)(grpc::ClientContext*,
                                                                   const Request&, Response*)) {
-  auto stub = dra_v1::DRAPlugin::NewStub(
-      grpc::CreateChannel("unix:" + endpoint, grpc::InsecureChannelCredentials()));
-  Request req;
-  auto* c = req.add_claims();
-  c->set_namespace_("ns1");
-  c->set_name(name);
-  c->set_uid(uid);
   Response resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 45s);
-  grpc::Status s = ((*stub).*rpc)(&ctx, req, &resp);
+  grpc::Status s = polyaccel::testing::try_dra_plugin(endpoint, {{name, uid}}, rpc, &resp);
   if (!s.ok()) throw std::runtime_error(s.error_message());
   return as_json(resp);
 }
