@@ -198,6 +198,8 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   plugin = std::move(*started);
   auto dra = start_dra(monitor, options, discover);  // on the same monitor (agent_dra.h)
   if (!dra) return fail(dra.error());
+  auto nri = start_nri(*model, options);  // agent_dra.h
+  if (!nri) return fail(nri.error());
   // After both: it withdraws the GPUs it changes from each (agent_partition.h).
   auto partitions = start_partition_agent(monitor, options, discover, plugin.get(), dra->get());
   if (!partitions) return fail(partitions.error());
@@ -214,6 +216,8 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   wait_for_signal(signals, std::move(sockets));
   g_stopping = "the HTTP server";
   http->reset();
+  g_stopping = "the NRI plugin";
+  if (*nri) (*nri)->stop();
   g_stopping = "the partition manager";
   if (*partitions) (*partitions)->stop();
   dra_runner = nullptr;

@@ -2,11 +2,14 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "cli/agent_cdi.h"
 #include "cli/conventions.h"
 #include "cli/dra_commands.h"
+#include "core/file_io.h"
 #include "core/log.h"
+#include "core/strings.h"
 #include "dra/cdi_driver.h"
 #include "dra/cdi_hook.h"
 
@@ -51,6 +54,45 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& o) {
                    "specs' hooks (default: the one beside this binary, right outside a "
                    "container only)")
       ->type_name("PATH");
+  agent
+      ->add_option("--nri-socket", o.nri_socket,
+                   "the container runtime's NRI socket (/var/run/nri/nri.sock): pin the "
+                   "containers of pods with CPU claims to their CPUs and keep the others off "
+                   "them (docs/dra.md); empty: no NRI plugin")
+      ->type_name("PATH");
+  agent
+      ->add_option("--cpu-manager-state", o.cpu_manager_state,
+                   "kubelet's CPU Manager state file, whose policy must be none with --nri-socket")
+      ->type_name("FILE")
+      ->capture_default_str();
+}
+
+Result<std::unique_ptr<nri::NriPlugin>> start_nri(const HostModel& model, const AgentOptions& o) {
+  if (o.nri_socket.empty()) return std::unique_ptr<nri::NriPlugin>();
+  // kubelet's static policy pins Guaranteed pods itself and rewrites their cpusets every 10 s:
+  // two owners of one cpuset. Its state file names the policy (absent: none, the default).
+  if (auto text = read_text_file(o.cpu_manager_state)) {
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    const std::string policy =
+        j.is_object() && j.contains("policyName") && j["policyName"].is_string()
+            ? j["policyName"].get<std::string>()
+            : "";
+    if (policy != "none" && !policy.empty()) {
+      return bad_input("--nri-socket with kubelet's CPU Manager policy " + printable(policy) +
+                           " (" + o.cpu_manager_state + ")",
+                       "kubelet would pin Guaranteed pods itself and undo the claims' cpusets",
+                       "set the kubelet's cpuManagerPolicy to none on this node, or drop "
+                       "--nri-socket");
+    }
+  }
+  nri::NriOptions no;
+  no.socket = o.nri_socket;
+  no.online = model.pus;
+  for (const auto& n : model.numa_nodes)
+    if (!n.cpus.empty() || n.memory_bytes) no.nodes.set(n.os_index);
+  auto plugin = std::make_unique<nri::NriPlugin>(no);
+  plugin->start();
+  return plugin;
 }
 
 void use_driver_root_nvml(const AgentOptions& o) {

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "discover/accel/monitor.h"
 #include "dra/runner.h"
+#include "nri/plugin.h"
 
 namespace polyaccel::cli {
 
@@ -16,8 +17,14 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& options);
 // With a --driver-root other than /, and no POLYACCEL_NVML_LIB: NVML is loaded from that driver
 // root (its libnvidia-ml.so.<version>), as NVIDIA's DRA driver does, for the DRA driver and the
 // device plugin alike. A node whose runtime does not inject the driver into the agent's container
-// (containerd or CRI-O with CDI, no NVIDIA runtime) has it nowhere else. Call before any thread starts (it sets the variable).
+// (containerd or CRI-O with CDI, no NVIDIA runtime) has it nowhere else. Call before any thread
+// starts (it sets the variable).
 void use_driver_root_nvml(const AgentOptions& options);
+
+// With --nri-socket: the NRI plugin (nri/plugin.h) started, connecting in the background; an
+// Error when kubelet's CPU Manager policy (--cpu-manager-state) is not none. Null without.
+Result<std::unique_ptr<nri::NriPlugin>> start_nri(const HostModel& model,
+                                                  const AgentOptions& options);
 
 // Null when --dra is not given. An Error for a bad option, a kubeconfig that cannot be used, or
 // sockets that cannot be served.

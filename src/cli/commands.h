@@ -124,6 +124,8 @@ struct AgentOptions {
   std::string driver_root = "/";  // --driver-root: the NVIDIA driver's user space for CDI
   std::string host_driver_root;   // --host-driver-root: the same root's path on the host
   std::string cdi_hook_path;      // --cdi-hook-path: copied there, run by the runtime as hooks
+  std::string nri_socket;         // --nri-socket: the runtime's NRI socket; empty: no NRI plugin
+  std::string cpu_manager_state = "/var/lib/kubelet/cpu_manager_state";  // kubelet's policy
   // The partition managers (agent_partition.cc; docs/kubernetes.md).
   bool mig_manager = false;  // nvidia.com/mig.config
   std::string mig_config_map = "polyaccel-system/default-mig-parted-config";

@@ -294,6 +294,38 @@ def run_container(image, command, devices, timeout=180, envs=(), mounts=(), linu
                 check(False, "RemoveContainer %s: %s" % (cid[:12], e.details()))
 
 
+def start_container(image, command, envs=(), devices=()):
+    """CreateContainer + StartContainer of a container that keeps running (in the test's pod):
+    its id, or {"error": ...}. Its log: container_output(id); gone with remove_container(id)."""
+    global serial
+    serial += 1
+    name = "c%d" % serial
+    config = cri.ContainerConfig(
+        metadata=cri.ContainerMetadata(name=name), image=cri.ImageSpec(image=IMAGE % image),
+        command=["/bin/sh", "-c", command], log_path=name + ".log", envs=envs,
+        CDI_devices=[cri.CDIDevice(name=d) for d in devices])
+    try:
+        cid = runtime.CreateContainer(cri.CreateContainerRequest(
+            pod_sandbox_id=pod, config=config, sandbox_config=sandbox_config), timeout=180).container_id
+        runtime.StartContainer(cri.StartContainerRequest(container_id=cid), timeout=180)
+        return cid
+    except grpc.RpcError as e:
+        return {"error": "%s: %s" % (e.code().name, e.details())}
+
+
+def container_output(cid):
+    st = runtime.ContainerStatus(cri.ContainerStatusRequest(container_id=cid), timeout=60).status
+    if not os.path.exists(st.log_path):
+        return ""
+    return "\n".join(l.split(" ", 3)[3] if l.count(" ") >= 3 else ""
+                     for l in open(st.log_path).read().splitlines())
+
+
+def remove_container(cid):
+    runtime.StopContainer(cri.StopContainerRequest(container_id=cid, timeout=5), timeout=120)
+    runtime.RemoveContainer(cri.RemoveContainerRequest(container_id=cid), timeout=120)
+
+
 def ran(r, label):
     """The container ran and exited 0."""
     ok = "error" not in r and r["exit"] == 0
@@ -493,7 +525,8 @@ if have_hook:
     times["CDI device, hooks"] = start_times("CDI device, hooks", "workload", ["polyaccel.io/gpu=" + whole])
 
 # --- 4. the agent's own pods from the rendered overlays, registering with the test's kubelet ----
-node_agent.run(node_agent.Node(node, work, cri, runtime, images, in_node, run_container, containerd_tail),
+node_agent.run(node_agent.Node(node, work, cri, runtime, images, in_node, run_container, containerd_tail,
+                               (start_container, container_output, remove_container)),
                node_kubelet, image_archive, rendered_dra, rendered_device_plugin, scenario, topology,
                cuda, nvml, dev_nodes)
 

@@ -101,10 +101,12 @@ class NodeKubelet:
 class Node:
     """What the agent pods need of cri_node.py's node: paths, CRI stubs, helpers."""
 
-    def __init__(self, node, work, cri, runtime, images, in_node, run_container, containerd_tail):
+    def __init__(self, node, work, cri, runtime, images, in_node, run_container, containerd_tail,
+                 long_running):
         self.node, self.work, self.cri = node, work, cri
         self.runtime, self.images, self.in_node = runtime, images, in_node
         self.run_container, self.containerd_tail = run_container, containerd_tail
+        self.start_container, self.container_output, self.remove_container = long_running
 
 
 def make_tls_frontend(n, api_port):
@@ -377,10 +379,102 @@ def dra_overlay(n, kubelet, rendered, ca_crt, scenario, topology, dev_nodes):
     check(not [s for s in left if "claim" in s], "dra: the claim's CDI spec is gone: %s" % left)
     errors = kubelet.ask("schema-errors", "schema-errors")
     check(errors == [], "dra: the API server found every object the agent wrote valid: %s" % errors)
+    check(any("nri: registered with" in l for l in container_log(n, cid).splitlines()),
+          "dra: the agent registered with containerd as an NRI plugin")
+    shared, claimed = nri_start(n)
     stop_pod(n, label, sandbox_id, cid)
+    # The agent again, as after an upgrade or a crash: it learns the claims back.
+    pod = run_daemonset(n, kubelet, rendered, label + "-restarted", ca_crt, scenario, topology,
+                        [(n.work + "/root", "/test-root")], ["--dra-root", "/test-root"])
+    if pod:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and "nri: registered with" not in container_log(n, pod[1]):
+            time.sleep(0.5)
+        nri_after_restart(n, container_log(n, pod[1]), shared, claimed)
+        stop_pod(n, label + "-restarted", pod[0], pod[1])
     registry = n.node + "/var/lib/kubelet/plugins_registry"
     check(not [s for s in os.listdir(registry) if s.startswith("polyaccel")],
           "dra: the registration socket is gone: %s" % os.listdir(registry))
+
+
+STATUS_LOOP = ("while true; do grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status | tr '\\n\\t' '  ';"
+               " echo; sleep 0.3; done")
+
+
+def allowed(n, cid, want=None, timeout=15):
+    """The container's latest (Cpus_allowed_list, Mems_allowed_list), waiting up to TIMEOUT for
+    WANT (a predicate on it)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        lines = [l.split() for l in n.container_output(cid).splitlines() if l.startswith("Cpus_allowed_list")]
+        if lines and len(lines[-1]) >= 4:
+            last = (lines[-1][1], lines[-1][3])
+            if want is None or want(last):
+                return last
+        time.sleep(0.3)
+    return last
+
+
+def cpu_list(text):
+    out = set()
+    for part in text.split(","):
+        if part:
+            a, _, b = part.partition("-")
+            out |= set(range(int(a), int(b or a) + 1))
+    return out
+
+
+def nri_start(n):
+    """Pods of the test on the real runtime while the DRA agent is its NRI plugin: a container
+    without a claim (shared), then two whose claims hold the CPUs and memory of NUMA nodes 1 and
+    2 (the environment the claims' CDI specs set). Each claimed container has exactly its CPUs
+    and node; the shared one leaves both. The containers, for nri_after_restart."""
+    nodes = {i: open("/sys/devices/system/node/node%d/cpulist" % i).read().strip() for i in (1, 2)}
+    shared = n.start_container("workload", STATUS_LOOP)
+    check(isinstance(shared, str), "nri: a container without a claim starts (%s)" % shared)
+    claimed = {}
+    for node, cpus in nodes.items():
+        envs = [n.cri.KeyValue(key="POLYACCEL_CPUS_claim%d" % node, value=cpus),
+                n.cri.KeyValue(key="POLYACCEL_MEMS_claim%d" % node, value=str(node))]
+        cid = n.start_container("workload", STATUS_LOOP, envs=envs)
+        check(isinstance(cid, str), "nri: a container whose claim holds NUMA node %d starts (%s)" % (node, cid))
+        if isinstance(cid, str):
+            got = allowed(n, cid)
+            check(got == (cpus, str(node)), "nri: its Cpus_allowed_list and Mems_allowed_list are the "
+                  "claim's %s and %d: %s" % (cpus, node, got))
+            claimed[node] = (cid, cpus)
+    if isinstance(shared, str):
+        taken = set().union(*(cpu_list(c) for _, c in claimed.values())) if claimed else set()
+        got = allowed(n, shared, lambda a: not cpu_list(a[0]) & taken)
+        check(got is not None and not cpu_list(got[0]) & taken and cpu_list(got[0]),
+              "nri: the running container without a claim was moved off the claimed CPUs %s: %s" % (
+                  sorted(taken), got))
+    return shared, claimed
+
+
+def nri_after_restart(n, log, shared, claimed):
+    """After the agent's restart: nobody was moved (its log and the containers say so); then a
+    claimed container goes and the shared one grows onto its CPUs."""
+    line = [l for l in log.splitlines() if "nri: registered with" in l]
+    check(line and line[-1].rstrip().endswith(", 0 moved"),
+          "nri: the restarted agent learnt the claims back and moved nobody: %s" % (line[-1:] or log[-500:]))
+    before = allowed(n, shared) if isinstance(shared, str) else None
+    for node, (cid, cpus) in claimed.items():
+        check(allowed(n, cid) == (cpus, str(node)), "nri: after the restart the claimed container of "
+              "node %d still has %s" % (node, cpus))
+    if claimed and isinstance(shared, str):
+        node, (cid, cpus) = sorted(claimed.items())[0]
+        n.remove_container(cid)
+        del claimed[node]
+        got = allowed(n, shared, lambda a: cpu_list(cpus) <= cpu_list(a[0]))
+        check(got is not None and cpu_list(cpus) <= cpu_list(got[0]),
+              "nri: the claimed container of node %d went; the shared one grew from %s onto its CPUs: %s" % (
+                  node, before and before[0], got))
+    for cid, _ in claimed.values():
+        n.remove_container(cid)
+    if isinstance(shared, str):
+        n.remove_container(shared)
 
 
 def device_plugin_overlay(n, kubelet, rendered, ca_crt, scenario, topology, nvml, dev_nodes):
