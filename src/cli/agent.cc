@@ -198,7 +198,7 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   plugin = std::move(*started);
   auto dra = start_dra(monitor, options, discover);  // on the same monitor (agent_dra.h)
   if (!dra) return fail(dra.error());
-  auto nri = start_nri(*model, options);  // agent_dra.h
+  auto nri = start_nri(filesystem_root(discover), options);  // agent_dra.h
   if (!nri) return fail(nri.error());
   // After both: it withdraws the GPUs it changes from each (agent_partition.h).
   auto partitions = start_partition_agent(monitor, options, discover, plugin.get(), dra->get());

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli/agent_cdi.h"
@@ -67,7 +68,7 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& o) {
       ->capture_default_str();
 }
 
-Result<std::unique_ptr<nri::NriPlugin>> start_nri(const HostModel& model, const AgentOptions& o) {
+Result<std::unique_ptr<nri::NriPlugin>> start_nri(const std::string& root, const AgentOptions& o) {
   if (o.nri_socket.empty()) return std::unique_ptr<nri::NriPlugin>();
   // kubelet's static policy pins Guaranteed pods itself and rewrites their cpusets every 10 s:
   // two owners of one cpuset. Its state file names the policy (absent: none, the default).
@@ -87,9 +88,19 @@ Result<std::unique_ptr<nri::NriPlugin>> start_nri(const HostModel& model, const 
   }
   nri::NriOptions no;
   no.socket = o.nri_socket;
-  no.online = model.pus;
-  for (const auto& n : model.numa_nodes)
-    if (!n.cpus.empty() || n.memory_bytes) no.nodes.set(n.os_index);
+  // The kernel's own lists under `root`, not the model's: cpusets name the CPUs this kernel has
+  // online, whatever topology the model was read from (a capture, with --topology).
+  for (auto [file, set] : {std::pair{"sys/devices/system/cpu/online", &no.online},
+                           std::pair{"sys/devices/system/node/online", &no.nodes}}) {
+    const auto path = std::filesystem::path(root) / file;
+    auto line = read_first_line(path);
+    auto parsed = line ? CpuSet::parse_list(*line) : std::nullopt;
+    if (!parsed || parsed->empty()) {
+      return Error{ErrorCode::not_found, path.string(),
+                   line ? "is not a CPU list" : "cannot be read", "--nri-socket needs it"};
+    }
+    *set = *parsed;
+  }
   auto plugin = std::make_unique<nri::NriPlugin>(no);
   plugin->start();
   return plugin;

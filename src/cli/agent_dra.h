@@ -23,7 +23,8 @@ void use_driver_root_nvml(const AgentOptions& options);
 
 // With --nri-socket: the NRI plugin (nri/plugin.h) started, connecting in the background; an
 // Error when kubelet's CPU Manager policy (--cpu-manager-state) is not none. Null without.
-Result<std::unique_ptr<nri::NriPlugin>> start_nri(const HostModel& model,
+// `root`: where the kernel's online CPU and node lists are read (/ or --fsroot).
+Result<std::unique_ptr<nri::NriPlugin>> start_nri(const std::string& root,
                                                   const AgentOptions& options);
 
 // Null when --dra is not given. An Error for a bad option, a kubeconfig that cannot be used, or

@@ -250,16 +250,20 @@ Result<std::string> NriPlugin::handle(const std::string& method, const std::stri
       std::vector<ContainerView> all;
       all.swap(sync_);
       std::lock_guard<std::mutex> lock(mu_);
+      std::string moved;
       for (const auto& u : policy_.synchronize(all, problems)) {
         fill(resp.add_update(), u, true);
         ++status_.updated;
+        for (const auto& v : all)
+          if (v.id == u.id) moved += (moved.empty() ? "" : " ") + v.name;
       }
       status_.connected = true;
       log_line("polyaccel agent: nri: registered with " + status_.runtime + " as " +
                options_.index + "-" + options_.name + ": " + std::to_string(all.size()) +
                " containers, " + std::to_string(policy_.claimed().size()) +
                " with claimed CPUs; shared pool " + policy_.shared_pool().to_list() + ", " +
-               std::to_string(resp.update_size()) + " moved");
+               std::to_string(resp.update_size()) + " moved" +
+               (moved.empty() ? "" : " (" + moved + ")"));
     }
     out = resp.SerializeAsString();
   } else if (method == "CreateContainer") {

@@ -382,6 +382,7 @@ def dra_overlay(n, kubelet, rendered, ca_crt, scenario, topology, dev_nodes):
     check(any("nri: registered with" in l for l in container_log(n, cid).splitlines()),
           "dra: the agent registered with containerd as an NRI plugin")
     shared, claimed = nri_start(n)
+    shared_before = allowed(n, shared) if isinstance(shared, str) else None
     stop_pod(n, label, sandbox_id, cid)
     # The agent again, as after an upgrade or a crash: it learns the claims back.
     pod = run_daemonset(n, kubelet, rendered, label + "-restarted", ca_crt, scenario, topology,
@@ -390,7 +391,8 @@ def dra_overlay(n, kubelet, rendered, ca_crt, scenario, topology, dev_nodes):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and "nri: registered with" not in container_log(n, pod[1]):
             time.sleep(0.5)
-        nri_after_restart(n, container_log(n, pod[1]), shared, claimed)
+        nri_after_restart(n, container_log(n, pod[1]), "polyaccel-agent-%s-restarted/%s" % (label, pod[2]["name"]),
+                          shared, claimed, shared_before)
         stop_pod(n, label + "-restarted", pod[0], pod[1])
     registry = n.node + "/var/lib/kubelet/plugins_registry"
     check(not [s for s in os.listdir(registry) if s.startswith("polyaccel")],
@@ -453,13 +455,19 @@ def nri_start(n):
     return shared, claimed
 
 
-def nri_after_restart(n, log, shared, claimed):
+def nri_after_restart(n, log, own, shared, claimed, shared_before):
     """After the agent's restart: nobody was moved (its log and the containers say so); then a
     claimed container goes and the shared one grows onto its CPUs."""
+    # Only the agent's own new container, made while no plugin was there, is moved onto the pool.
     line = [l for l in log.splitlines() if "nri: registered with" in l]
-    check(line and line[-1].rstrip().endswith(", 0 moved"),
-          "nri: the restarted agent learnt the claims back and moved nobody: %s" % (line[-1:] or log[-500:]))
+    moved = line[-1].rstrip().split(" moved")[-1] if line else "?"
+    check(line and ("with claimed CPUs" in line[-1]) and (moved == "" or (moved.startswith(" (") and moved.endswith("/%s)" % own) and " " not in moved[2:])),
+          "nri: the restarted agent learnt %d claims back and moved none of the containers it had "
+          "placed: %s" % (len(claimed), line[-1:] or log[-500:]))
     before = allowed(n, shared) if isinstance(shared, str) else None
+    if isinstance(shared, str):
+        check(before == shared_before, "nri: the shared container kept %s across the restart: %s" % (
+            shared_before, before))
     for node, (cid, cpus) in claimed.items():
         check(allowed(n, cid) == (cpus, str(node)), "nri: after the restart the claimed container of "
               "node %d still has %s" % (node, cpus))
