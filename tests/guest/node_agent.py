@@ -302,9 +302,14 @@ def stop_pod(n, label, sandbox_id, cid):
     check(st.state == cri.CONTAINER_EXITED and st.exit_code == 0,
           "%s: StopContainer (SIGTERM): the agent exited %d in %.1f s" % (label, st.exit_code, time.monotonic() - t))
     info("%s: the agent's log:\n  %s" % (label, "\n  ".join(container_log(n, cid).splitlines()[-12:])))
-    n.runtime.RemoveContainer(cri.RemoveContainerRequest(container_id=cid), timeout=120)
-    n.runtime.StopPodSandbox(cri.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=120)
-    n.runtime.RemovePodSandbox(cri.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=120)
+    if time.monotonic() - t > 20:
+        info("%s: containerd's log:\n  %s" % (label, n.containerd_tail(60)))
+    try:
+        n.runtime.RemoveContainer(cri.RemoveContainerRequest(container_id=cid), timeout=120)
+        n.runtime.StopPodSandbox(cri.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=120)
+        n.runtime.RemovePodSandbox(cri.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=120)
+    except Exception as e:  # grpc.RpcError
+        check(False, "%s: the pod goes (%s)\n  %s" % (label, e, n.containerd_tail(80)))
 
 
 def dra_overlay(n, kubelet, rendered, ca_crt, scenario, topology, dev_nodes):
