@@ -35,6 +35,11 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& o) {
          std::vector<std::string>{"existing", "all"})
       ->capture_default_str();
   agent
+      ->add_option("--dra-nic-shares", o.dra_nic_shares,
+                   "share each RDMA NIC among this many claims (2-1000; 0: one claim each), as "
+                   "the RDMA shared device plugin's rdmaHcaMax (Kubernetes 1.36+)")
+      ->capture_default_str();
+  agent
       ->add_option("--dra-root", o.dra_root,
                    "where /proc and /sys are read for CDI device nodes (default: / or --fsroot)")
       ->type_name("DIR");
@@ -131,6 +136,11 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
   if (!node) return node.error();
   ro.slices.node = *node;
   ro.slices.mig = o.dra_mig_devices == "all" ? dra::MigDevices::all : dra::MigDevices::existing;
+  ro.slices.nic_shares = o.dra_nic_shares;
+  if (o.dra_nic_shares == 1 || o.dra_nic_shares > dra::kMaxNicShares) {
+    return bad_input("--dra-nic-shares " + std::to_string(o.dra_nic_shares),
+                     "must be 0 (NICs not shared) or 2 to " + std::to_string(dra::kMaxNicShares));
+  }
   ro.plugin.plugin_dir = o.dra_plugins_dir + "/" + ro.slices.driver;
   ro.plugin.registry_dir = o.dra_registry_dir;
   ro.plugin.cdi_dir = o.cdi_dir;

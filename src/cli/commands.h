@@ -120,6 +120,7 @@ struct AgentOptions {
   std::string kubeconfig;  // empty: in-cluster config; "none": publish nothing
   std::string node_name;   // empty: $NODE_NAME, else the host's name
   std::string dra_mig_devices = "existing";
+  unsigned dra_nic_shares = 0;    // --dra-nic-shares: 0 NICs whole, else shares of each RDMA NIC
   std::string dra_root;           // where device minors are read for CDI; empty: / or --fsroot
   std::string driver_root = "/";  // --driver-root: the NVIDIA driver's user space for CDI
   std::string host_driver_root;   // --host-driver-root: the same root's path on the host

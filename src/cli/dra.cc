@@ -63,6 +63,10 @@ DraCommands add_dra_commands(CLI::App& app, DraCliOptions& options,
                                   "MIG devices: existing instances, or all placements"),
          std::vector<std::string>{"existing", "all"})
       ->capture_default_str();
+  c.dra_slices
+      ->add_option("--nic-shares", options.nic_shares,
+                   "share each RDMA NIC among this many claims (2-1000; 0: one claim each)")
+      ->capture_default_str();
 
   auto* cdi = app.add_subcommand("cdi", "Container Device Interface specs");
   cdi->require_subcommand(1);
@@ -120,6 +124,7 @@ int run_dra_slices(const GlobalOptions& global, const DraCliOptions& options, st
   dra::SliceOptions so;
   so.node = dra_node_name(*model, options.node);
   so.mig = options.mig_devices == "all" ? dra::MigDevices::all : dra::MigDevices::existing;
+  so.nic_shares = options.nic_shares;
   auto pool = dra::build_pool(*model, so);
   if (!pool) return fail(pool.error());
   if (global.json) {

@@ -14,6 +14,7 @@ namespace polyaccel::cli {
 struct DraCliOptions {
   std::string node;                      // --node NAME; default: the host's name
   std::string mig_devices = "existing";  // --mig-devices existing|all
+  unsigned nic_shares = 0;               // --nic-shares N (slices): shares of each RDMA NIC
   std::string root;                      // --root DIR: where /sys, /proc and /dev are read (cdi)
   std::string cdi_dir;                   // --cdi-dir DIR (cdi generate)
   std::string cdi_version;               // --cdi-version

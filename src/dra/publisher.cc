@@ -32,6 +32,10 @@ json without_gated_fields(json spec) {
       if (!d.is_object()) continue;
       d.erase("consumesCounters");
       d.erase("taints");
+      d.erase("allowMultipleAllocations");
+      if (d.contains("capacity") && d["capacity"].is_object())
+        for (auto& [name, c] : d["capacity"].items())
+          if (c.is_object()) c.erase("requestPolicy");
     }
   }
   return spec;
@@ -58,6 +62,19 @@ size_t taint_count(const json& spec) {
   return n;
 }
 
+// Devices that allow multiple allocations, and capacities with a requestPolicy.
+size_t sharing_count(const json& spec) {
+  size_t n = 0;
+  for (const auto& d : spec.value("devices", json::array())) {
+    if (!d.is_object()) continue;
+    if (d.value("allowMultipleAllocations", false)) ++n;
+    if (!d.contains("capacity") || !d["capacity"].is_object()) continue;
+    for (const auto& [name, c] : d["capacity"].items())
+      if (c.is_object() && c.contains("requestPolicy")) ++n;
+  }
+  return n;
+}
+
 size_t consumer_count(const json& spec) {
   size_t n = 0;
   for (const auto& d : spec.value("devices", json::array()))
@@ -69,7 +86,7 @@ size_t consumer_count(const json& spec) {
 // What `stored` (the server's object) kept of the gated fields `sent` (our spec) has: a field
 // once seen dropped stays dropped for the sync.
 void note_stored(const json& sent, const json& stored, std::optional<bool>& counters,
-                 std::optional<bool>& taints) {
+                 std::optional<bool>& taints, std::optional<bool>& shares) {
   if (!stored.is_object()) return;
   const json& s = stored.value("spec", json::object());
   if (has_counters(sent)) {
@@ -77,6 +94,8 @@ void note_stored(const json& sent, const json& stored, std::optional<bool>& coun
     counters = counters.value_or(true) && kept;
   }
   if (taint_count(sent) > 0) taints = taints.value_or(true) && taint_count(s) == taint_count(sent);
+  if (sharing_count(sent) > 0)
+    shares = shares.value_or(true) && sharing_count(s) == sharing_count(sent);
 }
 
 const char* const kOnlyOneOf = "only one of `sharedCounters` or `devices` is allowed";
@@ -191,7 +210,7 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
       continue;
     if (comparable_spec(without_gated_fields(stored)) ==
         comparable_spec(without_gated_fields(sent->second)))
-      note_stored(sent->second, item, result.counters_kept, result.taints_kept);
+      note_stored(sent->second, item, result.counters_kept, result.taints_kept, result.shares_kept);
   }
 
   // Bounded: generation is an int64 on the server.
@@ -233,7 +252,7 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
     sent_[name] = d["spec"];
     // The answer is the object as stored: the read-back of what the server kept.
     note_stored(d["spec"], json::parse(r->body, nullptr, false), result.counters_kept,
-                result.taints_kept);
+                result.taints_kept, result.shares_kept);
   }
   for (const auto& [name, item] : existing) {
     std::string path = std::string(kResourceSlicesPath) + "/" + name;
@@ -261,7 +280,13 @@ Result<ServerFields> SlicePublisher::probe(const std::string& driver, const std:
       {"name", "probe"},
       {"consumesCounters", json::array({{{"counterSet", "probe"}, {"counters", counters}}})},
       {"taints",
-       json::array({{{"key", kUnhealthyTaint}, {"value", "probe"}, {"effect", "NoSchedule"}}})}};
+       json::array({{{"key", kUnhealthyTaint}, {"value", "probe"}, {"effect", "NoSchedule"}}})},
+      {"allowMultipleAllocations", true},
+      {"capacity",
+       {{kSharesCapacity,
+         {{"value", "2"},
+          {"requestPolicy",
+           {{"default", "1"}, {"validRange", {{"min", "1"}, {"max", "2"}, {"step", "1"}}}}}}}}}};
   json spec;
   spec["driver"] = driver;
   spec["nodeName"] = node;
@@ -290,10 +315,11 @@ Result<ServerFields> SlicePublisher::probe(const std::string& driver, const std:
   json stored = json::parse(r->body, nullptr, false);
   if (!stored.is_object() || !stored.contains("spec"))
     return Error{ErrorCode::io, "POST " + path, "the answer is not a ResourceSlice", {}};
-  std::optional<bool> kept_counters, kept_taints;
-  note_stored(spec, stored, kept_counters, kept_taints);
+  std::optional<bool> kept_counters, kept_taints, kept_shares;
+  note_stored(spec, stored, kept_counters, kept_taints, kept_shares);
   fields.counters = kept_counters.value_or(true);
   fields.taints = kept_taints.value_or(true);
+  fields.shares = kept_shares.value_or(true);
   return fields;
 }
 

@@ -25,6 +25,9 @@ namespace polyaccel::dra {
 struct ServerFields {
   bool counters = true;  // sharedCounters, consumesCounters (DRAPartitionableDevices)
   bool taints = true;    // devices' taints (DRADeviceTaints)
+  // allowMultipleAllocations and capacities' requestPolicy (DRAConsumableCapacity: alpha in
+  // 1.34 and 1.35, beta and on in 1.36)
+  bool shares = true;
   CounterLayout layout = CounterLayout::own_slices;
   bool operator==(const ServerFields&) const = default;
 };
@@ -36,7 +39,7 @@ struct SyncResult {
   // slice stored at the generation this publisher wrote it (compared with what it sent then, never
   // with what it sends now: a GPU tainted since is not a taint the server dropped). Kept or
   // dropped; nullopt when nothing sent uses the field.
-  std::optional<bool> counters_kept, taints_kept;
+  std::optional<bool> counters_kept, taints_kept, shares_kept;
   unsigned writes() const { return created + updated + deleted; }
 };
 
@@ -49,7 +52,8 @@ class SlicePublisher {
   Result<SyncResult> sync(const Pool& pool);
   // What the server keeps and the layout it takes, asked without storing anything: dry-run
   // creates (?dryRun=All) of a slice "<node>-polyaccel-probe". First as 1.35 and later want it:
-  // a device with a taint that consumes a counter set of another slice. Only a server that
+  // a device with a taint that consumes a counter set of another slice and allows multiple
+  // allocations (a capacity with a requestPolicy). Only a server that
   // answers 422 "must reference a counterSet defined in the ResourceSlice sharedCounters" (1.34)
   // is asked again, with the counter set beside the device. The answer is the object as the
   // server would store it.

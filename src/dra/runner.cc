@@ -60,6 +60,9 @@ Result<Pool> DraRunner::build(const HostModel& model, const AcceleratorSnapshot&
   so.counters = fields_.counters;
   so.layout = fields_.layout;
   if (!fields_.taints) so.withdraw_unhealthy = true;
+  // A NIC published as shared to a server that drops allowMultipleAllocations would be taken
+  // whole by its first claim anyway; publish it whole, as it is then.
+  if (!fields_.shares) so.nic_shares = 0;
   return build_pool(model, so);
 }
 
@@ -72,6 +75,7 @@ PoolHealth DraRunner::health_of(const HostModel& model, const AcceleratorSnapsho
     withdrawn = withdrawn_;
     so.counters = fields_.counters;
     so.layout = fields_.layout;
+    if (!fields_.shares) so.nic_shares = 0;
   }
   so.unhealthy.insert(withdrawn.begin(), withdrawn.end());
   so.withdraw_unhealthy = false;  // the devices a server without taints does not get, too
@@ -157,6 +161,13 @@ bool DraRunner::note_fields(const ServerFields& fields, const char* how) {
                       : std::string("the API server drops device taints (") + how +
                             "; feature gate DRADeviceTaints off): unhealthy devices are withdrawn "
                             "instead");
+  }
+  if (old.shares != fields.shares && options_.slices.nic_shares > 0) {
+    log(fields.shares ? std::string("the API server keeps allowMultipleAllocations again (") + how +
+                            "): RDMA NICs are shared"
+                      : std::string("the API server drops allowMultipleAllocations (") + how +
+                            "; feature gate DRAConsumableCapacity off): RDMA NICs are published "
+                            "whole, one claim each");
   }
   if (old.layout != fields.layout) {
     log(fields.layout == CounterLayout::own_slices
@@ -292,6 +303,7 @@ void DraRunner::follow(std::shared_ptr<const AcceleratorSnapshot> start_snapshot
       }
       if (r->counters_kept == false) seen.counters = false;
       if (r->taints_kept == false) seen.taints = false;
+      if (r->shares_kept == false) seen.shares = false;
       if (note_fields(seen, "the slices it stored")) rebuild();
     } else {
       ++sync_errors_;

@@ -358,7 +358,7 @@ Unit accelerator_unit(const HostModel& model, size_t i, const SliceOptions& opti
   return unit;
 }
 
-std::vector<Unit> nic_units(const HostModel& model, size_t k) {
+std::vector<Unit> nic_units(const HostModel& model, size_t k, unsigned shares) {
   const Nic& nic = model.nics[k];
   std::vector<Unit> out;
   Device d;
@@ -382,6 +382,12 @@ std::vector<Unit> nic_units(const HostModel& model, size_t k) {
     }
   }
   if (nic.pci.sriov) d.attributes["sriovTotalVFs"] = Attribute::of_int(nic.pci.sriov->total_vfs);
+  if (shares > 0) {
+    // Each allocation takes one share unless its request asks for more, at most all of them.
+    d.allow_multiple_allocations = true;
+    d.capacity[kSharesCapacity] = std::to_string(shares);
+    d.request_policy[kSharesCapacity] = {"1", "1", std::to_string(shares), "1"};
+  }
   Unit u;
   u.devices.push_back(d);
   out.push_back(std::move(u));
@@ -620,6 +626,10 @@ Result<Pool> build_pool(const HostModel& model, const SliceOptions& options) {
                      "give --node the Node's name as kubectl get nodes shows it");
   if (!is_dns_subdomain(options.driver))
     return bad_input("driver name \"" + options.driver + "\"", "is not a DNS subdomain");
+  if (options.nic_shares == 1 || options.nic_shares > kMaxNicShares) {
+    return bad_input("NIC shares " + std::to_string(options.nic_shares),
+                     "must be 0 (NICs not shared) or 2 to " + std::to_string(kMaxNicShares));
+  }
   auto nvlink = link_domains(model, LinkLevel::nvlink);
   auto xgmi = link_domains(model, LinkLevel::xgmi);
   std::vector<Unit> units;
@@ -631,7 +641,7 @@ Result<Pool> build_pool(const HostModel& model, const SliceOptions& options) {
   }
   for (size_t k = 0; k < model.nics.size(); ++k) {
     if (!model.nics[k].rdma_capable()) continue;
-    for (auto& u : nic_units(model, k))
+    for (auto& u : nic_units(model, k, options.nic_shares))
       units.push_back(std::move(u));
   }
   Pool pool{options.driver, options.node, {}};
@@ -714,6 +724,13 @@ nlohmann::json slice_json(const Pool& pool, size_t index, std::int64_t generatio
       dj["attributes"] = std::move(attrs);
     }
     if (!d.capacity.empty()) dj["capacity"] = counters_json(d.capacity);
+    for (const auto& [name, p] : d.request_policy) {
+      if (!dj.contains("capacity") || !dj["capacity"].contains(name)) continue;
+      dj["capacity"][name]["requestPolicy"] = {
+          {"default", p.default_value},
+          {"validRange", {{"min", p.min}, {"max", p.max}, {"step", p.step}}}};
+    }
+    if (d.allow_multiple_allocations) dj["allowMultipleAllocations"] = true;
     if (!d.consumes.empty()) {
       json cc = json::array();
       for (const auto& c : d.consumes)

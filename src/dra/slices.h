@@ -10,7 +10,11 @@
 //                           only what is free, so no two allocated placements overlap each other
 //                           or an existing instance
 //   gpu-<i>-part-<k>        an AMD compute partition (CPX, QPX ...): consumes its GPU's counters
-//   nic-<k>, nic-<k>-vf-<n> an RDMA NIC and its SR-IOV virtual functions
+//   nic-<k>, nic-<k>-vf-<n> an RDMA NIC and its SR-IOV virtual functions; with
+//                           SliceOptions::nic_shares a NIC (not a VF) is shared: it allows
+//                           multiple allocations and has a capacity "shares" of that many, one
+//                           consumed by each allocation unless its request asks for more
+//                           (DRAConsumableCapacity, docs/dra.md)
 //
 // Every device carries resource.kubernetes.io/{pciBusID, pcieRoot, numaNode} where the model
 // knows them (numaNode is left out, never guessed, when the device has no single NUMA node) and
@@ -78,6 +82,18 @@ struct CounterConsumption {
   bool operator==(const CounterConsumption&) const = default;
 };
 
+// A capacity's requestPolicy (DRAConsumableCapacity): what one allocation of a device that allows
+// multiple allocations consumes by default, and the range a request may ask for.
+struct CapacityRequestPolicy {
+  std::string default_value, min, max, step;  // Quantities
+  bool operator==(const CapacityRequestPolicy&) const = default;
+};
+
+// A NIC's capacity of shares (SliceOptions::nic_shares).
+inline constexpr const char* kSharesCapacity = "shares";
+// The most shares a NIC offers: the RDMA shared device plugin's default rdmaHcaMax is 1000.
+inline constexpr unsigned kMaxNicShares = 1000;
+
 struct Taint {
   std::string key, value, effect;  // effect: NoSchedule or NoExecute
   bool operator==(const Taint&) const = default;
@@ -92,6 +108,9 @@ struct Device {
   std::map<std::string, std::string> capacity;  // name → Quantity
   std::vector<CounterConsumption> consumes;
   std::vector<Taint> taints;
+  // allowMultipleAllocations, and the requestPolicy of capacities (by capacity name).
+  bool allow_multiple_allocations = false;
+  std::map<std::string, CapacityRequestPolicy> request_policy;
 
   // What prepare and CDI need; not published.
   DeviceKind kind = DeviceKind::gpu;
@@ -105,7 +124,9 @@ struct Device {
 
   bool published_equal(const Device& o) const {
     return name == o.name && attributes == o.attributes && capacity == o.capacity &&
-           consumes == o.consumes && taints == o.taints;
+           consumes == o.consumes && taints == o.taints &&
+           allow_multiple_allocations == o.allow_multiple_allocations &&
+           request_policy == o.request_policy;
   }
 };
 
@@ -154,6 +175,12 @@ struct SliceOptions {
   // Devices by PCI bus id that are unhealthy now: tainted NoSchedule (or left out, withdraw).
   std::set<std::string> unhealthy;
   bool withdraw_unhealthy = false;
+  // 0: every RDMA NIC is allocated whole to one claim. 2 to kMaxNicShares: each RDMA NIC (its
+  // physical function) allows that many allocations at once (capacity "shares", one per
+  // allocation by default), as the RDMA shared device plugin's rdmaHcaMax; a server without
+  // DRAConsumableCapacity drops the fields (publisher.h, ServerFields::shares) and then the NICs
+  // are published whole.
+  unsigned nic_shares = 0;
 };
 
 struct Pool {

@@ -2,6 +2,7 @@
 // (fake_api_server.h): every object sent is valid by the real resource.k8s.io/v1 schema, a steady
 // node makes no writes, changes bump the pool generation across all slices, conflicts, 403s and a
 // server that goes away and comes back.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -84,6 +85,26 @@ TEST_F(ApiServer, PublishesOnceAndASteadyNodeWritesNothing) {
   }
   EXPECT_EQ(server_.writes, writes);
   EXPECT_EQ(client_->writes(), writes);
+}
+
+// DRAConsumableCapacity off (1.34's and 1.35's default): the server drops allowMultipleAllocations
+// and the requestPolicy, and the dry run says so (shared NICs are then published whole).
+TEST_F(ApiServer, SharingTheServerDropsIsSeenByTheDryRun) {
+  SlicePublisher pub(*client_);
+  auto kept = pub.probe(kDriverName, "node-1");
+  ASSERT_TRUE(kept) << kept.error().message();
+  EXPECT_TRUE(kept->shares);
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.consumable_capacity = false;
+  }
+  auto probed = pub.probe(kDriverName, "node-1");
+  ASSERT_TRUE(probed) << probed.error().message();
+  EXPECT_FALSE(probed->shares);
+  EXPECT_TRUE(probed->counters);
+  EXPECT_TRUE(probed->taints);
+  std::lock_guard<std::mutex> lock(server_.mu);
+  EXPECT_THAT(server_.schema_errors, ::testing::IsEmpty());
 }
 
 // A server with DRADeviceTaints off (1.34's default) stores an unhealthy GPU without its taint:

@@ -5,8 +5,10 @@
 // (k8s_schema.h); the problems are kept for the test to assert none. It can refuse writes (403),
 // answer one write with a conflict (409), and stop and start again on the same port (a server that
 // goes away and comes back). As the real server it drops the fields of a feature gate that is
-// off (DRAPartitionableDevices: sharedCounters, consumesCounters; DRADeviceTaints: taints) unless
-// the stored object already has them, then refuses (422, the real message) a slice that breaks
+// off (DRAPartitionableDevices: sharedCounters, consumesCounters; DRADeviceTaints: taints;
+// DRAConsumableCapacity: allowMultipleAllocations, a capacity's requestPolicy) unless the stored
+// object already has them, checks against the schema of the version it plays (1.34.9's for 1.34
+// and 1.35, 1.36.3's from 1.36), then refuses (422, the real message) a slice that breaks
 // the rules of the Kubernetes version it plays (1.34 to 1.37, slice_validation.h: counter sets
 // beside their devices for 1.34, in slices of their own from 1.35), answers GET /version, answers
 // dry runs (?dryRun=All) without storing, serves
@@ -93,11 +95,12 @@ class FakeApiServer {
   // defaults are both off).
   bool partitionable_devices = true;  // DRAPartitionableDevices
   bool device_taints = true;          // DRADeviceTaints
+  bool consumable_capacity = true;    // DRAConsumableCapacity (alpha in 1.34 and 1.35)
   // Plays 1.<minor> with that version's default gates (call before the first request).
   void play(unsigned minor) {
     std::lock_guard<std::mutex> lock(mu);
     kubernetes_minor = minor;
-    partitionable_devices = device_taints = minor >= 36;
+    partitionable_devices = device_taints = consumable_capacity = minor >= 36;
   }
   // Slices refused 422 for that version's rules: the messages, and how many were real writes
   // (not dry runs).
@@ -381,6 +384,20 @@ class FakeApiServer {
     events_.emplace_back(type, object);
   }
 
+  // DRAConsumableCapacity's fields of a slice's devices.
+  static void drop_sharing(nlohmann::json& obj) {
+    if (!obj.is_object() || !obj.contains("spec") || !obj["spec"].is_object()) return;
+    auto& spec = obj["spec"];
+    if (!spec.contains("devices") || !spec["devices"].is_array()) return;
+    for (auto& d : spec["devices"]) {
+      if (!d.is_object()) continue;
+      d.erase("allowMultipleAllocations");
+      if (d.contains("capacity") && d["capacity"].is_object())
+        for (auto& [name, c] : d["capacity"].items())
+          if (c.is_object()) c.erase("requestPolicy");
+    }
+  }
+
   // What a server with the gate off keeps of a written slice: the gated fields only where the
   // stored object (`old`, null on create) uses them already (the API server's dropDisabledFields).
   void drop_disabled_fields(nlohmann::json& obj, const nlohmann::json* old) const {
@@ -403,6 +420,7 @@ class FakeApiServer {
     if (!device_taints && !uses(old, "taints"))
       for (auto& d : spec["devices"])
         d.erase("taints");
+    if (!consumable_capacity && !uses(old, "allowMultipleAllocations")) drop_sharing(obj);
     // What kube-apiserver fills in: a taint's timeAdded, when the writer left it out.
     for (auto& d : spec["devices"]) {
       if (!d.is_object() || !d.contains("taints") || !d["taints"].is_array()) continue;
@@ -474,7 +492,10 @@ class FakeApiServer {
       return reply(c, 200, status(200, "", ""));
     }
     nlohmann::json obj = nlohmann::json::parse(body, nullptr, false);
-    for (const auto& e : schema_.validate(obj))
+    // 1.34's and 1.35's Go types have DRAConsumableCapacity's fields (the 1.34.9 schema we hold
+    // does not): with the gate off they are dropped, never refused.
+    if (!consumable_capacity && kubernetes_minor <= 35) drop_sharing(obj);
+    for (const auto& e : schema_for_version().validate(obj))
       schema_errors.push_back(method + " " + path + ": " + e);
     if (!obj.is_object() || !obj.contains("metadata"))
       return reply(c, 400, status(400, "BadRequest", "not an object"));
@@ -653,7 +674,16 @@ class FakeApiServer {
   mg_context* ctx_ = nullptr;
   int port_ = 0;
   std::uint64_t rv_ = 100;
+  // The schema of the version played: 1.34.9's up to 1.35, 1.36.3's from 1.36 (read once).
+  const K8sSchema& schema_for_version() {
+    if (kubernetes_minor <= 35) return schema_;
+    if (!schema_136_)
+      schema_136_ = std::make_unique<K8sSchema>(
+          std::vector<std::string>{"v1.36/resource.k8s.io-v1-openapi.json"});
+    return *schema_136_;
+  }
   K8sSchema schema_;
+  std::unique_ptr<K8sSchema> schema_136_;
   std::unique_ptr<K8sSchema> core_schema_;
   std::condition_variable changed_;
   std::vector<std::pair<std::string, nlohmann::json>> events_;         // every change, in order

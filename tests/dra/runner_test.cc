@@ -380,6 +380,59 @@ TEST(DraRunner, WithoutDryRunsTheLayoutIsLearntFromARefusedWrite) {
 
 // A server that starts without the gate while slices with counters are stored (the read-back
 // path, without the dry run to warn first): the first write's answer shows the counters gone.
+// --dra-nic-shares on each version with its default gates: 1.36 and later keep
+// allowMultipleAllocations and the capacity's requestPolicy (DRAConsumableCapacity beta, on), so
+// the RDMA NICs are published shared; 1.34 and 1.35 (alpha, off) drop them: the runner learns it
+// before it publishes, says so once and publishes the NICs whole, without a rewrite loop.
+class DraRunnerNicShares : public ::testing::TestWithParam<unsigned> {};
+
+TEST_P(DraRunnerNicShares, NicsAreSharedWhereTheServerKeepsWhatSharingNeeds) {
+  const unsigned minor = GetParam();
+  const bool kept = minor >= 36;
+  polyaccel::testing::use_nvml_scenario("hgx-8xh200-mig.json");
+  TempDir dir;
+  FakeApiServer server(dir.path());
+  server.play(minor);
+  RunningAgent agent(server, dir, [](DraRunnerOptions& o) {
+    o.slices.nic_shares = 8;
+    o.recheck = 300ms;
+  });
+  ASSERT_TRUE(agent.runner->start(60s));
+  ASSERT_TRUE(wait_for([&] { return server.slices_of("node-1") > 0; }, 30s));
+  ASSERT_TRUE(wait_for([&] { return agent.runner->status().server_fields_known; }, 30s));
+  std::this_thread::sleep_for(1s);
+  auto writes = agent.runner->api_writes();
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(agent.runner->api_writes(), writes) << "no rewrite loop over dropped fields";
+  size_t nics = 0, shared = 0;
+  for (const auto& s : stored_slices(server)) {
+    for (const auto& d : s["spec"].value("devices", json::array())) {
+      if (d["attributes"]["type"]["string"] != "nic") continue;
+      ++nics;
+      if (d.value("allowMultipleAllocations", false)) ++shared;
+    }
+  }
+  EXPECT_GT(nics, 0u);
+  EXPECT_EQ(shared, kept ? nics : 0u);
+  const Pool pool = agent.runner->pool();
+  for (const auto& slice : pool.slices)
+    for (const auto& d : slice.devices) {
+      if (d.kind == DeviceKind::nic) {
+        EXPECT_EQ(d.allow_multiple_allocations, kept) << d.name;
+      }
+    }
+  EXPECT_EQ(occurrences(agent.logged(), "drops allowMultipleAllocations"), kept ? 0u : 1u)
+      << agent.logged();
+  std::lock_guard<std::mutex> lock(server.mu);
+  EXPECT_THAT(server.schema_errors, ::testing::IsEmpty());
+  EXPECT_THAT(server.refusals, ::testing::IsEmpty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Versions, DraRunnerNicShares, ::testing::Values(34u, 35u, 36u, 37u),
+                         [](const ::testing::TestParamInfo<unsigned>& p) {
+                           return "Kubernetes1_" + std::to_string(p.param);
+                         });
+
 TEST(DraRunner, CountersDroppedOnWriteAreSeenInTheStoredSlices) {
   polyaccel::testing::use_nvml_scenario("hgx-8xh200-mig.json");
   TempDir dir;

@@ -12,6 +12,11 @@
 //              pool; 8 counter sets a slice, 32 counters a set, 2 counter sets a device, 32
 //              counters from each; 64 devices where one has taints or consumes counters, else
 //              128.
+//   all        a capacity's requestPolicy only on a device with allowMultipleAllocations, and
+//              its validRange within the capacity: min <= default <= max <= value, min + step
+//              <= value, default and max on a step from min (KEP 5075, DeviceCapacity's and
+//              CapacityRequestPolicyRange's own descriptions in the v1.36 schema; the fake
+//              checks plain integer Quantities only, the wording of these errors is ours).
 //
 // The errors read as field.Error prints them, which the server joins into its 422's message.
 #pragma once
@@ -56,6 +61,46 @@ inline std::vector<std::string> resource_slice_errors(const nlohmann::json& slic
     for (const auto& [name, c] : counters.items()) {
       names.insert(name);
       ++shared;
+    }
+  }
+
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const auto& d = devices[i];
+    if (!d.is_object() || !d.contains("capacity") || !d["capacity"].is_object()) continue;
+    const bool multiple = d.value("allowMultipleAllocations", false);
+    for (const auto& [name, c] : d["capacity"].items()) {
+      if (!c.is_object() || !c.contains("requestPolicy")) continue;
+      const std::string at =
+          "spec.devices[" + std::to_string(i) + "].capacity[" + name + "].requestPolicy";
+      if (!multiple) {
+        errors.push_back(at + ": Forbidden: may only be set when allowMultipleAllocations is true");
+        continue;
+      }
+      auto number = [](const nlohmann::json& q) -> long long {
+        if (!q.is_string()) return -1;
+        const std::string t = q.get<std::string>();
+        if (t.empty() || t.size() > 15 || t.find_first_not_of("0123456789") != std::string::npos)
+          return -1;
+        return std::stoll(t);
+      };
+      const auto& p = c["requestPolicy"];
+      const auto range = p.value("validRange", nlohmann::json::object());
+      if (range.empty()) continue;
+      const long long value = number(c.value("value", nlohmann::json())),
+                      def = number(p.value("default", nlohmann::json())),
+                      min = number(range.value("min", nlohmann::json())),
+                      max = range.contains("max") ? number(range["max"]) : value,
+                      step = range.contains("step") ? number(range["step"]) : 1;
+      if (value < 0 || def < 0 || min < 0 || max < 0 || step <= 0) continue;
+      if (!(min <= def && def <= max && max <= value))
+        errors.push_back(at + ".validRange: Invalid value: " + quoted(std::to_string(max)) +
+                         ": must hold min <= default <= max <= the capacity's value");
+      if (min + step > value)
+        errors.push_back(at + ".validRange.step: Invalid value: " + std::to_string(step) +
+                         ": min + step must be less than or equal to the capacity's value");
+      if ((def - min) % step != 0 || (max - min) % step != 0)
+        errors.push_back(at + ".validRange.step: Invalid value: " + std::to_string(step) +
+                         ": default and max must be a multiple of step from min");
     }
   }
 

@@ -466,6 +466,70 @@ TEST(DraSlices, CounterSetsGoWhereTheVersionTakesThem) {
   }
 }
 
+// --dra-nic-shares: each RDMA NIC (never a VF) allows that many allocations, one share each by
+// default, valid by 1.36's schema and validation; off by default; 1 and past the maximum refused.
+TEST(DraSlices, SharedNicsAllowMultipleAllocationsWithACapacityOfShares) {
+  HostModel m = polyaccel::testing::load_fixture(polyaccel::testing::kXe8640);
+  SliceOptions o;
+  o.nic_shares = 16;
+  Pool p = pool_of(m, o);
+  static const K8sSchema schema_136(
+      std::vector<std::string>{"v1.36/resource.k8s.io-v1-openapi.json"});
+  size_t shared = 0;
+  for (size_t i = 0; i < p.slices.size(); ++i) {
+    json s = slice_json(p, i, 1);
+    auto errors = schema_136.validate(s);
+    EXPECT_TRUE(errors.empty()) << errors.front();
+    for (unsigned minor : {36u, 37u}) {
+      auto refused = polyaccel::testing::resource_slice_errors(s, minor);
+      EXPECT_TRUE(refused.empty()) << refused.front();
+    }
+    for (const auto& d : s["spec"]["devices"]) {
+      const std::string type = d["attributes"]["type"]["string"];
+      if (type != "nic") {
+        EXPECT_FALSE(d.contains("allowMultipleAllocations")) << d["name"];
+        continue;
+      }
+      ++shared;
+      EXPECT_EQ(d["allowMultipleAllocations"], true);
+      EXPECT_EQ(d["capacity"]["shares"]["value"], "16");
+      EXPECT_EQ(
+          d["capacity"]["shares"]["requestPolicy"],
+          json::parse(R"({"default": "1", "validRange": {"min": "1", "max": "16", "step": "1"}})"));
+    }
+  }
+  EXPECT_GT(shared, 0u);
+
+  Pool whole = pool_of(m);
+  for (size_t i = 0; i < whole.slices.size(); ++i)
+    for (const auto& d : slice_json(whole, i, 1)["spec"]["devices"]) {
+      EXPECT_FALSE(d.contains("allowMultipleAllocations")) << d["name"];
+      EXPECT_FALSE(d.value("capacity", json::object()).contains("shares")) << d["name"];
+    }
+
+  for (unsigned bad : {1u, kMaxNicShares + 1}) {
+    o.node = "node-1";
+    o.nic_shares = bad;
+    auto r = build_pool(m, o);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::bad_input);
+    EXPECT_THAT(r.error().message(), ::testing::HasSubstr("NIC shares " + std::to_string(bad)));
+  }
+
+  // The fake's validation of 1.36 refuses a policy outside the capacity or without
+  // allowMultipleAllocations, so that the checks above can fail.
+  json s = slice_json(p, 0, 1);
+  for (auto& d : s["spec"]["devices"]) {
+    if (!d.contains("allowMultipleAllocations")) continue;
+    d["capacity"]["shares"]["requestPolicy"]["validRange"]["max"] = "17";
+    EXPECT_FALSE(polyaccel::testing::resource_slice_errors(s, 36).empty());
+    d.erase("allowMultipleAllocations");
+    d["capacity"]["shares"]["requestPolicy"]["validRange"]["max"] = "16";
+    EXPECT_FALSE(polyaccel::testing::resource_slice_errors(s, 36).empty());
+    break;
+  }
+}
+
 TEST(DraSlices, BadNodeNamesAreRefused) {
   HostModel m = polyaccel::testing::load_fixture(polyaccel::testing::kXe8640);
   for (const char* bad : {"", "Node_1", "-a", "a..b", "x/y"}) {
