@@ -319,16 +319,20 @@ std::vector<CdiSpec> node_specs(const HostModel& model, const Pool& pool, const 
 
 Result<CdiSpec> claim_spec(const HostModel& model, const std::vector<const Device*>& devices,
                            const CdiHost& host, const std::string& claim_uid,
-                           const CdiOptions& options) {
+                           const CdiOptions& options, const std::vector<std::string>& share_ids) {
   CdiSpec spec;
   spec.version = options.version;
   spec.kind = std::string(kCdiVendor) + "/claim";
   spec.file_suffix = "_" + claim_uid;
   std::vector<std::string> nvidia, habana, rdma;
-  for (const Device* d : devices) {
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const Device* d = devices[i];
     auto needs = needs_of(model, *d, host, options);
     if (!needs) return needs.error();
-    spec.devices.push_back({claim_uid + "-" + d->name, needs->own});
+    std::string name = claim_uid + "-" + d->name;
+    // Each share its own CDI device: a claim may hold two shares of one NIC.
+    if (i < share_ids.size() && !share_ids[i].empty()) name += "-" + share_ids[i];
+    spec.devices.push_back({std::move(name), needs->own});
     merge(spec.edits, needs->common);
     push_unique(nvidia, needs->nvidia_visible);
     push_unique(habana, needs->habana_visible);

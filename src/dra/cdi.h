@@ -108,10 +108,13 @@ std::vector<CdiSpec> node_specs(const HostModel& model, const Pool& pool, const 
                                 const CdiOptions& options, std::vector<std::string>* skipped);
 
 // The spec of one prepared claim, kind "polyaccel.io/claim": a device per allocated device
-// ("<claim uid>-<device>") and the claim-wide environment. Error when a device's nodes are unknown.
+// ("<claim uid>-<device>", or "<claim uid>-<device>-<share id>" for a share of a device that
+// allows multiple allocations: `share_ids`, parallel to `devices`, empty or "" where a device is
+// not shared) and the claim-wide environment. Error when a device's nodes are unknown.
 Result<CdiSpec> claim_spec(const HostModel& model, const std::vector<const Device*>& devices,
                            const CdiHost& host, const std::string& claim_uid,
-                           const CdiOptions& options);
+                           const CdiOptions& options,
+                           const std::vector<std::string>& share_ids = {});
 
 nlohmann::json to_json(const CdiSpec& spec);
 

@@ -84,6 +84,7 @@ json prepared_json(const PreparedClaim& c) {
   json devices = json::array();
   for (const auto& d : c.devices) {
     json dj = {{"request", d.request}, {"pool", d.pool}, {"device", d.device}, {"cdi", d.cdi_ids}};
+    if (!d.share_id.empty()) dj["shareID"] = d.share_id;
     if (d.created_mig) {
       dj["createdMig"] = {{"pciBusID", d.created_mig->pci_bus_id},
                           {"gpuInstance", d.created_mig->gpu_instance_id},
@@ -136,7 +137,10 @@ Result<std::map<std::string, PreparedClaim>> parse_checkpoint(const std::string&
                           d.at("pool").get<std::string>(),
                           d.at("device").get<std::string>(),
                           d.at("cdi").get<std::vector<std::string>>(),
-                          {}};
+                          {},
+                          d.value("shareID", std::string())};
+        if (!pd.share_id.empty() && !valid_uid(pd.share_id))
+          return bad_input(input, "holds a shareID of " + uid + " that is not a UID");
         if (d.contains("createdMig")) {
           const json& m = d.at("createdMig");
           auto gi = json_integer<unsigned>(m.at("gpuInstance"), "gpuInstance");
@@ -173,6 +177,14 @@ Result<ClaimInfo> parse_claim(const json& claim) {
       d.pool = r.at("pool").get<std::string>();
       d.device = r.at("device").get<std::string>();
       d.admin_access = r.value("adminAccess", false);
+      // Goes into CDI device names: a UID's characters only.
+      if (r.contains("shareID")) {
+        d.share_id = r.at("shareID").get<std::string>();
+        if (!valid_uid(d.share_id)) {
+          return bad_input("ResourceClaim " + meta.value("name", ""),
+                           "has an allocation result whose shareID is not a UID");
+        }
+      }
       info.devices.push_back(std::move(d));
     }
   } catch (const json::exception& e) {
@@ -385,15 +397,17 @@ struct DraPlugin::Impl {
       std::error_code ec;
       if (!fs::exists(fs::path(options.cdi_dir) / known->second.cdi_file, ec)) {
         std::vector<const Device*> devices;
+        std::vector<std::string> shares;
         std::vector<Device> scratch(known->second.devices.size());
         for (size_t i = 0; i < known->second.devices.size(); ++i) {
           const auto& d = known->second.devices[i];
           const Device* pd = pool.device(d.device);
           if (pd && d.created_mig) pd = with_instance(*pd, *d.created_mig, scratch[i]);
           if (pd) devices.push_back(pd);
+          shares.push_back(d.share_id);
         }
         if (devices.size() == known->second.devices.size()) {
-          auto spec = claim_spec(model, devices, host, ref.uid, options.cdi);
+          auto spec = claim_spec(model, devices, host, ref.uid, options.cdi, shares);
           if (spec) (void)write_cdi_spec(options.cdi_dir, *spec);
         }
       }
@@ -426,10 +440,12 @@ struct DraPlugin::Impl {
       out.error = error;
       return out;
     };
-    std::set<std::string> held;
+    // Devices other claims hold: by name, with the shares held of each ("" for a whole one).
+    std::map<std::string, std::set<std::string>> held;
     for (const auto& [uid, c] : claims)
       for (const auto& d : c.devices)
-        held.insert(d.device);
+        held[d.device].insert(d.share_id);
+    std::vector<std::string> shares;
     for (const auto& a : info->devices) {
       if (a.driver != options.driver || a.pool != pool.node) continue;
       const Device* d = pool.device(a.device);
@@ -438,9 +454,18 @@ struct DraPlugin::Impl {
                     " is not on this node now";
         return out;
       }
-      if (held.count(a.device) && !a.admin_access)
-        return fail("device " + a.device + " is prepared for another claim already");
-      PreparedDevice pd{a.request, a.pool, a.device, {}, {}};
+      if (!a.share_id.empty() && !d->allow_multiple_allocations) {
+        return fail("device " + a.device + " is allocated as share " + a.share_id +
+                    " but is not published as shared (--dra-nic-shares)");
+      }
+      if (held.count(a.device) && !a.admin_access) {
+        // Shares of a shared device live side by side; a whole device, or the same share
+        // twice, does not.
+        const auto& taken = held.at(a.device);
+        if (a.share_id.empty() || taken.count("") || taken.count(a.share_id))
+          return fail("device " + a.device + " is prepared for another claim already");
+      }
+      PreparedDevice pd{a.request, a.pool, a.device, {}, {}, a.share_id};
       if (d->kind == DeviceKind::mig && options.mig) {
         // The library is the truth: the instance may have been made or destroyed since the
         // pool was built.
@@ -457,11 +482,12 @@ struct DraPlugin::Impl {
         if (!d) return fail("device " + a.device + ": its GPU is not in the model");
       }
       devices.push_back(d);
+      shares.push_back(a.share_id);
       prepared.push_back(std::move(pd));
     }
     PreparedClaim record{ref.uid, ref.ns, ref.name, {}, {}};
     if (!devices.empty()) {
-      auto spec = claim_spec(model, devices, host, ref.uid, options.cdi);
+      auto spec = claim_spec(model, devices, host, ref.uid, options.cdi, shares);
       if (!spec) return fail(spec.error().message());
       for (size_t i = 0; i < prepared.size(); ++i)
         prepared[i].cdi_ids.push_back(spec->qualified_name(spec->devices[i].name));
@@ -538,6 +564,9 @@ class DraService final : public ServiceBase {
         if (!d.request.empty()) dev->add_request_names(d.request);
         dev->set_pool_name(d.pool);
         dev->set_device_name(d.device);
+        // v1 has share_id (1.35+); v1beta1 has not: kubelet there knows no shares.
+        if constexpr (requires { dev->set_share_id(d.share_id); })
+          if (!d.share_id.empty()) dev->set_share_id(d.share_id);
         for (const auto& id : d.cdi_ids)
           dev->add_cdi_device_ids(id);
       }

@@ -6,10 +6,11 @@
 // the devices of our driver and pool, writes the claim's CDI spec and records the claim in a
 // checkpoint file (written atomically) before it answers. A claim that is prepared already is
 // answered from the checkpoint, so a repeat, a kubelet restart or an agent restart never prepares
-// it twice; a device that another claim holds is refused. A MIG device whose instance does not
-// exist yet is created first (GPU instance and its compute instance, through MigControl, the
-// path of `polyaccel mig apply`), recorded with the claim, and destroyed at unprepare; a
-// placement that an instance holds already is refused with the instance's name.
+// it twice; a device that another claim holds is refused, unless both hold shares of a device
+// that allows multiple allocations (a shared NIC: each share its own CDI device). A MIG device
+// whose instance does not exist yet is created first (GPU instance and its compute instance,
+// through MigControl, the path of `polyaccel mig apply`), recorded with the claim, and destroyed at
+// unprepare; a placement that an instance holds already is refused with the instance's name.
 // NodeUnprepareResources removes the CDI spec and the record; an unknown claim is fine
 // (idempotent).
 //
@@ -42,6 +43,9 @@ namespace polyaccel::dra {
 struct AllocatedDevice {
   std::string request, driver, pool, device;
   bool admin_access = false;
+  // shareID: one allocation of a device that allows several (DRAConsumableCapacity); empty when
+  // the device is allocated whole.
+  std::string share_id{};
 };
 
 struct ClaimInfo {
@@ -70,6 +74,7 @@ struct PreparedDevice {
   std::string request, pool, device;
   std::vector<std::string> cdi_ids;
   std::optional<CreatedMig> created_mig;
+  std::string share_id;  // the allocation's shareID, when it is a share of the device
 };
 
 struct PreparedClaim {

@@ -24,6 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using polyaccel::testing::kUidA;
 using polyaccel::testing::kUidB;
+using polyaccel::testing::kUidC;
 using polyaccel::testing::TempDir;
 using polyaccel::testing::write_text;
 namespace v1 = k8s::io::kubelet::pkg::apis::dra::v1;
@@ -57,7 +58,7 @@ class Kubelet : public ::testing::Test {
     if (tune) tune(o);
     o.lookup = [this](const std::string& ns, const std::string& name) -> Result<ClaimInfo> {
       ++lookups_;
-      std::string uid = name == "a" ? kUidA : name == "b" ? kUidB : "";
+      std::string uid = name == "a" ? kUidA : name == "b" ? kUidB : name == "c" ? kUidC : "";
       if (ns != "ns1" || uid.empty()) return Error{ErrorCode::not_found, name, "no such claim", {}};
       return ClaimInfo{uid, allocation_[uid]};
     };
@@ -297,6 +298,84 @@ TEST_F(Kubelet, AgentRestartKeepsPreparedClaimsAndUnprepareIsIdempotent) {
   // gpu-0 is free again.
   auto b2 = prepare_v1({{"b", kUidB}});
   EXPECT_EQ(b2.claims().at(kUidB).error(), "");
+}
+
+// A NIC published shared (--dra-nic-shares) that the scheduler gave to two claims, each a share
+// of its own (shareID, as kube-scheduler writes a UUID): both are prepared, each with a CDI device
+// named after its share and kubelet told the share; unprepare removes only that claim's share.
+// A whole allocation of the NIC beside the shares, the same share twice, and a share of a device
+// that is not shared are refused.
+TEST_F(Kubelet, SharesOfASharedNicArePreparedSideBySide) {
+  const std::string share_a = "11111111-2222-3333-4444-555555555555";
+  const std::string share_b = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+  SliceOptions so;
+  so.node = "node-1";
+  so.nic_shares = 4;
+  pool_ = *build_pool(model_, so);
+  allocation_[kUidA] = {{"nic", kDriverName, "node-1", "nic-2", false, share_a}};
+  allocation_[kUidB] = {{"nic", kDriverName, "node-1", "nic-2", false, share_b}};
+  allocation_[kUidC] = {{"nic", kDriverName, "node-1", "nic-2"}};
+  start_plugin();
+  auto resp = prepare_v1({{"a", kUidA}, {"b", kUidB}});
+  for (const auto& [uid, share] : {std::pair{kUidA, share_a}, std::pair{kUidB, share_b}}) {
+    const auto& c = resp.claims().at(uid);
+    ASSERT_EQ(c.error(), "") << uid;
+    ASSERT_EQ(c.devices_size(), 1);
+    EXPECT_EQ(c.devices(0).device_name(), "nic-2");
+    EXPECT_EQ(c.devices(0).share_id(), share);
+    ASSERT_EQ(c.devices(0).cdi_device_ids_size(), 1);
+    EXPECT_EQ(c.devices(0).cdi_device_ids(0), "polyaccel.io/claim=" + uid + "-nic-2-" + share);
+    auto j =
+        nlohmann::json::parse(std::ifstream(cdi_dir() / ("polyaccel.io-claim_" + uid + ".json")));
+    ASSERT_EQ(j["devices"].size(), 1u);
+    EXPECT_EQ(j["devices"][0]["name"], uid + "-nic-2-" + share);
+    EXPECT_EQ(j["devices"][0]["containerEdits"]["deviceNodes"][0]["path"],
+              "/dev/infiniband/uverbs0");
+  }
+  auto whole = prepare_v1({{"c", kUidC}});
+  EXPECT_NE(whole.claims().at(kUidC).error().find("another claim"), std::string::npos);
+  allocation_[kUidC] = {{"nic", kDriverName, "node-1", "nic-2", false, share_a}};
+  auto twice = prepare_v1({{"c", kUidC}});
+  EXPECT_NE(twice.claims().at(kUidC).error().find("another claim"), std::string::npos)
+      << "share " << share_a << " is claim a's";
+  allocation_[kUidC] = {{"gpu", kDriverName, "node-1", "gpu-1", false, share_b}};
+  auto unshared = prepare_v1({{"c", kUidC}});
+  EXPECT_NE(unshared.claims().at(kUidC).error().find("not published as shared"), std::string::npos)
+      << unshared.claims().at(kUidC).error();
+
+  // The shares survive a restart (the checkpoint), and unprepare takes one share only.
+  plugin_->stop();
+  plugin_.reset();
+  start_plugin();
+  ASSERT_EQ(plugin_->prepared().size(), 2u);
+  EXPECT_EQ(unprepare_v1("a", kUidA).claims().at(kUidA).error(), "");
+  EXPECT_FALSE(fs::exists(cdi_dir() / ("polyaccel.io-claim_" + kUidA + ".json")));
+  EXPECT_TRUE(fs::exists(cdi_dir() / ("polyaccel.io-claim_" + kUidB + ".json")));
+  ASSERT_EQ(plugin_->prepared().size(), 1u);
+  EXPECT_EQ(plugin_->prepared()[0].devices[0].share_id, share_b);
+  auto again = prepare_v1({{"b", kUidB}});
+  EXPECT_EQ(again.claims().at(kUidB).devices(0).share_id(), share_b);
+}
+
+// The claim as the API server gives it: a shareID goes into CDI names and must be a UID.
+TEST(DraClaims, AShareIdThatIsNotAUidIsRefused) {
+  auto claim = [](const std::string& share) {
+    auto j = nlohmann::json::parse(R"({"kind": "ResourceClaim", "metadata": {"name": "a"},
+        "status": {"allocation": {"devices": {"results": [{"request": "nic",
+        "driver": "polyaccel.io", "pool": "node-1", "device": "nic-2"}]}}}})");
+    j["status"]["allocation"]["devices"]["results"][0]["shareID"] = share;
+    return j;
+  };
+  auto ok = parse_claim(claim("11111111-2222-3333-4444-555555555555"));
+  ASSERT_TRUE(ok) << ok.error().message();
+  EXPECT_EQ(ok->devices.at(0).share_id, "11111111-2222-3333-4444-555555555555");
+  for (const std::string& bad :
+       {std::string("../../x"), std::string("a=b"), std::string(), std::string(65, 'a')}) {
+    auto r = parse_claim(claim(bad));
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::bad_input);
+    EXPECT_NE(r.error().message().find("shareID"), std::string::npos) << r.error().message();
+  }
 }
 
 TEST_F(Kubelet, ACheckpointThatIsNotOneStopsTheStart) {
