@@ -78,6 +78,34 @@ void slice_objects(benchmark::State& state, const std::string& scenario) {
   state.counters["json_bytes"] = static_cast<double>(bytes);
 }
 
+// Issue 39: the 224-thread XE8640 (2 sockets, 8 NUMA nodes) with its CPUs and memory published
+// too (--dra-cpus <grain> --dra-memory): the pool built, and the size of its slices' JSON.
+void cpu_slices(benchmark::State& state, dra::CpuGrain grain) {
+  HostModel m = xe8640_with("hgx-8xh100.json");
+  dra::SliceOptions so;
+  so.node = "gpu-node-1";
+  so.cpu.grain = grain;
+  so.cpu.memory = grain != dra::CpuGrain::off;
+  size_t devices = 0, slices = 0, bytes = 0;
+  for (auto _ : state) {
+    auto p = dra::build_pool(m, so);
+    if (!p) {
+      state.SkipWithError(p.error().message().c_str());
+      return;
+    }
+    bytes = 0;
+    for (size_t i = 0; i < p->slices.size(); ++i)
+      bytes += dra::slice_json(*p, i, 1).dump().size();
+    devices = p->device_count();
+    slices = p->slices.size();
+    benchmark::DoNotOptimize(bytes);
+  }
+  state.counters["pus"] = static_cast<double>(m.pus.count());
+  state.counters["devices"] = static_cast<double>(devices);
+  state.counters["slices"] = static_cast<double>(slices);
+  state.counters["json_bytes"] = static_cast<double>(bytes);
+}
+
 // One claim prepared and unprepared through the plugin's own entry points (what the gRPC
 // service calls), in a directory on the machine's disk.
 void prepare_unprepare(benchmark::State& state, bool dynamic_mig) {
@@ -172,6 +200,12 @@ BENCHMARK_CAPTURE(build_pool, xe8640_hgx8xh200_every_mig_placement, "hgx-8xh200-
                   dra::MigDevices::all)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(slice_objects, xe8640_hgx8xh200_every_mig_placement, "hgx-8xh200-mig.json")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(cpu_slices, xe8640_224_threads_no_cpus, dra::CpuGrain::off)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(cpu_slices, xe8640_224_threads_cores_and_memory, dra::CpuGrain::core)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(cpu_slices, xe8640_224_threads_numa_nodes_and_memory, dra::CpuGrain::numa)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(prepare_unprepare, whole_gpu, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(prepare_unprepare, dynamic_mig_3g, true)->Unit(benchmark::kMicrosecond);

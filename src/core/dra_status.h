@@ -5,6 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace polyaccel {
 
@@ -22,6 +25,18 @@ struct DraStatus {
   std::uint64_t restores = 0;        // syncs that put back slices someone else deleted (a wipe)
   std::size_t devices = 0;           // devices in the published pool
   bool watching = false;             // a watch on the pool's slices is open
+
+  // With CPU or memory devices (--dra-cpus, --dra-memory): what each prepared claim holds on each
+  // NUMA node, and the offered CPUs no claim holds, by node.
+  struct ClaimHolding {
+    std::string ns, name;  // the ResourceClaim
+    unsigned numa_node = 0;
+    unsigned cpus = 0;
+    std::uint64_t memory_bytes = 0;
+    bool operator==(const ClaimHolding&) const = default;
+  };
+  std::vector<ClaimHolding> claim_holdings;
+  std::map<unsigned, unsigned> free_cpus;  // NUMA node → CPUs; empty without CPU devices
 
   // The exporter serves a cached scrape body until a source changes (exporter.h).
   bool operator==(const DraStatus&) const = default;

@@ -7,6 +7,7 @@
 
 #include "core/file_io.h"
 #include "core/strings.h"
+#include "dra/cpu_devices.h"
 #include "kube/resources.h"
 
 namespace polyaccel::dra {
@@ -198,6 +199,9 @@ const char* cdi_class(DeviceKind kind) {
     case DeviceKind::nic:
     case DeviceKind::vf:
       return "nic";
+    case DeviceKind::cpu:
+    case DeviceKind::memory:
+      return "cpu";
   }
   return "gpu";
 }
@@ -281,6 +285,8 @@ std::vector<CdiSpec> node_specs(const HostModel& model, const Pool& pool, const 
   std::map<std::string, std::vector<CdiDevice>> aliases;  // per class
   for (const auto& s : pool.slices) {
     for (const auto& d : s.devices) {
+      // CPUs and memory have no device nodes: what they grant is a claim's (claim_spec).
+      if (d.kind == DeviceKind::cpu || d.kind == DeviceKind::memory) continue;
       auto needs = needs_of(model, d, host, options);
       if (!needs) {
         if (skipped) skipped->push_back(needs.error().message());
@@ -325,8 +331,20 @@ Result<CdiSpec> claim_spec(const HostModel& model, const std::vector<const Devic
   spec.kind = std::string(kCdiVendor) + "/claim";
   spec.file_suffix = "_" + claim_uid;
   std::vector<std::string> nvidia, habana, rdma;
+  // The claim's CPUs and memory nodes, for the NRI plugin (nri/cpu_policy.h): in the edits of
+  // each of its CPU and memory devices, so that a container given any of them is pinned to all.
+  const CpuGrant grant = grant_of(model, devices);
+  CdiEdits pinned;
+  if (!grant.cpus.empty())
+    pinned.env.push_back(std::string(kCpusEnvPrefix) + claim_uid + "=" + grant.cpus.to_list());
+  if (!grant.mems.empty())
+    pinned.env.push_back(std::string(kMemsEnvPrefix) + claim_uid + "=" + grant.mems.to_list());
   for (size_t i = 0; i < devices.size(); ++i) {
     const Device* d = devices[i];
+    if (d->kind == DeviceKind::cpu || d->kind == DeviceKind::memory) {
+      spec.devices.push_back({claim_uid + "-" + d->name, pinned});
+      continue;
+    }
     auto needs = needs_of(model, *d, host, options);
     if (!needs) return needs.error();
     std::string name = claim_uid + "-" + d->name;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "dra/cpu_devices.h"
 #include "share/mig_profiles.h"
 
 namespace polyaccel::dra {
@@ -512,6 +513,10 @@ const char* to_string(DeviceKind kind) {
       return "nic";
     case DeviceKind::vf:
       return "vf";
+    case DeviceKind::cpu:
+      return "cpu";
+    case DeviceKind::memory:
+      return "memory";
   }
   return "gpu";
 }
@@ -643,6 +648,12 @@ Result<Pool> build_pool(const HostModel& model, const SliceOptions& options) {
     if (!model.nics[k].rdma_capable()) continue;
     for (auto& u : nic_units(model, k, options.nic_shares))
       units.push_back(std::move(u));
+  }
+  // After the accelerators and NICs, so that adding CPUs keeps their places in the slices.
+  for (auto& d : cpu_devices(model, options.cpu)) {
+    Unit u;
+    u.devices.push_back(std::move(d));
+    units.push_back(std::move(u));
   }
   Pool pool{options.driver, options.node, {}};
   for (const auto& u : units) {

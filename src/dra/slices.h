@@ -15,6 +15,9 @@
 //                           multiple allocations and has a capacity "shares" of that many, one
 //                           consumed by each allocation unless its request asks for more
 //                           (DRAConsumableCapacity, docs/dra.md)
+//   cpu-<n>, cpu-numa-<n>,  CPUs (a core with its SMT siblings, or a NUMA node's cores) and a
+//   memory-numa-<n>         NUMA node's memory and hugepages, opt-in (CpuDeviceOptions,
+//                           cpu_devices.h)
 //
 // Every device carries resource.kubernetes.io/{pciBusID, pcieRoot, numaNode} where the model
 // knows them (numaNode is left out, never guessed, when the device has no single NUMA node) and
@@ -99,7 +102,7 @@ struct Taint {
   bool operator==(const Taint&) const = default;
 };
 
-enum class DeviceKind { gpu, mig, gpu_partition, hpu, nic, vf };
+enum class DeviceKind { gpu, mig, gpu_partition, hpu, nic, vf, cpu, memory };
 const char* to_string(DeviceKind kind);
 
 struct Device {
@@ -121,6 +124,8 @@ struct Device {
   unsigned mig_start = 0, mig_size = 0;
   unsigned partition = 0;    // AMD partition index
   std::optional<size_t> vf;  // index into the NIC's sriov->vfs
+  CpuSet cpus;               // cpu: the CPUs it grants
+  unsigned numa_node = 0;    // cpu, memory: its NUMA node
 
   bool published_equal(const Device& o) const {
     return name == o.name && attributes == o.attributes && capacity == o.capacity &&
@@ -163,6 +168,24 @@ enum class CounterLayout {
 };
 const char* to_string(CounterLayout layout);
 
+// CPUs as DRA devices (cpu_devices.h), at one grain: what a pinned container wants is whole
+// cores (the SMT siblings together: no other pod's thread shares its core's caches and ports);
+// a large pod takes a NUMA node's cores at once.
+enum class CpuGrain {
+  off,   // no CPU devices (default)
+  core,  // cpu-<first CPU>: one core with its SMT siblings
+  numa,  // cpu-numa-<n>: every offered core of NUMA node n
+};
+const char* to_string(CpuGrain grain);
+
+struct CpuDeviceOptions {
+  CpuGrain grain = CpuGrain::off;
+  bool memory = false;  // memory-numa-<n>: a NUMA node's memory and hugepages
+  // Never offered: kubelet's reserved set (--reserved-cpus), isolcpus/nohz_full and the agent's
+  // own CPUs; a core with any of them is left out whole.
+  CpuSet reserved;
+};
+
 struct SliceOptions {
   std::string node;  // the Node's name: the pool name and spec.nodeName
   std::string driver = kDriverName;
@@ -181,6 +204,7 @@ struct SliceOptions {
   // DRAConsumableCapacity drops the fields (publisher.h, ServerFields::shares) and then the NICs
   // are published whole.
   unsigned nic_shares = 0;
+  CpuDeviceOptions cpu;
 };
 
 struct Pool {
