@@ -15,8 +15,10 @@
 #include "core/file_io.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/number.h"
 #include "core/socket_path.h"
 #include "core/strings.h"
+#include "dra/cpu_devices.h"
 #include "kube/proto/dra_health_v1alpha1.grpc.pb.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/dra_v1beta1.grpc.pb.h"
@@ -93,7 +95,17 @@ json prepared_json(const PreparedClaim& c) {
     }
     devices.push_back(std::move(dj));
   }
-  return {{"namespace", c.ns}, {"name", c.name}, {"cdiFile", c.cdi_file}, {"devices", devices}};
+  json out = {{"namespace", c.ns}, {"name", c.name}, {"cdiFile", c.cdi_file}, {"devices", devices}};
+  if (!c.cpus.empty()) out["cpus"] = c.cpus.to_list();
+  if (!c.mems.empty()) out["mems"] = c.mems.to_list();
+  if (c.memory_bytes) out["memoryBytes"] = c.memory_bytes;
+  if (!c.hugepage_bytes.empty()) {
+    json h = json::object();
+    for (const auto& [size, bytes] : c.hugepage_bytes)
+      h[std::to_string(size)] = bytes;
+    out["hugepageBytes"] = std::move(h);
+  }
+  return out;
 }
 
 }  // namespace
@@ -151,11 +163,39 @@ Result<std::map<std::string, PreparedClaim>> parse_checkpoint(const std::string&
         }
         p.devices.push_back(std::move(pd));
       }
+      for (auto [key, set] : {std::pair{"cpus", &p.cpus}, std::pair{"mems", &p.mems}}) {
+        if (!c.contains(key)) continue;
+        auto parsed = CpuSet::parse_list(c.at(key).get<std::string>());
+        if (!parsed) return bad_input(input, "has a bad " + std::string(key) + " list of " + uid);
+        *set = *parsed;
+      }
+      if (c.contains("memoryBytes")) p.memory_bytes = c.at("memoryBytes").get<std::uint64_t>();
+      if (c.contains("hugepageBytes")) {
+        for (const auto& [size, bytes] : c.at("hugepageBytes").items()) {
+          auto page = parse_unsigned(size, "hugepage size", 1);
+          if (!page) return bad_input(input, "has a bad hugepage size of " + uid);
+          p.hugepage_bytes[*page] = bytes.get<std::uint64_t>();
+        }
+      }
       out[uid] = std::move(p);
     }
   } catch (const json::exception& e) {
     return bad_input(input, std::string("has a bad claim record: ") + e.what());
   }
+  return out;
+}
+
+Result<std::vector<PreparedClaim>> read_prepared_claims(const std::string& plugin_dir) {
+  std::error_code ec;
+  const fs::path p = fs::path(plugin_dir) / "checkpoint.json";
+  if (!fs::exists(p, ec)) return std::vector<PreparedClaim>{};
+  auto text = read_input_file(p, kMaxCheckpointBytes, "DRA checkpoint");
+  if (!text) return text.error();
+  auto parsed = parse_checkpoint(*text, p.string());
+  if (!parsed) return parsed.error();
+  std::vector<PreparedClaim> out;
+  for (auto& [uid, c] : *parsed)
+    out.push_back(std::move(c));
   return out;
 }
 
@@ -485,7 +525,15 @@ struct DraPlugin::Impl {
       shares.push_back(a.share_id);
       prepared.push_back(std::move(pd));
     }
-    PreparedClaim record{ref.uid, ref.ns, ref.name, {}, {}};
+    PreparedClaim record{ref.uid, ref.ns, ref.name, {}, {}, {}, {}, 0, {}};
+    const CpuGrant grant = grant_of(model, devices);
+    record.cpus = grant.cpus;
+    record.mems = grant.mems;
+    record.hugepage_bytes = grant.hugepage_bytes;
+    for (const Device* d : devices)
+      if (d->kind == DeviceKind::memory)
+        if (const NumaNode* n = model.numa_node(d->numa_node))
+          record.memory_bytes += n->memory_bytes;
     if (!devices.empty()) {
       auto spec = claim_spec(model, devices, host, ref.uid, options.cdi, shares);
       if (!spec) return fail(spec.error().message());

@@ -81,6 +81,11 @@ struct PreparedClaim {
   std::string uid, ns, name;
   std::vector<PreparedDevice> devices;
   std::string cdi_file;  // in the CDI directory
+  // What its CPU and memory devices grant (cpu_devices.h): cpuset.cpus and cpuset.mems, and the
+  // memory devices' bytes and hugepages; empty without such devices.
+  CpuSet cpus, mems;
+  std::uint64_t memory_bytes = 0;
+  std::map<std::uint64_t, std::uint64_t> hugepage_bytes;  // page size → bytes
 };
 
 struct ClaimRef {
@@ -175,5 +180,9 @@ class DraPlugin {
 std::string checkpoint_json(const std::map<std::string, PreparedClaim>& claims);
 Result<std::map<std::string, PreparedClaim>> parse_checkpoint(const std::string& text,
                                                               const std::string& input);
+// The prepared claims recorded in <plugin dir>/checkpoint.json, for a reader beside the plugin or
+// after an agent restart (the claims' CPUs and memory nodes). None when there is no checkpoint;
+// an Error when it cannot be read or parsed.
+Result<std::vector<PreparedClaim>> read_prepared_claims(const std::string& plugin_dir);
 
 }  // namespace polyaccel::dra

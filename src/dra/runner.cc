@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "dra/cpu_devices.h"
 
 namespace polyaccel::dra {
 
@@ -124,12 +125,22 @@ Pool DraRunner::pool() const {
 
 DraStatus DraRunner::status() const {
   DraStatus s;
+  // Read before mu_: the plugin has a lock of its own.
+  std::vector<HeldDevices> held;
+  for (const auto& c : plugin_->prepared()) {
+    HeldDevices h{c.ns, c.name, {}};
+    for (const auto& d : c.devices)
+      h.devices.push_back(d.device);
+    held.push_back(std::move(h));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     s.server_keeps_counters = fields_.counters;
     s.server_keeps_taints = fields_.taints;
     s.server_fields_known = fields_known_;
     s.devices = pool_.device_count();
+    if (auto snap = monitor_.snapshot(); snap && snap->host)
+      cpu_holdings(*snap->host, pool_, held, s.claim_holdings, s.free_cpus);
   }
   s.syncs = syncs_;
   s.api_writes = api_writes();

@@ -376,6 +376,54 @@ TEST(DraClaims, AShareIdThatIsNotAUidIsRefused) {
     EXPECT_EQ(r.error().code, ErrorCode::bad_input);
     EXPECT_NE(r.error().message().find("shareID"), std::string::npos) << r.error().message();
   }
+
+// A claim with CPU and memory devices (--dra-cpus core --dra-memory): its CPUs and memory nodes
+// are recorded with it and read back from the checkpoint after an agent restart; a core that one
+// claim holds is refused to another.
+TEST_F(Kubelet, AClaimsCpusAndMemoryNodesAreRecordedAndReadBackAfterARestart) {
+  SliceOptions so;
+  so.node = "node-1";
+  so.cpu.grain = CpuGrain::core;
+  so.cpu.memory = true;
+  pool_ = *build_pool(model_, so);
+  allocation_[kUidA] = {{"gpu", kDriverName, "node-1", "gpu-0"},
+                        {"cpus", kDriverName, "node-1", "cpu-2"},
+                        {"cpus", kDriverName, "node-1", "cpu-3"},
+                        {"memory", kDriverName, "node-1", "memory-numa-0"}};
+  allocation_[kUidB] = {{"cpus", kDriverName, "node-1", "cpu-3"}};
+  start_plugin();
+  auto resp = prepare_v1({{"a", kUidA}});
+  ASSERT_EQ(resp.claims().at(kUidA).error(), "");
+  ASSERT_EQ(resp.claims().at(kUidA).devices_size(), 4);
+  CpuSet want = pool_.device("cpu-2")->cpus | pool_.device("cpu-3")->cpus;
+  const std::string plugin_dir = polyaccel::testing::dra_plugin_options(dir_.path()).plugin_dir;
+  for (int restart = 0; restart < 2; ++restart) {
+    auto read = read_prepared_claims(plugin_dir);
+    ASSERT_TRUE(read) << read.error().message();
+    ASSERT_EQ(read->size(), 1u);
+    EXPECT_EQ(read->front().name, "a");
+    EXPECT_EQ(read->front().cpus, want);
+    EXPECT_EQ(read->front().mems, CpuSet({0}));
+    EXPECT_EQ(read->front().memory_bytes, model_.numa_node(0)->memory_bytes);
+    plugin_->stop();
+    plugin_.reset();
+    start_plugin();
+    ASSERT_EQ(plugin_->prepared().size(), 1u);
+    EXPECT_EQ(plugin_->prepared().front().cpus, want);
+  }
+  auto b = prepare_v1({{"b", kUidB}});
+  EXPECT_NE(b.claims().at(kUidB).error().find("another claim"), std::string::npos);
+  // The spec of the claim names the CPUs on each CPU and memory device (the NRI plugin's env).
+  auto j =
+      nlohmann::json::parse(std::ifstream(cdi_dir() / ("polyaccel.io-claim_" + kUidA + ".json")));
+  EXPECT_EQ(j["devices"][1]["containerEdits"]["env"][0],
+            "POLYACCEL_CPUS_" + kUidA + "=" + want.to_list());
+  EXPECT_EQ(j["devices"][3]["containerEdits"]["env"][1], "POLYACCEL_MEMS_" + kUidA + "=0");
+  ASSERT_EQ(unprepare_v1("a", kUidA).claims().at(kUidA).error(), "");
+  auto read = read_prepared_claims(plugin_dir);
+  ASSERT_TRUE(read);
+  EXPECT_TRUE(read->empty());
+  EXPECT_EQ(prepare_v1({{"b", kUidB}}).claims().at(kUidB).error(), "");
 }
 
 TEST_F(Kubelet, ACheckpointThatIsNotOneStopsTheStart) {
