@@ -1,5 +1,7 @@
 #include "cli/agent_dra.h"
 
+#include <sched.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include "core/strings.h"
 #include "dra/cdi_driver.h"
 #include "dra/cdi_hook.h"
+#include "dra/cpu_devices.h"
 
 namespace polyaccel::cli {
 
@@ -34,6 +37,18 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& o) {
                            "existing MIG instances, or all placements"),
          std::vector<std::string>{"existing", "all"})
       ->capture_default_str();
+  one_of(agent->add_option("--dra-cpus", o.dra_cpus,
+                           "publish CPUs as DRA devices: off, core (a core with its SMT "
+                           "siblings each) or numa (a NUMA node's cores each); docs/dra.md"),
+         std::vector<std::string>{"off", "core", "numa"})
+      ->capture_default_str();
+  agent->add_flag("--dra-memory", o.dra_memory,
+                  "publish each NUMA node's memory and hugepages as a DRA device");
+  agent
+      ->add_option("--reserved-cpus", o.reserved_cpus,
+                   "CPUs never offered as DRA devices, as kubelet's reservedSystemCPUs "
+                   "(0-1,64-65); isolcpus, nohz_full and a pinned agent's own CPUs are added")
+      ->type_name("LIST");
   agent
       ->add_option("--dra-nic-shares", o.dra_nic_shares,
                    "share each RDMA NIC among this many claims (2-1000; 0: one claim each), as "
@@ -127,6 +142,38 @@ void use_driver_root_nvml(const AgentOptions& o) {
   }
 }
 
+namespace {
+
+// The CPUs never offered: --reserved-cpus, the kernel's isolated and nohz_full CPUs (housekeeping
+// is kept off them on purpose), and the agent's own CPUs when it was pinned narrower than the node
+// (a systemd CPUAffinity). Under NRI the agent is a shared container that the plugin keeps off
+// the claims' CPUs, and reserving what it runs on then would withdraw the claimed ones.
+Result<CpuSet> reserved_cpus(const HostModel& model, const AgentOptions& o,
+                             const std::string& root) {
+  CpuSet reserved;
+  if (!o.reserved_cpus.empty()) {
+    auto given = dra::parse_reserved_cpus(model, o.reserved_cpus);
+    if (!given) return given.error();
+    reserved = *given;
+  }
+  for (const char* file : {"sys/devices/system/cpu/isolated", "sys/devices/system/cpu/nohz_full"}) {
+    auto text = read_text_file((std::filesystem::path(root) / file).string());
+    if (!text) continue;  // absent on older kernels and captures: none
+    if (auto set = CpuSet::parse_list(*text)) reserved |= *set & model.pus;
+  }
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (o.nri_socket.empty() && ::sched_getaffinity(0, sizeof mask, &mask) == 0) {
+    CpuSet own;
+    for (unsigned c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &mask)) own.set(c);
+    if (!own.contains(model.pus)) reserved |= own & model.pus;
+  }
+  return reserved;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& monitor,
                                                   const AgentOptions& o,
                                                   const DiscoverOptions& discover) {
@@ -155,6 +202,19 @@ Result<std::unique_ptr<dra::DraRunner>> start_dra(const AcceleratorMonitor& moni
     }
   }
   ro.root = o.dra_root.empty() ? filesystem_root(discover) : o.dra_root;
+  ro.slices.cpu.grain = o.dra_cpus == "core"   ? dra::CpuGrain::core
+                        : o.dra_cpus == "numa" ? dra::CpuGrain::numa
+                                               : dra::CpuGrain::off;
+  ro.slices.cpu.memory = o.dra_memory;
+  if (ro.slices.cpu.grain != dra::CpuGrain::off || o.dra_memory) {
+    auto reserved = reserved_cpus(*monitor.snapshot()->host, o, ro.root);
+    if (!reserved) return reserved.error();
+    ro.slices.cpu.reserved = *reserved;
+    log_line("polyaccel agent: dra: CPUs as devices (" +
+             std::string(to_string(ro.slices.cpu.grain)) + (o.dra_memory ? ", memory" : "") +
+             "), never " +
+             (reserved->empty() ? std::string("none reserved") : reserved->to_list()));
+  }
   ro.driver_root = o.driver_root;
   ro.host_driver_root = o.host_driver_root;
   auto hook = install_cdi_hook(o, "dra");

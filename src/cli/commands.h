@@ -127,6 +127,9 @@ struct AgentOptions {
   std::string cdi_hook_path;      // --cdi-hook-path: copied there, run by the runtime as hooks
   std::string nri_socket;         // --nri-socket: the runtime's NRI socket; empty: no NRI plugin
   std::string cpu_manager_state = "/var/lib/kubelet/cpu_manager_state";  // kubelet's policy
+  std::string dra_cpus = "off";  // --dra-cpus: off, core, numa (dra/cpu_devices.h)
+  bool dra_memory = false;       // --dra-memory: a NUMA node's memory and hugepages as devices
+  std::string reserved_cpus;     // --reserved-cpus: kubelet's reservedSystemCPUs, never offered
   // The partition managers (agent_partition.cc; docs/kubernetes.md).
   bool mig_manager = false;  // nvidia.com/mig.config
   std::string mig_config_map = "polyaccel-system/default-mig-parted-config";

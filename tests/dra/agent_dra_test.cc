@@ -379,6 +379,21 @@ TEST_F(AgentDra, UnauthorizedIsLoggedWithoutTheToken) {
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr(secret)));
 }
 
+// Issue 39: --reserved-cpus is kubelet's list of this node's CPUs; anything else is one error
+// naming the flag (escaped), exit 2, before any socket, spec or checkpoint is made.
+TEST_F(AgentDra, ABadReservedCpuListIsRefusedBeforeAnythingIsMade) {
+  for (const std::string bad : {"0-300", "1,\x1b[2Jx", "4-2"}) {
+    std::string command;
+    for (const auto& a : agent_args())
+      command += "'" + a + "' ";
+    auto r = run_command(command + "--dra-cpus core --reserved-cpus '" + bad + "' 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("--reserved-cpus"));
+    EXPECT_THAT(r.output, ::testing::Not(HasSubstr("\x1b[2J")));
+    EXPECT_FALSE(std::filesystem::exists(dir_.path() / "plugins")) << r.output;
+  }
+}
+
 // Issue 29: a socket path that is a directory (or another file) is polyaccel's one error, exit 2,
 // before gRPC could log its own chttp2_server line; the directory is left as it was.
 TEST_F(AgentDra, ASocketPathThatIsADirectoryIsOneErrorAtStart) {
