@@ -582,6 +582,38 @@ bool is_extended_resource_name(const std::string& name) {
 // devices of its vendor and nothing else (no MIG device, partition, NIC). Valid by the schemas of
 // the API servers that keep the field (1.36, beta) and of those that know it as alpha (the older
 // schema; 1.34 and 1.35 with the gate off drop it: the class, without it, is still valid).
+// The claim templates (issue 39: GPU + NIC + cores + memory on one NUMA node, a whole node with
+// its GPU, a linked pair with two nodes' CPUs, for NVIDIA, AMD and Gaudi) name the overlay's
+// classes, and their constraints name their own requests. What the scheduler makes of them on a
+// captured machine: tests/dra/cpu_devices_test.cc.
+TEST(Manifests, DraClaimTemplatesNameTheOverlaysClassesAndRequests) {
+  auto all = render(kKube / "overlays/dra");
+  std::set<std::string> classes;
+  for (const auto& c : of_kind(all, "DeviceClass"))
+    classes.insert(c["metadata"]["name"].get<std::string>());
+  for (const char* cpu : {"cpu.polyaccel.io", "cpu-numa.polyaccel.io", "memory.polyaccel.io"})
+    EXPECT_TRUE(classes.count(cpu)) << cpu;
+  std::set<std::string> templates;
+  for (const auto& t : of_kind(all, "ResourceClaimTemplate")) {
+    const std::string name = t["metadata"]["name"];
+    SCOPED_TRACE(name);
+    templates.insert(name);
+    const auto& devices = t["spec"]["spec"]["devices"];
+    std::set<std::string> requests;
+    for (const auto& r : devices["requests"]) {
+      requests.insert(r["name"].get<std::string>());
+      EXPECT_TRUE(classes.count(r["exactly"]["deviceClassName"].get<std::string>()));
+    }
+    for (const auto& c : devices.value("constraints", nlohmann::json::array()))
+      for (const auto& r : c.value("requests", nlohmann::json::array()))
+        EXPECT_TRUE(requests.count(r.get<std::string>())) << r;
+  }
+  for (const char* t :
+       {"gpu-nic-cores-same-numa", "amd-gpu-nic-cores-same-numa", "gaudi-nic-cores-same-numa",
+        "numa-node-with-gpu", "nvlink-pair-with-numa-nodes", "amd-xgmi-pair-with-numa-nodes"})
+    EXPECT_TRUE(templates.count(t)) << t;
+}
+
 TEST(Manifests, DraDeviceClassesOfferTheDevicePluginsResourceNames) {
   auto all = render(kKube / "overlays/dra");
   ASSERT_FALSE(all.empty());
