@@ -63,6 +63,7 @@ std::unique_ptr<Collector> make_hugepages_collector();    // hugepages.cc
 std::unique_ptr<Collector> make_pcie_link_collector();    // pcie_link.cc
 std::unique_ptr<Collector> make_kubelet_collector();      // kubelet.cc: pod-resources link state
 std::unique_ptr<Collector> make_dra_collector();          // dra.cc: the DRA driver's state
+std::unique_ptr<Collector> make_dra_claims_collector();   // dra_claims.cc: claims' CPUs, memory
 std::unique_ptr<Collector> make_placement_state_collector();  // placement_state.cc
 std::unique_ptr<Collector> make_audit_findings_collector();   // audit_findings.cc
 

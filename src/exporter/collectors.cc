@@ -18,6 +18,7 @@ std::vector<std::unique_ptr<Collector>> make_all_collectors() {
   all.push_back(make_audit_findings_collector());
   all.push_back(make_kubelet_collector());
   all.push_back(make_dra_collector());
+  all.push_back(make_dra_claims_collector());
   return all;
 }
 
