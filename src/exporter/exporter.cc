@@ -57,19 +57,30 @@ int answer_request(mg_connection* conn) {
   if (!ri || !ri->local_uri || !exporter) return 0;
   bool head = ri->request_method && std::strcmp(ri->request_method, "HEAD") == 0;
   // The web config (web_security.h): rate limit, then basic auth, for every path but the
-  // excluded ones; its headers on every answer of ours.
+  // excluded ones; its headers on every answer of ours. /healthz takes no token (a flood must
+  // not fail kubelet's probe) and an excluded path never waits for a password check.
   std::string fields;
   if (WebSecurity* security = exporter->security()) {
     for (const auto& [name, value] : security->headers())
       fields += name + ": " + value + "\r\n";
-    if (!security->take_token()) {
+    if (std::strcmp(ri->local_uri, "/healthz") != 0 && !security->take_token()) {
       answer(conn, 429, fields, "Too Many Requests\n", head);
       return 429;
     }
-    if (!security->authorized(mg_get_header(conn, "Authorization")) &&
-        !security->excluded_from_auth(ri->local_uri)) {
-      answer(conn, 401, fields + "WWW-Authenticate: Basic\r\n", "Unauthorized\n", head);
-      return 401;
+    if (!security->excluded_from_auth(ri->local_uri)) {
+      const char* client = mg_get_header(conn, kClientHeader);
+      switch (
+          security->check_password(mg_get_header(conn, "Authorization"), client ? client : "")) {
+        case WebSecurity::Auth::allowed:
+          break;
+        case WebSecurity::Auth::denied:
+          answer(conn, 401, fields + "WWW-Authenticate: Basic\r\n", "Unauthorized\n", head);
+          return 401;
+        case WebSecurity::Auth::busy:
+          answer(conn, 503, fields + "Retry-After: 1\r\n",
+                 "polyaccel agent: too many password checks at once; retry\n", head);
+          return 503;
+      }
     }
   }
   if (std::strcmp(ri->local_uri, "/metrics") == 0) {
@@ -282,6 +293,9 @@ Result<std::unique_ptr<HttpExporter>> HttpExporter::start(std::shared_ptr<Scrape
     auto security = WebSecurity::load(o.web_config_file);
     if (!security) return security.error();
     ex->security_ = std::move(*security);
+    // Password checks take half the workers at most: the rest answer /healthz, excluded paths
+    // and clients whose credentials were already checked, however many wrong passwords arrive.
+    ex->security_->set_max_password_checks(o.threads / 2);
   }
   auto listen_fd = open_listen_socket(*address, o.listen);
   if (!listen_fd) return listen_fd.error();

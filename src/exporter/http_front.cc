@@ -222,6 +222,16 @@ bool drain_client(Connection& c, std::string* into, std::size_t limit) {
   }
 }
 
+std::string hex(const std::string& bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
 // The client's address as bytes: an IPv4 client of the dual-stack socket (::ffff:a.b.c.d) is
 // the same client as over IPv4.
 std::string peer_key(const sockaddr_storage& sa) {
@@ -353,6 +363,9 @@ void HttpFront::run() {
     c.relaying = true;
     // Only the head goes on: civetweb serves one request per connection (keep-alive off).
     c.to_backend = c.received.substr(0, head_size);
+    std::size_t line_end = c.to_backend.find('\n');  // a complete head has its request line
+    if (line_end != std::string::npos)
+      c.to_backend.insert(line_end + 1, std::string(kClientHeader) + ": " + hex(c.peer) + "\r\n");
     c.received.clear();
     c.deadline = Clock::now() + options_.answer_timeout;
     epoll_event ev{};

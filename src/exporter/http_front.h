@@ -35,6 +35,10 @@ struct RequestHead {
   std::string_view reason;
 };
 inline constexpr std::size_t kMaxRequestHeadBytes = 16 * 1024;
+// The header the front puts first in every head it hands civetweb: the client's address in hex
+// (a client's own copy comes after it, and civetweb's mg_get_header takes the first), so that
+// password checks can be bounded per client (web_security.h).
+inline constexpr const char* kClientHeader = "X-Polyaccel-Client";
 // Only GET and HEAD without a body: a body would hold a civetweb worker while it trickles in,
 // and /metrics and /healthz take none.
 RequestHead read_request_head(std::string_view received);

@@ -23,7 +23,7 @@ namespace polyaccel::exporter {
 namespace {
 
 constexpr std::uint64_t kMaxPemBytes = std::uint64_t{1} << 20;
-constexpr std::size_t kMaxCachedVerdicts = 4096;
+constexpr std::size_t kMaxCachedVerdicts = 4096;  // good credentials only
 
 // OpenSSL's reasons for the last failure, oldest first; the queue is emptied.
 std::string openssl_reason() {
@@ -337,32 +337,59 @@ std::vector<std::pair<std::string, std::string>> WebSecurity::headers() const {
   return current()->config.headers;
 }
 
-bool WebSecurity::authorized(const char* authorization) const {
+WebSecurity::Auth WebSecurity::check_password(const char* authorization,
+                                              std::string_view client) const {
   auto loaded = current();
   const auto& users = loaded->config.basic_auth_users;
-  if (users.empty()) return true;
-  if (!authorization) return false;
+  if (users.empty()) return Auth::allowed;
+  if (!authorization) return Auth::denied;
   // Not a structured binding: clang 14 cannot capture one in the lambda below.
   std::pair<std::string, std::string> credentials = basic_credentials(authorization);
   const std::string& user = credentials.first;
   std::string& password = credentials.second;
-  if (user.empty()) return false;
+  if (user.empty()) return Auth::denied;
   auto found =
       std::find_if(users.begin(), users.end(), [&](const auto& u) { return u.first == user; });
   const std::string& hash = found != users.end() ? found->second : unknown_user_hash(users);
   std::string key = sha256(user + '\0' + password + '\0' + hash);
-  std::optional<bool> cached;
+  const std::string client_key(client);
   {
     std::lock_guard lock(mu_);
-    if (auto it = verdicts_.find(key); it != verdicts_.end()) cached = it->second;
+    if (good_credentials_.count(key)) {
+      OPENSSL_cleanse(password.data(), password.size());
+      return Auth::allowed;
+    }
+    if (password_checks_ >= max_password_checks_ || checks_by_client_[client_key] >= 1) {
+      if (checks_by_client_[client_key] == 0) checks_by_client_.erase(client_key);
+      OPENSSL_cleanse(password.data(), password.size());
+      return Auth::busy;
+    }
+    ++password_checks_;
+    ++checks_by_client_[client_key];
   }
-  bool ok = cached ? *cached : bcrypt_matches(password, hash) && found != users.end();
+  // The slot is given back however the check ends (bad_alloc included): a lost one would refuse
+  // that client for good.
+  auto release = [&] {
+    std::lock_guard lock(mu_);
+    --password_checks_;
+    if (--checks_by_client_[client_key] == 0) checks_by_client_.erase(client_key);
+  };
+  bool ok = false;
+  try {
+    ok = bcrypt_matches(password, hash) && found != users.end();
+  } catch (...) {
+    OPENSSL_cleanse(password.data(), password.size());
+    release();
+    throw;
+  }
   OPENSSL_cleanse(password.data(), password.size());
-  if (cached) return ok;
+  release();
   std::lock_guard lock(mu_);
-  if (verdicts_.size() >= kMaxCachedVerdicts) verdicts_.clear();
-  verdicts_[key] = ok;
-  return ok;
+  if (ok) {
+    if (good_credentials_.size() >= kMaxCachedVerdicts) good_credentials_.clear();
+    good_credentials_.insert(key);
+  }
+  return ok ? Auth::allowed : Auth::denied;
 }
 
 bool WebSecurity::take_token() {
@@ -411,7 +438,7 @@ bool WebSecurity::reload_if_changed() {
   }
   std::lock_guard lock(mu_);
   current_ = *fresh;
-  verdicts_.clear();
+  good_credentials_.clear();
   last_reload_error_.clear();
   log_line("polyaccel agent: web config " + path_ + " reloaded");
   return true;

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -46,14 +47,23 @@ class WebSecurity {
   bool tls() const { return tls_; }  // fixed at start: a reload cannot turn HTTPS on or off
   std::shared_ptr<const TlsContext> tls_context() const;
 
-  // The request's Authorization header (null when none) against basic_auth_users; true when the
-  // config has no users. bcrypt (crypt_r of libxcrypt) costs tens of milliseconds by design, so
-  // a verdict is cached under a SHA-256 of user, password and hash, as exporter-toolkit does;
-  // an unknown user costs as much as a known one.
-  bool authorized(const char* authorization) const;
+  // The request's Authorization header (null when none) against basic_auth_users, for the
+  // client at `client` (the front's X-Polyaccel-Client; "" when unknown). bcrypt (crypt_r of
+  // libxcrypt) costs tens of milliseconds by design and runs on a civetweb worker, so checks are
+  // bounded: at most max_password_checks at once and one per client address; past either the
+  // answer is `busy` at once (503), so that workers stay free for /healthz, excluded paths and
+  // known clients. A good credential is remembered under a SHA-256 of user, password and hash
+  // until the next reload: a client with the right password pays bcrypt once. Wrong ones are not
+  // remembered (fresh passwords would push the good ones out). An unknown user costs as much as
+  // the costliest known one.
+  enum class Auth { allowed, denied, busy };
+  Auth check_password(const char* authorization, std::string_view client) const;
+  // At least 1; the exporter keeps it below its worker count.
+  void set_max_password_checks(std::size_t n) { max_password_checks_ = n < 1 ? 1 : n; }
   bool needs_auth() const;
   bool excluded_from_auth(std::string_view path) const;  // auth_excluded_paths
   // rate_limit's token bucket: false when this request is over the limit (answered 429).
+  // /healthz never takes a token (exporter.cc): kubelet's probe is not a client to limit.
   bool take_token();
   std::vector<std::pair<std::string, std::string>> headers() const;
 
@@ -79,8 +89,11 @@ class WebSecurity {
   bool tls_ = false;
   mutable std::mutex mu_;
   std::shared_ptr<const Loaded> current_;
-  std::string last_reload_error_;                           // logged once
-  mutable std::unordered_map<std::string, bool> verdicts_;  // SHA-256 → authorized
+  std::string last_reload_error_;                             // logged once
+  mutable std::unordered_set<std::string> good_credentials_;  // SHA-256s of allowed ones
+  std::size_t max_password_checks_ = 2;
+  mutable std::size_t password_checks_ = 0;                                // running now
+  mutable std::unordered_map<std::string, std::size_t> checks_by_client_;  // running now
   double tokens_ = 0;
   std::chrono::steady_clock::time_point refilled_{};
 };

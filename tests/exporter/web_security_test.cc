@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -500,6 +502,132 @@ TEST(WebSlowClients, ConnectionsPerClientAreBounded) {
               HasSubstr("ok: opening the vendor libraries\n 200"));
   for (int fd : clients)
     ::close(fd);
+}
+
+// issue 40 (2): rate_limit never spends /healthz's budget, and an excluded path is answered
+// without a password check: a flood of wrong passwords cannot fail kubelet's probe.
+TEST(WebAuth, HealthzIsOutsideTheRateLimit) {
+  TempDir tmp;
+  std::string config = (tmp.path() / "web.yml").string();
+  write_text(config, users() +
+                         "auth_excluded_paths: [/healthz]\nrate_limit:\n  interval: 1h\n"
+                         "  burst: 2\n");
+  auto http = HttpExporter::start(scraper_for("127.0.0.1:0", config));
+  ASSERT_TRUE(http) << http.error().message();
+  const std::string base = "http://127.0.0.1:" + std::to_string((*http)->port());
+  for (int i = 0; i < 3; ++i)
+    curl(base + "/metrics");
+  EXPECT_THAT(curl(base + "/metrics"), HasSubstr(" 429"));  // the bucket is empty
+  EXPECT_THAT(curl("-u carol:wrong " + base + "/healthz"), HasSubstr(" 200"));
+  EXPECT_THAT(curl(base + "/healthz"), HasSubstr(" 200"));
+}
+
+// A cost-12 hash that no password matches: each check runs bcrypt for a while, long enough for
+// the checks below to overlap.
+std::string slow_users() {
+  return users() + "  erin: " + std::string(kCarolHash).replace(4, 2, "12") + "\n";
+}
+
+std::string basic(const std::string& user, const std::string& password) {
+  std::string plain = user + ":" + password;
+  std::string out = "Basic ";
+  static constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::size_t i = 0;
+  for (; i + 2 < plain.size(); i += 3) {
+    unsigned v = (unsigned char)plain[i] << 16 | (unsigned char)plain[i + 1] << 8 |
+                 (unsigned char)plain[i + 2];
+    out += {kB64[v >> 18], kB64[(v >> 12) & 63], kB64[(v >> 6) & 63], kB64[v & 63]};
+  }
+  if (i + 1 == plain.size()) {
+    unsigned v = (unsigned char)plain[i] << 16;
+    out += {kB64[v >> 18], kB64[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == plain.size()) {
+    unsigned v = (unsigned char)plain[i] << 16 | (unsigned char)plain[i + 1] << 8;
+    out += {kB64[v >> 18], kB64[(v >> 12) & 63], kB64[(v >> 6) & 63], '='};
+  }
+  return out;
+}
+
+// Wrong passwords for erin from `clients` (client i % clients), all started together: what
+// each check answered.
+std::vector<WebSecurity::Auth> fresh_password_storm(WebSecurity& security, int checks,
+                                                    int clients) {
+  std::vector<WebSecurity::Auth> results(checks, WebSecurity::Auth::allowed);
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < checks; ++i)
+    threads.emplace_back([&, i] {
+      while (!go)
+        std::this_thread::yield();
+      results[i] = security.check_password(basic("erin", "guess" + std::to_string(i)).c_str(),
+                                           "client" + std::to_string(i % clients));
+    });
+  go = true;
+  for (auto& t : threads)
+    t.join();
+  return results;
+}
+
+// issue 40 (2): password checks are bounded, in all and per client address; past the bound the
+// answer is "busy" at once, never a wait behind bcrypt. A good credential is checked once.
+TEST(WebAuth, PasswordChecksAreBoundedAndGoodCredentialsRemembered) {
+  TempDir tmp;
+  std::string config = (tmp.path() / "web.yml").string();
+  write_text(config, slow_users());
+  auto security = WebSecurity::load(config);
+  ASSERT_TRUE(security) << security.error().message();
+  WebSecurity& s = **security;
+  using Auth = WebSecurity::Auth;
+  EXPECT_EQ(s.check_password(basic("carol", "carol123").c_str(), "a"), Auth::allowed);
+  EXPECT_EQ(s.check_password(basic("carol", "nope").c_str(), "a"), Auth::denied);
+  EXPECT_EQ(s.check_password(nullptr, "a"), Auth::denied);
+
+  s.set_max_password_checks(2);
+  auto results = fresh_password_storm(s, 8, 8);  // 8 clients, 2 checks at a time
+  EXPECT_GE(std::count(results.begin(), results.end(), Auth::busy), 1);
+  EXPECT_GE(std::count(results.begin(), results.end(), Auth::denied), 1);
+  EXPECT_EQ(std::count(results.begin(), results.end(), Auth::allowed), 0);
+
+  s.set_max_password_checks(16);
+  results = fresh_password_storm(s, 6, 1);  // one client: one check at a time
+  EXPECT_GE(std::count(results.begin(), results.end(), Auth::busy), 1);
+  EXPECT_GE(std::count(results.begin(), results.end(), Auth::denied), 1);
+
+  // While wrong passwords hold every check, carol's known-good credential is still let in.
+  s.set_max_password_checks(1);
+  std::thread storm([&] { fresh_password_storm(s, 4, 4); });
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(s.check_password(basic("carol", "carol123").c_str(), "b"), Auth::allowed);
+  storm.join();
+}
+
+// Through the front: 8 clients at once with wrong passwords from one address get 401s or 503s,
+// never all bcrypt at once, and /healthz (excluded) is answered meanwhile.
+TEST(WebAuth, FreshPasswordFloodLeavesHealthzAnswered) {
+  TempDir tmp;
+  std::string config = (tmp.path() / "web.yml").string();
+  write_text(config, slow_users() + "auth_excluded_paths: [/healthz]\n");
+  auto http = HttpExporter::start(scraper_for("127.0.0.1:0", config));
+  ASSERT_TRUE(http) << http.error().message();
+  const std::string base = "http://127.0.0.1:" + std::to_string((*http)->port());
+  std::vector<std::string> answers(8);
+  std::vector<std::thread> flood;
+  for (int i = 0; i < 8; ++i)
+    flood.emplace_back([&, i] {
+      // A header of the client's own cannot pose as another address.
+      answers[i] = curl("-H 'X-Polyaccel-Client: c" + std::to_string(i) + "' -u erin:guess" +
+                        std::to_string(i) + " " + base + "/metrics");
+    });
+  std::this_thread::sleep_for(30ms);
+  EXPECT_THAT(curl(base + "/healthz"), HasSubstr(" 200"));
+  for (auto& t : flood)
+    t.join();
+  int busy = 0;
+  for (const auto& a : answers) {
+    EXPECT_THAT(a, ::testing::AnyOf(HasSubstr(" 401"), HasSubstr(" 503")));
+    busy += a.find(" 503") != std::string::npos;
+  }
+  EXPECT_GE(busy, 1);  // one check at a time for one address
 }
 
 }  // namespace
