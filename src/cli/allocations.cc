@@ -74,6 +74,8 @@ int run_allocations(const GlobalOptions& g, const std::string& state_path,
     for (const auto& p : state->domains)
       print_allocation(p, out);
   }
+  for (const auto& clash : state->name_clashes)
+    out << "warning: " << clash << "\n";
   return kExitOk;
 }
 

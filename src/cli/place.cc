@@ -194,6 +194,8 @@ int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) 
     if (o.commit && state.find(o.name))
       return bad_input("--name " + o.name, "is already allocated in " + o.state,
                        "release it first or choose another name");
+    for (const auto& clash : state.name_clashes)
+      std::cerr << "warning: " << clash << "\n";
     auto r = place::fit(*view, state.all(), *request, strategy);
     if (!r) return bad_input(o.state, r.error().message(), "move the state file away");
     result = std::move(*r);

@@ -163,8 +163,17 @@ Status AllocationStore::add_domains(AllocationState& state) const {
   auto domains = read_running_domains(libvirt_status_dir_);
   if (!domains) return domains.error();
   for (auto& d : *domains) {
-    // `place --libvirt --name X` renders <name>X</name>: the running domain X is placement X.
-    if (state.find(d.name.substr(std::string_view(kLibvirtNamePrefix).size()))) continue;
+    // `place --libvirt --name X` renders <name>X</name>: the running domain X is placement X
+    // when it runs where X was placed. One pinned to other PUs is another guest that took the
+    // name (issue 40, 6): both hold their PUs, so both count, and the clash is reported.
+    const std::string name = d.name.substr(std::string_view(kLibvirtNamePrefix).size());
+    const Placement* placed = state.find(name);
+    if (placed && placed->held_pus.contains(d.held_pus)) continue;
+    if (placed)
+      state.name_clashes.push_back("libvirt guest " + quote_input(name) + " runs on PUs " +
+                                   d.held_pus.to_list() + ", not on placement " +
+                                   quote_input(name) + "'s " + placed->held_pus.to_list() +
+                                   ": both are counted");
     state.domains.push_back(std::move(d));
   }
   return Ok{};

@@ -22,9 +22,13 @@ inline constexpr const char* kDefaultStatePath = "/var/lib/polyaccel/allocations
 struct AllocationState {
   std::string host;  // hostname of the host the placements belong to; empty until first commit
   std::vector<Placement> placements;  // polyaccel's own: what the file holds and is written back
-  // The guests libvirt runs that no placement above records (a domain named as a placement is
-  // that placement, started from `place --libvirt`): read at each load, never written.
+  // The guests libvirt runs that no placement above records (a domain named as a placement and
+  // pinned within its PUs is that placement, started from `place --libvirt`): read at each
+  // load, never written.
   std::vector<Placement> domains;
+  // A running domain named as a placement but pinned outside its PUs: another guest. It is in
+  // `domains` (its PUs are held) and named here, one line each, printable.
+  std::vector<std::string> name_clashes;
 
   // Among polyaccel's own placements.
   const Placement* find(const std::string& name) const;

@@ -319,5 +319,33 @@ TEST(LibvirtDomains, StoreReadsDomainsAndNeverWritesThem) {
   EXPECT_TRUE(check_placement_name("caf\u00e9-\u65e5\u672c", "--name"));
 }
 
+// issue 40 (6): a running guest named as a placement but pinned to other PUs is another guest:
+// both count (its PUs are not offered again) and the clash is named.
+TEST(LibvirtDomains, AGuestNamedAsAPlacementButPinnedElsewhereCountsToo) {
+  TempDir tmp;
+  const auto dir = tmp.path() / "qemu";
+  const auto state_path = tmp.path() / "allocations.json";
+  write_text(dir / "vm1.xml", status_xml("vm1", "<vcpu>2</vcpu>",
+                                         "<cputune><vcpupin vcpu='0' cpuset='84'/>"
+                                         "<vcpupin vcpu='1' cpuset='85'/></cputune>"));
+  AllocationStore store(state_path, dir);
+  Placement vm1;
+  vm1.name = "vm1";
+  vm1.vcpus = 1;
+  vm1.held_pus = CpuSet{10};
+  ASSERT_TRUE(store.update([&](AllocationState& s) -> Result<bool> {
+    s.placements.push_back(vm1);
+    return true;
+  }));
+  auto state = store.load();
+  ASSERT_TRUE(state) << state.error().message();
+  ASSERT_EQ(state->placements.size(), 1u);
+  ASSERT_EQ(state->domains.size(), 1u);
+  EXPECT_EQ(state->domains[0].held_pus.to_list(), "84-85");
+  ASSERT_EQ(state->name_clashes.size(), 1u);
+  EXPECT_EQ(state->name_clashes[0],
+            "libvirt guest 'vm1' runs on PUs 84-85, not on placement 'vm1''s 10: both are counted");
+}
+
 }  // namespace
 }  // namespace polyaccel::place
