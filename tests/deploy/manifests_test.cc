@@ -529,6 +529,74 @@ TEST(Manifests, MigManagerGrantsOnlyWhatItUses) {
   }
 }
 
+// issue 40 (9): the partition managers' `nodes: patch` grant comes with a ValidatingAdmissionPolicy
+// whose CEL, run by a real CEL implementation, lets the agent patch its own Node and no other.
+TEST(Manifests, PartitionManagersPatchOnlyTheirOwnNode) {
+  for (const std::string variant : {"mig-manager", "mig-manager-evict", "amd-partition-manager"}) {
+    SCOPED_TRACE(variant);
+    auto all = render(kKube / "overlays" / variant);
+    json policy = one(all, "ValidatingAdmissionPolicy");
+    json binding = one(all, "ValidatingAdmissionPolicyBinding");
+    EXPECT_EQ(binding["spec"]["policyName"], policy["metadata"]["name"]);
+    EXPECT_EQ(binding["spec"]["validationActions"], json::array({"Deny"}));
+    EXPECT_EQ(policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"],
+              json::array({"nodes"}));
+    json sa = one(all, "ServiceAccount");
+    const std::string agent =
+        "system:serviceaccount:" + sa["metadata"]["namespace"].get<std::string>() + ":" +
+        sa["metadata"]["name"].get<std::string>();
+    auto patch = [](const std::string& user, const std::string& token_node, bool with_extra,
+                    const std::string& node) {
+      json user_info = {{"username", user}};
+      if (with_extra) {
+        user_info["extra"] = json::object();
+        if (!token_node.empty())
+          user_info["extra"]["authentication.kubernetes.io/node-name"] = {token_node};
+      }
+      json object = {{"kind", "Node"}, {"metadata", {{"name", node}}}};
+      return json{{"request", {{"operation", "UPDATE"}, {"userInfo", user_info}}},
+                  {"object", object},
+                  {"oldObject", object}};
+    };
+    struct Case {
+      const char* what;
+      json request;
+      bool allowed;
+      const char* message;
+    };
+    const std::vector<Case> cases = {
+        {"its own node", patch(agent, "node-1", true, "node-1"), true, ""},
+        {"another node", patch(agent, "node-1", true, "node-2"), false,
+         "on node 'node-1' may not patch node 'node-2'"},
+        {"a token bound to no node", patch(agent, "", true, "node-1"), false, "names no node"},
+        {"a user with no extra at all", patch(agent, "", false, "node-1"), false, "names no node"},
+        {"another user", patch("system:node:node-2", "", false, "node-1"), true, ""},
+    };
+    TempDir tmp;
+    json requests = json::array();
+    for (const auto& c : cases)
+      requests.push_back(c.request);
+    write_text(tmp.path() / "policy.json", policy.dump());
+    write_text(tmp.path() / "requests.json", requests.dump());
+    auto r = run_command(
+        "NODE_PATH=" + std::string(kCelModules) + " node '" +
+        (fs::path(POLYACCEL_SOURCE_DIR) / "tests/deploy/admission_policy_eval.cjs").string() +
+        "' '" + (tmp.path() / "policy.json").string() + "' '" +
+        (tmp.path() / "requests.json").string() + "' 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << "node with @bufbuild/cel (scripts/install-deps.sh): " << r.output;
+    json results = json::parse(r.output);
+    ASSERT_EQ(results.size(), cases.size()) << r.output;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      SCOPED_TRACE(cases[i].what);
+      EXPECT_EQ(results[i]["allowed"], cases[i].allowed) << results[i].dump();
+      if (!cases[i].allowed) {
+        EXPECT_THAT(results[i].value("message", ""), ::testing::HasSubstr(cases[i].message));
+      }
+    }
+    EXPECT_EQ(results.back()["matched"], false) << "other users are not this policy's concern";
+  }
+}
+
 // The AMD partition manager's overlay: the same least privilege, its one ConfigMap of DCM profiles
 // (config-manager-config, config.json), which the agent's own parser reads and whose every
 // profile fits an 8-GPU node, as DCM checks it.
