@@ -376,6 +376,7 @@ TEST(DraClaims, AShareIdThatIsNotAUidIsRefused) {
     EXPECT_EQ(r.error().code, ErrorCode::bad_input);
     EXPECT_NE(r.error().message().find("shareID"), std::string::npos) << r.error().message();
   }
+}
 
 // A claim with CPU and memory devices (--dra-cpus core --dra-memory): its CPUs and memory nodes
 // are recorded with it and read back from the checkpoint after an agent restart; a core that one
