@@ -82,6 +82,7 @@ void AcceleratorMonitor::stop() {
     std::lock_guard lock(state_mu_);
     stop_ = true;
   }
+  rescan_cv_.notify_all();
   if (startup_.joinable()) startup_.join();
   for (auto& w : workers_) {
     if (w.joinable()) w.join();
@@ -92,6 +93,24 @@ void AcceleratorMonitor::stop() {
 bool AcceleratorMonitor::stopping() const {
   std::lock_guard lock(state_mu_);
   return stop_;
+}
+
+bool AcceleratorMonitor::rescan_asked(size_t backend_index) const {
+  std::lock_guard lock(state_mu_);
+  return rescans_asked_ > rescans_done_[backend_index];
+}
+
+bool AcceleratorMonitor::rescan_now(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(state_mu_);
+  if (!ready_) return false;
+  const std::uint64_t asked = ++rescans_asked_;
+  return rescan_cv_.wait_for(lock, timeout, [&] {
+    if (stop_) return true;
+    for (size_t i = 0; i < backends_.size(); ++i) {
+      if (statuses_[i].present && rescans_done_[i] < asked) return false;
+    }
+    return true;
+  }) && !stop_;
 }
 
 std::shared_ptr<const AcceleratorSnapshot> AcceleratorMonitor::snapshot() const {
@@ -146,6 +165,7 @@ void AcceleratorMonitor::run_startup() {
     host_snapshot_ = std::make_shared<const HostModel>(host_);
     statuses_ = std::move(statuses);
     devices_ = std::move(devices);
+    rescans_done_.assign(backends_.size(), 0);
     ready_ = true;
   }
   publish(true);
@@ -165,9 +185,19 @@ void AcceleratorMonitor::run_worker(size_t backend_index) {
     auto deadline = Clock::now() + options_.interval;
     sample_pass(backend_index);
     if (stopping()) break;
-    if (Clock::now() >= next_rescan) {
-      rescan(backend_index);
+    std::uint64_t asked;
+    {
+      std::lock_guard lock(state_mu_);
+      asked = rescans_asked_;
+    }
+    if (Clock::now() >= next_rescan || asked > rescans_done_[backend_index]) {
+      rescan(backend_index);  // publishes before the waiter of rescan_now is told
       next_rescan = Clock::now() + options_.rescan;
+      {
+        std::lock_guard lock(state_mu_);
+        rescans_done_[backend_index] = asked;
+      }
+      rescan_cv_.notify_all();
     }
     poll_until(backend_index, deadline);
   }
@@ -207,7 +237,7 @@ void AcceleratorMonitor::poll_until(size_t backend_index,
   while (!stopping()) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return;
+    if (left.count() <= 0 || rescan_asked(backend_index)) return;
     record_events(backend.poll_events(std::min(left, kPollSlice)));
   }
 }

@@ -111,6 +111,13 @@ class AcceleratorMonitor {
   int subscribe(Listener listener);
   void unsubscribe(int id);
 
+  // Has every opened backend list its devices again now, not at its next rescan, and waits for
+  // the snapshot that follows: true when it is published within `timeout`. For the partition
+  // manager, whose GPUs must be offered with the layout it just applied (a MIG change is seen
+  // otherwise only at the next rescan, up to `rescan` later). A backend stuck in a vendor call
+  // makes it wait the whole `timeout`.
+  bool rescan_now(std::chrono::milliseconds timeout) const;
+
  private:
   void run_startup();
   void run_worker(size_t backend_index);
@@ -118,6 +125,7 @@ class AcceleratorMonitor {
   void poll_until(size_t backend_index, std::chrono::steady_clock::time_point deadline);
   void record_events(const std::vector<AcceleratorEvent>& events);
   void rescan(size_t backend_index);
+  bool rescan_asked(size_t backend_index) const;
   // Builds a snapshot from the state, swaps it in and tells listeners what changed. Takes
   // state_mu_ itself; never call it holding a lock.
   void publish(bool device_set_changed);
@@ -137,6 +145,10 @@ class AcceleratorMonitor {
   bool stop_ = false;
   std::uint64_t generation_ = 0;
   std::shared_ptr<const HostModel> host_snapshot_;
+  // rescan_now: how many were asked, and up to which each backend has rescanned.
+  mutable std::uint64_t rescans_asked_ = 0;    // a request, not a change of what is monitored
+  std::vector<std::uint64_t> rescans_done_;    // by backend; empty until ready
+  mutable std::condition_variable rescan_cv_;  // with state_mu_
 
   mutable std::mutex snapshot_mu_;  // guards snapshot_; held only to copy or swap the pointer
   mutable std::condition_variable snapshot_cv_;
