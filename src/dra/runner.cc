@@ -118,6 +118,21 @@ void DraRunner::set_withdrawn(std::set<std::string> bus_ids) {
   withdrawn_changed_ = true;
 }
 
+Status DraRunner::publish_now(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const std::uint64_t asked = ++publishes_asked_;
+  if (published_cv_.wait_for(lock, timeout,
+                             [&] { return publishes_stored_ >= asked || stopping_; }) &&
+      !stopping_)
+    return Ok{};
+  return Error{ErrorCode::io, "ResourceSlices of pool " + options_.slices.node,
+               stopping_
+                   ? "the DRA driver stopped before the API server stored them"
+                   : "not stored by the API server within " + std::to_string(timeout.count()) +
+                         " ms" + (last_sync_error_.empty() ? "" : ": " + last_sync_error_),
+               "the DRA driver keeps publishing them; check the API server and its RBAC"};
+}
+
 Pool DraRunner::pool() const {
   std::lock_guard<std::mutex> lock(mu_);
   return pool_;
@@ -257,10 +272,34 @@ void DraRunner::follow(std::shared_ptr<const AcceleratorSnapshot> start_snapshot
       next_sync = now();
     }
   };
+  std::uint64_t asked_taken = 0;  // the publish_now asks the pool being published includes
+  auto tell_stored = [&] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      publishes_stored_ = std::max(publishes_stored_, asked_taken);
+    }
+    published_cv_.notify_all();
+  };
   while (!stopping_) {
-    auto snap = monitor_.wait_newer(generation, std::chrono::milliseconds(200));
+    auto snap = monitor_.wait_newer(generation, std::chrono::milliseconds(50));
     bool withdrawn_changed = withdrawn_changed_.exchange(false);
-    if ((snap->generation != generation || withdrawn_changed) && snap->ready) {
+    std::uint64_t asked;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      asked = publishes_asked_;
+    }
+    if (asked > asked_taken && snap->ready) {
+      // publish_now: the newest snapshot, rebuilt and published whatever changed.
+      generation = snap->generation;
+      host = snap->host.get();
+      unhealthy = unhealthy_of(*snap);
+      layouts = mig_layouts(*snap);
+      keep = snap;
+      rebuild();
+      asked_taken = asked;
+      next_sync = now();
+      if (!publisher_) tell_stored();
+    } else if ((snap->generation != generation || withdrawn_changed) && snap->ready) {
       generation = snap->generation;
       auto now_unhealthy = unhealthy_of(*snap);
       auto now_layouts = mig_layouts(*snap);
@@ -303,6 +342,11 @@ void DraRunner::follow(std::shared_ptr<const AcceleratorSnapshot> start_snapshot
             " updated, " + std::to_string(r->deleted) + " deleted");
       }
       last_error.clear();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_sync_error_.clear();
+      }
+      tell_stored();
       backoff = std::chrono::milliseconds(1000);
       next_sync = now() + options_.resync;
       // What the server stored can only say a field is dropped: a field we do not send shows
@@ -322,6 +366,10 @@ void DraRunner::follow(std::shared_ptr<const AcceleratorSnapshot> start_snapshot
       std::string e = r.error().message();
       if (e != last_error) log("publishing ResourceSlices: " + e);
       last_error = e;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_sync_error_ = e;
+      }
       next_sync = now() + backoff;
       backoff = std::min(backoff * 2, options_.max_backoff);
       // A write refused for where its counter sets are (the server's 422 says which layout it
@@ -398,7 +446,11 @@ void DraRunner::watch_slices() {
 }
 
 void DraRunner::stop() {
-  stopping_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  published_cv_.notify_all();                  // a publish_now returns
   if (client_) client_->cancel();              // an API server that hangs must not hold the stop
   if (watch_client_) watch_client_->cancel();  // nor an open watch
   if (follower_.joinable()) follower_.join();

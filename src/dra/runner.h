@@ -85,6 +85,13 @@ class DraRunner {
   // GPUs (PCI bus ids) the partition manager is changing: handled as unhealthy ones (left out of
   // the slice with withdraw_unhealthy, else tainted NoSchedule) until an empty set is given.
   void set_withdrawn(std::set<std::string> bus_ids);
+  // Builds the pool again from the monitor's newest snapshot, with the withdrawn GPUs as set now,
+  // publishes it at once and returns when the API server has stored it: Ok then (or at once
+  // without a client), an Error naming the last failure when it has not within `timeout`. The
+  // runner keeps trying after a timeout, as it does for any failed publication. For the
+  // partition manager: a GPU leaves the slices before it changes, and comes back with its new
+  // layout before the apply is reported done.
+  Status publish_now(std::chrono::milliseconds timeout);
   // What it knows of the server and its slices, for people and metrics (polyaccel_dra_*).
   DraStatus status() const;
 
@@ -107,6 +114,10 @@ class DraRunner {
   Pool pool_;
   std::set<std::string> withdrawn_;  // under mu_
   std::atomic<bool> withdrawn_changed_{false};
+  // publish_now: how many were asked, and up to which the server has stored the pool (under mu_).
+  std::uint64_t publishes_asked_ = 0, publishes_stored_ = 0;
+  std::string last_sync_error_;  // under mu_
+  std::condition_variable published_cv_;
   ServerFields fields_;  // under mu_
   bool fields_known_ = false;
   std::atomic<bool> stopping_{false};
