@@ -45,6 +45,9 @@ void add_partition_agent_options(CLI::App* agent, AgentOptions& o) {
 
 namespace {
 
+// How long a GPU given back waits for the monitor to list its new partitions.
+constexpr std::chrono::milliseconds kPartitionRescanWait{30000};
+
 Status set_config_map(const std::string& option, const std::string& value,
                       PartitionManagerOptions& mo) {
   auto slash = value.find('/');
@@ -94,17 +97,32 @@ Result<std::unique_ptr<PartitionAgent>> start_partition_agent(const AcceleratorM
   auto withdrawals = std::make_shared<Withdrawals>();
   auto hooks_for = [&, withdrawals](int manager) {
     PartitionManagerHooks hooks;
-    hooks.withdraw = [withdrawals, manager, plugin, dra_runner](const std::set<std::string>& gpus) {
+    const AcceleratorMonitor* monitor_ptr = &monitor;
+    hooks.withdraw = [withdrawals, manager, plugin, dra_runner,
+                      monitor_ptr](const std::set<std::string>& gpus) {
       std::set<std::string> all;
+      bool given_back = false;
       {
         std::lock_guard<std::mutex> lock(withdrawals->mu);
+        for (const auto& g : withdrawals->by_manager[manager])
+          given_back = given_back || !gpus.count(g);
         withdrawals->by_manager[manager] = gpus;
         for (const auto& [m, set] : withdrawals->by_manager)
           all.insert(set.begin(), set.end());
       }
+      // A GPU given back is listed again first: offered with the partitions just applied, never
+      // with the old ones the monitor saw before (its next rescan may be a minute away).
+      if (given_back && !monitor_ptr->rescan_now(kPartitionRescanWait))
+        log_line("polyaccel agent: the accelerator monitor did not list the GPUs again within " +
+                 std::to_string(kPartitionRescanWait.count()) + " ms");
       if (plugin) plugin->set_withdrawn(all);
       if (dra_runner) dra_runner->set_withdrawn(all);
     };
+    if (dra_runner) {
+      hooks.publish = [dra_runner](std::chrono::milliseconds timeout) {
+        return dra_runner->publish_now(timeout);
+      };
+    }
     std::string socket = o.pod_resources_socket;
     if (!socket.empty()) {
       hooks.pods = [socket] {

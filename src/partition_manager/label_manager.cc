@@ -42,6 +42,17 @@ void PartitionLabelManager::set_withdrawn(const std::set<std::string>& gpus) {
   if (hooks_.withdraw) hooks_.withdraw(gpus);
 }
 
+Status PartitionLabelManager::published() {
+  if (!hooks_.publish) return Ok{};
+  auto st = hooks_.publish(options_.publish_wait);
+  if (!st) {
+    return Error{st.error().code, st.error().input,
+                 st.error().problem + " (the GPUs withdrawn now: " + joined(withdrawn()) + ")",
+                 st.error().remedy};
+  }
+  return Ok{};
+}
+
 std::set<std::string> PartitionLabelManager::withdrawn() const {
   std::lock_guard<std::mutex> lock(mu_);
   return withdrawn_;
@@ -68,6 +79,7 @@ Status PartitionLabelManager::recover() {
     log("the last apply of " + record_->config + " ended " + to_string(record_->phase) + ": GPUs " +
         joined(gpus) + " stay withdrawn until an apply finishes");
     set_withdrawn(gpus);
+    if (auto st = published(); !st) log(st.error().message());
   }
   return Ok{};
 }
@@ -104,6 +116,10 @@ void PartitionLabelManager::finish(PartitionOutcome outcome, PartitionApplyRecor
     log("cannot write the state file: " + st.error().message());
   record_ = record;
   set_withdrawn(std::set<std::string>(record.gpus.begin(), record.gpus.end()));
+  // What the GPUs have now is offered before the label says so; a server that does not store
+  // it in time does not hold the outcome back (the GPUs changed): the DRA driver keeps trying.
+  if (auto st = published(); !st)
+    log("the devices as they are now are not published yet: " + st.error().message());
   if (auto st = patch_node_labels(client_, options_.node, {{options_.labels.state, outcome.state}});
       !st) {
     log("cannot set " + options_.labels.state + "=" + outcome.state + ": " + st.error().message());
@@ -187,6 +203,12 @@ void PartitionLabelManager::apply(const std::string& config) {
       return fail("cannot write the state file: " + st.error().message(), left_withdrawn);
     record_ = record;
     set_withdrawn(withdrawn);
+    // No GPU changes while the API server may still offer it: unconfirmed, nothing is changed.
+    if (auto st = published(); !st)
+      return fail("cannot withdraw the GPUs " + joined(changing) +
+                      " from the published devices before changing them: " + st.error().message() +
+                      "; nothing was changed",
+                  left_withdrawn);
   }
   if (!step(ApplyStep::gpus_withdrawn)) return abandon();
 

@@ -86,6 +86,8 @@ struct PartitionManagerOptions {
   // The longest between two looks at the Node (a watch lasts this long, then the Node is read
   // again): the fallback should a watch miss a change.
   std::chrono::milliseconds recheck{std::chrono::seconds(60)};
+  // How long `publish` may wait for the API server to store what `withdraw` gave it.
+  std::chrono::milliseconds publish_wait{std::chrono::seconds(30)};
   std::string component = "polyaccel-partition-manager";  // Events' source
   std::function<void(const std::string&)> log;            // stderr when empty
 };
@@ -99,6 +101,13 @@ struct PartitionManagerHooks {
   // Stops advertising these GPUs (PCI bus ids); every other GPU is advertised. The device
   // plugin marks their devices Unhealthy, the DRA driver handles them as unhealthy.
   std::function<void(const std::set<std::string>&)> withdraw;
+  // Returns when what `withdraw` last gave is what the DRA driver's ResourceSlices stored by
+  // the API server say, with the GPUs' partitions as they are now; an Error after at most the
+  // timeout. Called after each withdraw: the changing GPUs leave the slices before the first
+  // change (an Error fails the apply with nothing changed), and come back with their new
+  // partitions before the state label says success (an Error is logged; the label is set).
+  // Empty: nothing is published through the API server.
+  std::function<Status(std::chrono::milliseconds timeout)> publish;
   // Which pods hold which devices now (kubelet's pod-resources); null: no pods are known.
   std::function<PodAssignments()> pods;
   // The device ids a GPU is known by to kubelet besides its bus id and MIG UUIDs (its UUID).
@@ -145,6 +154,7 @@ class PartitionLabelManager {
   void finish(PartitionOutcome outcome, PartitionApplyRecord record);
   bool step(ApplyStep s);
   void set_withdrawn(const std::set<std::string>& gpus);
+  Status published();  // hooks_.publish, when there is one
   void log(const std::string& line) const;
   void run();
   bool wait(std::chrono::milliseconds d);  // true: stopping

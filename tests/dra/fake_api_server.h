@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -108,6 +109,13 @@ class FakeApiServer {
   unsigned refused_writes = 0;
   unsigned dry_runs = 0, watches = 0;
   bool refuse_dry_runs = false;  // answer them 400, as a proxy that does not pass them might
+  // How long each write takes before it is stored and answered: a real server's round trip to
+  // etcd (milliseconds; more on a loaded control plane). A client that does not wait for the
+  // answer sees its change stored that much later.
+  std::chrono::milliseconds write_latency{0};
+  // Called under `mu` after each stored write: "slice" (a ResourceSlice created, updated or
+  // deleted; `slices` holds it) or "labels" (a Node's labels patched; label_patches' last).
+  std::function<void(const std::string& what)> on_stored;
 
   // The kubelet's wipe: every slice of `node` deleted at once (a DeleteCollection); how many.
   size_t wipe_node(const std::string& node) {
@@ -214,6 +222,15 @@ class FakeApiServer {
         (std::string(watch) == "1" || std::string(watch) == "true")) {
       self->serve_node_watch(c, query, auth);
       return 1;
+    }
+    const std::string method = ri->request_method;
+    if (method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE") {
+      std::chrono::milliseconds latency;
+      {
+        std::lock_guard<std::mutex> lock(self->mu);
+        latency = self->write_latency;
+      }
+      std::this_thread::sleep_for(latency);  // stored, and answered, only after it
     }
     self->handle(c, ri->request_method, path, query, body, auth);
     self->changed_.notify_all();  // watches see what it changed
@@ -489,6 +506,7 @@ class FakeApiServer {
       event("DELETED", it->second);
       slices.erase(it);
       ++writes;
+      if (on_stored) on_stored("slice");
       return reply(c, 200, status(200, "", ""));
     }
     nlohmann::json obj = nlohmann::json::parse(body, nullptr, false);
@@ -543,6 +561,7 @@ class FakeApiServer {
     event(method == "POST" ? "ADDED" : "MODIFIED", obj);
     slices[name] = obj;
     ++writes;
+    if (on_stored) on_stored("slice");
     return reply(c, method == "POST" ? 201 : 200, obj);
   }
 
@@ -582,6 +601,8 @@ class FakeApiServer {
           label_patches.push_back(patch["metadata"]["labels"]);
         it->second.merge_patch(patch);
         node_modified(it->second);
+        if (on_stored && patch.contains("metadata") && patch["metadata"].contains("labels"))
+          on_stored("labels");
         reply(c, 200, it->second);
         return true;
       }

@@ -18,6 +18,7 @@
 #include "discover/accel/backends.h"
 #include "discover/discover.h"
 #include "dra/fake_api_server.h"
+#include "dra/runner.h"
 #include "kube/fake_kubelet.h"
 #include "kube/pod_resources.h"
 #include "kube/runner.h"
@@ -705,6 +706,219 @@ TEST_F(MigLabels, KubeletSeesOnlyTheChangingGpusUnhealthyDuringTheApply) {
   EXPECT_EQ(kubelet.registrations("nvidia.com/gpu"), 1u);
   runner.stop();
   monitor.stop();
+}
+
+// ---- The DRA driver's ResourceSlices during an apply (issue 43, 4) --------------------------
+
+// Polls `pred` every 20 ms until it holds or `timeout` passes; its last answer.
+template <class Pred>
+bool wait_until(Pred pred, std::chrono::milliseconds timeout) {
+  for (auto deadline = std::chrono::steady_clock::now() + timeout;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return pred();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// The profiles of the MIG devices the stored slices offer (untainted) on each GPU, by bus id;
+// "whole" for a GPU's own device. Under server.mu.
+std::map<std::string, std::multiset<std::string>> offered(const FakeApiServer& server) {
+  std::map<std::string, std::multiset<std::string>> out;
+  for (const auto& [name, s] : server.slices) {
+    if (!s["spec"].contains("devices") || !s["spec"]["devices"].is_array()) continue;
+    for (const auto& d : s["spec"]["devices"]) {
+      if (d.contains("taints") && !d["taints"].empty()) continue;
+      const json a = d.value("attributes", json::object());
+      auto bus = a.find("resource.kubernetes.io/pciBusID");
+      if (bus == a.end()) continue;
+      auto profile = a.find("migProfile");
+      out[bus->value("string", "")].insert(profile == a.end() ? "whole"
+                                                              : profile->value("string", ""));
+    }
+  }
+  return out;
+}
+
+// The agent's DRA driver on the 8xH200 test NVML, its monitor rescanning as in production (every
+// 60 s), wired to the manager as `polyaccel agent --dra --mig-manager` does (agent_partition.cc):
+// a GPU given back is listed again first, and `publish` waits for the API server.
+struct DraAgent {
+  DraAgent(const FakeApiServer& server, const std::filesystem::path& dir) {
+    ::setenv("POLYACCEL_ROCM_SMI_LIB", "/nonexistent/librocm_smi64.so.1", 1);
+    ::setenv("POLYACCEL_HLML_LIB", "/nonexistent/libhlml.so", 1);
+    DiscoverOptions discover;
+    discover.topology_xml =
+        polyaccel::testing::topology_fixture(polyaccel::testing::kXe8640).string();
+    auto host = discover_host(discover);
+    EXPECT_TRUE(host) << host.error().message();
+    MonitorOptions mo;
+    mo.interval = std::chrono::milliseconds(100);
+    monitor =
+        std::make_unique<AcceleratorMonitor>(host ? *host : HostModel{}, make_all_backends(), mo);
+    monitor->start();
+    dra::DraRunnerOptions ro;
+    ro.slices.node = kNode;
+    ro.plugin.plugin_dir = (dir / "plugins/polyaccel.io").string();
+    ro.plugin.registry_dir = (dir / "plugins_registry").string();
+    ro.plugin.cdi_dir = (dir / "cdi").string();
+    ro.plugin.log = [](const std::string&) {};
+    ro.root = "";
+    ro.log = [](const std::string&) {};
+    kube_api::KubeConfig kc;
+    kc.server = server.url();
+    kc.token = "test-token";
+    runner =
+        std::make_unique<dra::DraRunner>(*monitor, ro, std::make_unique<kube_api::KubeClient>(kc));
+  }
+  ~DraAgent() {
+    runner->stop();
+    monitor->stop();
+  }
+  void wire(PartitionManagerHooks& h) {
+    auto record = h.withdraw;
+    h.withdraw = [this, record](const std::set<std::string>& gpus) {
+      record(gpus);
+      bool given_back = false;
+      for (const auto& g : withdrawn)
+        given_back = given_back || !gpus.count(g);
+      withdrawn = gpus;
+      if (given_back) {
+        EXPECT_TRUE(monitor->rescan_now(std::chrono::seconds(30)));
+      }
+      runner->set_withdrawn(gpus);
+    };
+    h.publish = [this](std::chrono::milliseconds timeout) { return runner->publish_now(timeout); };
+  }
+  std::set<std::string> withdrawn;
+  std::unique_ptr<AcceleratorMonitor> monitor;
+  std::unique_ptr<dra::DraRunner> runner;
+};
+
+TEST_F(MigLabels, TheDraSlicesDropTheGpusBeforeTheChangeAndOfferTheNewLayoutAtSuccess) {
+  using Clock = std::chrono::steady_clock;
+  const std::multiset<std::string> old_gpu1 = {"3g.71gb", "1g.18gb", "1g.18gb", "1g.18gb",
+                                               "1g.18gb"};
+  const std::multiset<std::string> new_gpu1 = {"1g.18gb", "1g.18gb", "1g.18gb", "1g.18gb",
+                                               "1g.18gb", "1g.18gb", "1g.18gb"};
+  const std::multiset<std::string> new_gpu3 = {"1g.18gb", "1g.18gb", "2g.35gb", "3g.71gb"};
+  DraAgent agent(server_, dir_.path());
+  ASSERT_TRUE(agent.runner->start(std::chrono::seconds(60)));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard<std::mutex> lock(server_.mu);
+        auto o = offered(server_);
+        return o[kBus[1]] == old_gpu1;
+      },
+      std::chrono::seconds(30)))
+      << "GPU 1's instances are offered before the apply";
+
+  // From here on the server takes as long as a real one to store a write; what it stored is
+  // recorded, in order, with the label writes and the steps of the apply.
+  struct Entry {
+    std::string what;
+    std::multiset<std::string> gpu1, gpu3;  // offered by the stored slices then
+    Clock::time_point at;
+  };
+  std::vector<Entry> timeline;  // under server_.mu
+  auto note = [&](const std::string& what) {
+    auto o = offered(server_);
+    timeline.push_back({what, o[kBus[1]], o[kBus[3]], Clock::now()});
+  };
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.write_latency = std::chrono::milliseconds(100);
+    server_.on_stored = [&](const std::string& what) {
+      note(what == "labels" ? "state=" + server_.label_patches.back().value(kMigConfigStateLabel,
+                                                                            std::string("?"))
+                            : what);
+    };
+  }
+  PartitionManagerHooks h = hooks();
+  agent.wire(h);
+  h.after_step = [&](ApplyStep s) {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    if (s == ApplyStep::pods_gone) note("first MIG change");
+    return true;
+  };
+  label("two-change");
+  PartitionLabelManager m(*client_, options(), h);
+  ASSERT_TRUE(m.recover());
+  ASSERT_TRUE(m.reconcile_once());
+  ASSERT_EQ(node_label(kMigConfigStateLabel), "success") << m.last_outcome().reason;
+  EXPECT_EQ(layouts()[1], "on: 19@0 19@1 19@2 19@3 19@4 19@5 19@6");
+
+  std::lock_guard<std::mutex> lock(server_.mu);
+  std::string story;
+  for (const auto& e : timeline)
+    story += e.what + " (GPU 1 offers " + std::to_string(e.gpu1.size()) + ", GPU 3 " +
+             std::to_string(e.gpu3.size()) + "); ";
+  auto at = [&](const std::string& what) {
+    return std::find_if(timeline.begin(), timeline.end(),
+                        [&](const Entry& e) { return e.what == what; });
+  };
+  auto change = at("first MIG change"), success = at("state=success");
+  ASSERT_NE(change, timeline.end()) << story;
+  ASSERT_NE(success, timeline.end()) << story;
+  // The GPUs left the stored slices (or are tainted) before the first change was made.
+  EXPECT_TRUE(change->gpu1.empty() && change->gpu3.empty()) << story;
+  // The new layouts are stored when the state says success; nothing of the old one after the
+  // first change.
+  EXPECT_EQ(success->gpu1, new_gpu1) << story;
+  EXPECT_EQ(success->gpu3, new_gpu3) << story;
+  for (auto e = change; e != timeline.end(); ++e)
+    EXPECT_FALSE(e->gpu1.count("3g.71gb")) << "GPU 1's old 3g.71gb offered at " << e->what;
+  // The measure: from the success label to the first stored slice with the new layout
+  // (negative: before it). With today's code this waits for the monitor's next rescan.
+  server_.on_stored = nullptr;
+  server_.mu.unlock();
+  bool stored = wait_until(
+      [&] {
+        std::lock_guard<std::mutex> l(server_.mu);
+        return offered(server_)[kBus[1]] == new_gpu1;
+      },
+      std::chrono::seconds(90));
+  const auto seen_at = Clock::now();
+  server_.mu.lock();
+  auto first_new = std::find_if(timeline.begin(), timeline.end(), [&](const Entry& e) {
+    return e.what == "slice" && e.gpu1 == new_gpu1;
+  });
+  auto new_at = first_new != timeline.end() ? first_new->at : seen_at;
+  std::cout << "success label -> new layout stored: "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(new_at - success->at).count()
+            << " ms (" << (stored ? "stored" : "never stored") << ")\n";
+}
+
+TEST_F(MigLabels, AServerThatDoesNotStoreTheWithdrawalFailsTheApplyWithNothingChanged) {
+  DraAgent agent(server_, dir_.path());
+  ASSERT_TRUE(agent.runner->start(std::chrono::seconds(60)));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard<std::mutex> lock(server_.mu);
+        return !offered(server_)[kBus[1]].empty();
+      },
+      std::chrono::seconds(30)));
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.forbid_writes = true;  // ResourceSlices refused (403), Node labels still taken
+  }
+  const auto before = layouts();
+  PartitionManagerHooks h = hooks();
+  agent.wire(h);
+  PartitionManagerOptions o = options();
+  o.publish_wait = std::chrono::milliseconds(1500);
+  label("two-change");
+  PartitionLabelManager m(*client_, o, h);
+  ASSERT_TRUE(m.recover());
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(m.reconcile_once());
+  // Bounded: one wait for the withdrawal, one for giving the GPUs back.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  EXPECT_EQ(node_label(kMigConfigStateLabel), "failed");
+  const std::string reason = m.last_outcome().reason;
+  for (const char* part : {"cannot withdraw the GPUs", "403", "nothing was changed"})
+    EXPECT_NE(reason.find(part), std::string::npos) << part << " in: " << reason;
+  EXPECT_EQ(layouts(), before) << "no GPU changed";
+  EXPECT_TRUE(m.withdrawn().empty()) << "nothing changed: the GPUs are offered again";
 }
 
 // ---- AMD: dcm.amd.com/gpu-config-profile over amdgpu's sysfs attributes --------------------
