@@ -921,6 +921,42 @@ TEST_F(MigLabels, AServerThatDoesNotStoreTheWithdrawalFailsTheApplyWithNothingCh
   EXPECT_TRUE(m.withdrawn().empty()) << "nothing changed: the GPUs are offered again";
 }
 
+TEST_F(MigLabels, AfterAKillTheRestartedAgentWithdrawsTheHalfChangedGpusFromTheSlicesOnRecover) {
+  label("two-change");
+  {
+    DraAgent agent(server_, dir_.path());
+    ASSERT_TRUE(agent.runner->start(std::chrono::seconds(60)));
+    PartitionManagerHooks h = hooks();
+    agent.wire(h);
+    h.after_step = [](ApplyStep s) { return s != ApplyStep::gpu_applied; };
+    PartitionLabelManager killed(*client_, options(), h);
+    ASSERT_TRUE(killed.recover());
+    ASSERT_TRUE(killed.reconcile_once());
+  }
+  // The agent again: its DRA driver publishes every GPU at first.
+  DraAgent agent(server_, dir_.path());
+  ASSERT_TRUE(agent.runner->start(std::chrono::seconds(60)));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard<std::mutex> lock(server_.mu);
+        return !offered(server_)[kBus[1]].empty();
+      },
+      std::chrono::seconds(30)));
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.write_latency = std::chrono::milliseconds(100);
+  }
+  PartitionManagerHooks h = hooks();
+  agent.wire(h);
+  PartitionLabelManager restarted(*client_, options(), h);
+  ASSERT_TRUE(restarted.recover());
+  // When recover returns, the stored slices offer nothing of the half-changed GPUs.
+  std::lock_guard<std::mutex> lock(server_.mu);
+  auto o = offered(server_);
+  EXPECT_TRUE(o[kBus[1]].empty()) << o[kBus[1]].size() << " devices of GPU 1 offered";
+  EXPECT_TRUE(o[kBus[3]].empty()) << o[kBus[3]].size() << " devices of GPU 3 offered";
+}
+
 // ---- AMD: dcm.amd.com/gpu-config-profile over amdgpu's sysfs attributes --------------------
 
 const std::string kAmdConfig = R"({
