@@ -14,7 +14,9 @@
 // dry runs (?dryRun=All) without storing, serves
 // watches of the slices (?watch=1, field selectors, timeoutSeconds) and deletes all slices of a
 // node as the kubelet does when it starts (wipe_node); and watches of a Node (fieldSelector
-// metadata.name, from a resourceVersion; dropped or answered 410 Gone on demand).
+// metadata.name, from a resourceVersion; dropped or answered 410 Gone on demand). Writes can take
+// as long to be stored as on a real server (write_latency), and each stored write is reported in
+// order (on_stored) for tests of what was offered when.
 #pragma once
 
 #include <civetweb.h>
