@@ -22,15 +22,13 @@
 #include "core/dra_status.h"
 #include "core/error.h"
 #include "core/host_model.h"
+#include "core/claim_cpus_env.h"
 #include "dra/slices.h"
 
 namespace polyaccel::dra {
 
-// A prepared claim's CDI spec sets these on each of its CPU and memory devices:
-// POLYACCEL_CPUS_<claim uid>=<CPU list>, POLYACCEL_MEMS_<claim uid>=<node list>; the NRI plugin
-// reads the same names (nri/cpu_policy.h, which does not depend on dra/).
-inline constexpr const char* kCpusEnvPrefix = "POLYACCEL_CPUS_";
-inline constexpr const char* kMemsEnvPrefix = "POLYACCEL_MEMS_";
+// A prepared claim's CDI spec sets core/claim_cpus_env.h's variables on each of its CPU and
+// memory devices, for the NRI plugin.
 
 // The CPU and memory devices of the model, in NUMA node order. None with CpuGrain::off and no
 // memory.

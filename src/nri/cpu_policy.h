@@ -17,13 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "core/claim_cpus_env.h"
 #include "core/cpuset.h"
 #include "core/error.h"
 
 namespace polyaccel::nri {
 
-inline constexpr const char* kCpusEnvPrefix = "POLYACCEL_CPUS_";
-inline constexpr const char* kMemsEnvPrefix = "POLYACCEL_MEMS_";
 
 // What the policy knows of a container.
 struct ContainerView {
