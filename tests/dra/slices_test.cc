@@ -501,11 +501,13 @@ TEST(DraSlices, SharedNicsAllowMultipleAllocationsWithACapacityOfShares) {
   EXPECT_GT(shared, 0u);
 
   Pool whole = pool_of(m);
-  for (size_t i = 0; i < whole.slices.size(); ++i)
-    for (const auto& d : slice_json(whole, i, 1)["spec"]["devices"]) {
+  for (size_t i = 0; i < whole.slices.size(); ++i) {
+    const auto slice = slice_json(whole, i, 1);  // a temporary's member would dangle in the loop
+    for (const auto& d : slice["spec"]["devices"]) {
       EXPECT_FALSE(d.contains("allowMultipleAllocations")) << d["name"];
       EXPECT_FALSE(d.value("capacity", json::object()).contains("shares")) << d["name"];
     }
+  }
 
   for (unsigned bad : {1u, kMaxNicShares + 1}) {
     o.node = "node-1";
