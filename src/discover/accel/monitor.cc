@@ -302,6 +302,10 @@ void AcceleratorMonitor::rescan(size_t backend_index) {
 }
 
 void AcceleratorMonitor::publish(bool device_set_changed) {
+  // One publication at a time, and the listeners see it before any reader of snapshot() does:
+  // what a listener writes from a new device set (the node's CDI specs) is on disk before the
+  // device plugin, which follows snapshot(), can list those devices.
+  std::lock_guard order(publish_mu_);
   auto next = std::make_shared<AcceleratorSnapshot>();
   MonitorChange change;
   change.device_set = device_set_changed;
@@ -316,25 +320,31 @@ void AcceleratorMonitor::publish(bool device_set_changed) {
     next->host = host_snapshot_;
     next->backends = statuses_;
     next->devices = devices_;
-    std::lock_guard swap(snapshot_mu_);
+  }
+  {
+    std::lock_guard lock(snapshot_mu_);
     for (const auto& d : next->devices) {
       const MonitoredDevice* before = snapshot_->device(d.pci_bus_id);
       if (before && before->health.healthy != d.health.healthy) {
         change.health_changed.push_back(d.pci_bus_id);
       }
     }
+  }
+  if (change.device_set || !change.health_changed.empty()) {
+    std::vector<Listener> listeners;
+    {
+      std::lock_guard lock(listeners_mu_);
+      for (const auto& [id, l] : listeners_)
+        listeners.push_back(l);
+    }
+    for (const auto& l : listeners)
+      l(*next, change);
+  }
+  {
+    std::lock_guard lock(snapshot_mu_);
     snapshot_ = next;
   }
   snapshot_cv_.notify_all();
-  if (!change.device_set && change.health_changed.empty()) return;
-  std::vector<Listener> listeners;
-  {
-    std::lock_guard lock(listeners_mu_);
-    for (const auto& [id, l] : listeners_)
-      listeners.push_back(l);
-  }
-  for (const auto& l : listeners)
-    l(*next, change);
 }
 
 }  // namespace polyaccel

@@ -106,8 +106,9 @@ class AcceleratorMonitor {
   std::shared_ptr<const AcceleratorSnapshot> wait_newer(std::uint64_t generation,
                                                         std::chrono::milliseconds timeout) const;
 
-  // Called on a monitor thread after each publication that changed the device set or a device's
-  // health. Keep it short; it must not call stop(). Returns an id for unsubscribe().
+  // Called on a monitor thread for each publication that changes the device set or a device's
+  // health, in order, before snapshot() returns it. Keep it short; it must not call stop() or
+  // wait for a snapshot. Returns an id for unsubscribe().
   int subscribe(Listener listener);
   void unsubscribe(int id);
 
@@ -154,6 +155,7 @@ class AcceleratorMonitor {
   mutable std::condition_variable snapshot_cv_;
   std::shared_ptr<const AcceleratorSnapshot> snapshot_;
 
+  std::mutex publish_mu_;  // one publish() at a time; taken before state_mu_
   std::mutex listeners_mu_;
   std::map<int, Listener> listeners_;
   int next_listener_ = 1;

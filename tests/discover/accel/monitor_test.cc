@@ -170,10 +170,12 @@ TEST_F(Monitor, LostGpuIsUnhealthyUntilItIsBackAndFatalEventsAreCounted) {
   std::mutex mu;
   std::vector<std::string> flipped;
   int set_changes = 0;
-  m.subscribe([&](const AcceleratorSnapshot&, const MonitorChange& c) {
+  int seen_by_readers_first = 0;  // listeners run before snapshot() returns their publication
+  m.subscribe([&](const AcceleratorSnapshot& s, const MonitorChange& c) {
     std::lock_guard lock(mu);
     flipped.insert(flipped.end(), c.health_changed.begin(), c.health_changed.end());
     set_changes += c.device_set ? 1 : 0;
+    seen_by_readers_first += m.snapshot()->generation >= s.generation ? 1 : 0;
   });
   m.start();
   wait_sampled_after("nvml", {});
@@ -202,6 +204,7 @@ TEST_F(Monitor, LostGpuIsUnhealthyUntilItIsBackAndFatalEventsAreCounted) {
   std::lock_guard lock(mu);
   EXPECT_GE(std::count(flipped.begin(), flipped.end(), "0000:9a:00.0"), 2);
   EXPECT_EQ(set_changes, 1);  // the first snapshot only: a lost device stays in the set
+  EXPECT_EQ(seen_by_readers_first, 0);
 }
 
 TEST_F(Monitor, FatalXidKeepsTheDeviceUnhealthyForTheRecoveryTime) {
