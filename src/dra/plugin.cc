@@ -18,6 +18,7 @@
 #include "core/number.h"
 #include "core/socket_path.h"
 #include "core/strings.h"
+#include "dra/claim_status.h"
 #include "dra/cpu_devices.h"
 #include "kube/proto/dra_health_v1alpha1.grpc.pb.h"
 #include "kube/proto/dra_v1.grpc.pb.h"
@@ -262,6 +263,7 @@ struct DraPlugin::Impl {
   std::map<std::string, PreparedClaim> claims;  // by uid: the checkpoint
   unsigned registrations = 0;
   std::string registration_error;
+  std::string status_said;  // the last problem writing a claim's status.devices
 
   std::unique_ptr<grpc::Service> v1, v1beta1, health_service, registration;
   std::unique_ptr<grpc::Server> dra_server, registration_server;
@@ -551,8 +553,27 @@ struct DraPlugin::Impl {
       if (!record.cdi_file.empty()) (void)remove_cdi_spec(options.cdi_dir, record.cdi_file);
       return fail(saved.error().message());
     }
+    write_status(ref, prepared);
     out.devices = std::move(prepared);
     return out;
+  }
+
+  // status.devices for the claim's NICs (claim_status.h): said once per distinct problem.
+  void write_status(const ClaimRef& ref, const std::vector<PreparedDevice>& prepared) {
+    if (!options.write_status) return;
+    std::vector<StatusDevice> devices;
+    for (const auto& d : prepared)
+      devices.push_back({d.device, d.share_id});
+    const std::string root = options.root;
+    auto entries = nic_device_statuses(
+        model, pool, devices, kube_api::now_rfc3339(),
+        [&root](const std::string& n) { return read_netdev_addresses(root, n); });
+    if (entries.empty()) return;
+    Status st = options.write_status(ref, entries);
+    std::string problem = st ? "" : st.error().message();
+    if (!problem.empty() && problem != status_said)
+      log("claim " + ref.ns + "/" + ref.name + ": device status not written: " + problem);
+    status_said = problem;
   }
 
   std::string unprepare_one(const ClaimRef& ref) {

@@ -105,6 +105,12 @@ struct DraPluginOptions {
   std::string cdi_dir = kCdiDir;
   CdiOptions cdi;
   ClaimLookup lookup;
+  // Writes a claim's status.devices for the NICs just prepared (claim_status.h); none: nothing
+  // written. A failure is said once and never fails the prepare.
+  std::function<Status(const ClaimRef& claim, const std::vector<nlohmann::json>& entries)>
+      write_status;
+  // Where the NICs' MACs are read for that status (<root>/sys/class/net/<if>/address).
+  std::string root = "/";
   // Creates and destroys MIG instances for MIG devices that do not exist yet (the pool then
   // publishes every placement, MigDevices::all); none: such a claim is refused.
   std::shared_ptr<MigControl> mig;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "dra/claim_status.h"
 #include "dra/cpu_devices.h"
 
 namespace polyaccel::dra {
@@ -34,9 +35,16 @@ DraRunner::DraRunner(const AcceleratorMonitor& monitor, DraRunnerOptions options
     publisher_ = std::make_unique<SlicePublisher>(*client_);
     if (options_.watch) watch_client_ = std::make_unique<kube_api::KubeClient>(client_->config());
     if (!options_.plugin.lookup) options_.plugin.lookup = api_claim_lookup(*client_);
+    if (!options_.plugin.write_status) {
+      options_.plugin.write_status = [client = client_.get(), driver = options_.slices.driver](
+                                         const ClaimRef& c, const std::vector<nlohmann::json>& e) {
+        return write_claim_device_status(*client, c.ns, c.name, c.uid, driver, e);
+      };
+    }
   }
   if (!options_.plugin.log) options_.plugin.log = options_.log;
   options_.plugin.driver = options_.slices.driver;
+  if (!options_.root.empty()) options_.plugin.root = options_.root;
   plugin_ = std::make_unique<DraPlugin>(options_.plugin);
 }
 

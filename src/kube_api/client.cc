@@ -4,7 +4,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 
 #include "core/file_io.h"
@@ -412,6 +414,15 @@ Result<KubeConfig> kubeconfig_file(const std::string& path) {
   } catch (const YAML::Exception& e) {
     return bad_input("--kubeconfig " + path, std::string("is not valid YAML: ") + e.what());
   }
+}
+
+std::string now_rfc3339() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 std::string url_encode(const std::string& text) {

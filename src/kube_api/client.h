@@ -84,4 +84,7 @@ class KubeClient {
 // Percent-encoding for a query value (field selectors).
 std::string url_encode(const std::string& text);
 
+// Now as the API's timestamps are written (RFC 3339, UTC, seconds): "2026-12-06T15:04:05Z".
+std::string now_rfc3339();
+
 }  // namespace polyaccel::kube_api

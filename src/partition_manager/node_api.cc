@@ -15,6 +15,7 @@ namespace {
 
 using kube_api::HttpResponse;
 using kube_api::KubeClient;
+using kube_api::now_rfc3339;
 using kube_api::url_encode;
 
 // The API server's message for a failed request, else its status.
@@ -27,15 +28,6 @@ Error api_error(const std::string& what, const HttpResponse& r) {
   return Error{
       code, what, "HTTP " + std::to_string(r.status) + (message.empty() ? "" : ": " + message),
       r.status == 403 ? "the agent's ServiceAccount lacks this permission (deploy/ RBAC)" : ""};
-}
-
-std::string now_rfc3339() {
-  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 }  // namespace

@@ -12,8 +12,11 @@
 #include <fstream>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <tuple>
 
+#include "dra/claim_status.h"
+#include "dra/dra_rbac.h"
 #include "dra/fake_api_server.h"
 #include "dra/plugin.h"
 #include "dra/publisher.h"
@@ -341,88 +344,12 @@ TEST_F(ApiServer, AChangeUpdatesEverySliceWithTheNextGenerationAndDeletesExtras)
   EXPECT_GT(server_.slices_of("node-2"), 0u);
 }
 
-// What the API server's authorizer checks for a request: (apiGroup, resource, verb).
-using RbacAttributes = std::tuple<std::string, std::string, std::string>;
-
-RbacAttributes rbac_attributes(const std::string& method, const std::string& target) {
-  const std::string path = target.substr(0, target.find('?'));
-  const std::string query =
-      target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1);
-  std::vector<std::string> parts;
-  for (size_t start = 1; start <= path.size();) {
-    size_t slash = path.find('/', start);
-    parts.push_back(
-        path.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  // /api/v1/... (the core group) or /apis/GROUP/VERSION/...; then namespaces/NS/ when namespaced.
-  size_t i = parts.at(0) == "api" ? 2 : 3;
-  std::string group = parts.at(0) == "api" ? "" : parts.at(1);
-  if (parts.size() > i + 2 && parts[i] == "namespaces") i += 2;
-  const std::string resource = parts.at(i);
-  const bool named = parts.size() > i + 1;
-  std::string verb;
-  if (method == "GET")
-    verb = named ? "get"
-           : (query.find("watch=true") != std::string::npos ||
-              query.find("watch=1") != std::string::npos)
-               ? "watch"
-               : "list";
-  else if (method == "POST")
-    verb = "create";
-  else if (method == "PUT")
-    verb = "update";
-  else if (method == "PATCH")
-    verb = "patch";
-  else if (method == "DELETE")
-    verb = named ? "delete" : "deletecollection";
-  return {group, resource, verb};
-}
-
-// Every (apiGroup, resource, verb) the RBAC of the DRA overlays (and the base they build on)
-// grants the agent's service account, from each Role and ClusterRole bound to it. The partition
-// manager's overlays grant what it asks (tests/partition_manager, tests/deploy).
-std::set<RbacAttributes> granted_to_agent() {
-  const fs::path kube = fs::path(POLYACCEL_SOURCE_DIR) / "deploy/kubernetes";
-  std::vector<YAML::Node> docs;
-  for (const auto& e : fs::recursive_directory_iterator(kube)) {
-    if (e.path().extension() != ".yaml" || e.path().filename() == "kustomization.yaml") continue;
-    const std::string dir = e.path().parent_path().lexically_relative(kube).string();
-    if (dir != "base" && dir.rfind("overlays/dra", 0) != 0) continue;
-    for (const auto& d : YAML::LoadAllFromFile(e.path().string()))
-      if (d.IsMap() && d["kind"]) docs.push_back(d);
-  }
-  std::set<std::string> bound;  // "Role name" or "ClusterRole name"
-  for (const auto& d : docs) {
-    const std::string kind = d["kind"].as<std::string>();
-    if (kind != "RoleBinding" && kind != "ClusterRoleBinding") continue;
-    for (const auto& s : d["subjects"])
-      if (s["kind"].as<std::string>() == "ServiceAccount" &&
-          s["name"].as<std::string>() == "polyaccel-agent")
-        bound.insert(d["roleRef"]["kind"].as<std::string>() + " " +
-                     d["roleRef"]["name"].as<std::string>());
-  }
-  std::set<RbacAttributes> grants;
-  for (const auto& d : docs) {
-    const std::string kind = d["kind"].as<std::string>();
-    if ((kind != "Role" && kind != "ClusterRole") ||
-        !bound.count(kind + " " + d["metadata"]["name"].as<std::string>()))
-      continue;
-    for (const auto& rule : d["rules"])
-      for (const auto& g : rule["apiGroups"])
-        for (const auto& r : rule["resources"])
-          for (const auto& v : rule["verbs"])
-            grants.insert({g.as<std::string>(), r.as<std::string>(), v.as<std::string>()});
-  }
-  return grants;
-}
-
 // Least privilege (issue 29): what the RBAC of the DRA overlays grants the agent is exactly what
 // the DRA driver asks of the API server. Every call site of kube_api::KubeClient::request and
 // ::watch in src/dra/ is exercised here (the publisher's list, create, update, delete and dry-run
-// create; the runner's watch of the pool's slices; the plugin's claim lookup), and the requests the
-// server saw are turned into (apiGroup, resource, verb) as its authorizer would.
+// create; the runner's watch of the pool's slices; the plugin's claim lookup; a NIC's claim status
+// with the synthetic resourceclaims/driver check of 1.36), and the requests the server saw are
+// turned into (apiGroup, resource, verb) as its authorizer would.
 TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
   SlicePublisher pub(*client_);
   ASSERT_TRUE(pub.sync(pool()));
@@ -443,11 +370,33 @@ TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
         json{{"metadata", {{"name", "c"}, {"namespace", "ns1"}, {"uid", "u"}}}};
   }
   (void)api_claim_lookup (*client_)("ns1", "c");
+  // The status of a prepared NIC (claim_status.h), on a claim allocated to this node.
+  {
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.claims["ns1/c"] = json::parse(R"({
+      "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+      "metadata": {"name": "c", "namespace": "ns1", "uid": "u", "resourceVersion": "7"},
+      "spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "rdma-nic.polyaccel.io"}}]}},
+      "status": {"allocation": {
+        "devices": {"results": [{"request": "nic", "driver": "polyaccel.io", "pool": "node-1", "device": "nic-2"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}}}
+    })");
+  }
+  json entry = {{"driver", "polyaccel.io"}, {"pool", "node-1"}, {"device", "nic-2"}};
+  Status written = write_claim_device_status(*client_, "ns1", "c", "u", kDriverName, {entry});
+  EXPECT_TRUE(written) << written.error().message();
   std::set<RbacAttributes> used;
   {
     std::lock_guard<std::mutex> lock(server_.mu);
     for (const auto& [method, target] : server_.seen)
       used.insert(rbac_attributes(method, target));
+    // The authorizer's checks beyond the request itself (the synthetic resourceclaims/driver).
+    for (const auto& a : server_.authorized) {
+      std::istringstream in(a);
+      std::string group, resource, verb, arrow, answer;
+      in >> group >> resource >> verb >> arrow >> answer;
+      if (answer == "allow") used.insert({group, resource, verb});
+    }
   }
   const std::set<RbacAttributes> granted = granted_to_agent();
   for (const auto& u : used)
@@ -472,10 +421,10 @@ TEST_F(ApiServer, RbacGrantsExactlyWhatTheDriverAsks) {
       sites.push_back(e.path().filename().string() + " watch");
   }
   std::sort(sites.begin(), sites.end());
-  EXPECT_EQ(sites,
-            (std::vector<std::string>{"plugin.cc GET", "publisher.cc DELETE", "publisher.cc GET",
-                                      "publisher.cc POST", "publisher.cc POST", "publisher.cc PUT",
-                                      "runner.cc watch"}))
+  EXPECT_EQ(sites, (std::vector<std::string>{
+                       "claim_status.cc GET", "claim_status.cc PUT", "plugin.cc GET",
+                       "publisher.cc DELETE", "publisher.cc GET", "publisher.cc POST",
+                       "publisher.cc POST", "publisher.cc PUT", "runner.cc watch"}))
       << "a new API call: exercise it in this test so that RBAC is checked against it";
 }
 

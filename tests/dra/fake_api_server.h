@@ -19,6 +19,7 @@
 // order (on_stored) for tests of what was offered when.
 #pragma once
 
+#include <arpa/inet.h>
 #include <civetweb.h>
 
 #include <condition_variable>
@@ -27,6 +28,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -137,6 +140,20 @@ class FakeApiServer {
     changed_.notify_all();
     return n;
   }
+
+  // ResourceClaim status writes (PUT .../resourceclaims/<name>/status), authorized as
+  // kube-apiserver does: resourceclaims/status update, and from 1.36 for each driver whose
+  // status.devices entries change the synthetic resourceclaims/driver named for the driver,
+  // verb associated-node:update when the writer's service account token names the claim's
+  // allocated node (service_account_node), else arbitrary-node:update. `claim_rbac` holds what
+  // the writer's RBAC grants, as "group resource[name] verb" ("resource.k8s.io
+  // resourceclaims/driver[polyaccel.io] associated-node:update"); unset: everything. Each check
+  // made is in `authorized` with its answer ("... -> allow"). Then status.devices is validated
+  // as the server does (an allocated device each, no duplicates, CIDRs, sizes; 422).
+  std::optional<std::set<std::string>> claim_rbac;
+  std::string service_account_node = "node-1";
+  std::vector<std::string> authorized;
+  std::vector<std::string> claim_refusals;  // the 403 and 422 messages
 
   // The core API the partition manager uses (handle_core).
   std::map<std::string, nlohmann::json> nodes;        // by name
@@ -485,6 +502,7 @@ class FakeApiServer {
       }
       return reply(c, 404, status(404, "NotFound", "no such claim"));
     }
+    if (handle_claim_status(c, method, path, body)) return;
     bool is_write = method == "POST" || method == "PUT" || method == "DELETE";
     if (!is_write || path.rfind(slices_path, 0) != 0)
       return reply(c, 404, status(404, "NotFound", method + " " + path));
@@ -565,6 +583,178 @@ class FakeApiServer {
     ++writes;
     if (on_stored) on_stored("slice");
     return reply(c, method == "POST" ? 201 : 200, obj);
+  }
+
+  bool allowed(const std::string& attributes) {
+    bool yes = !claim_rbac || claim_rbac->count(attributes);
+    authorized.push_back(attributes + (yes ? " -> allow" : " -> deny"));
+    return yes;
+  }
+
+  // The node a claim is allocated to, when its node selector names exactly one
+  // (nodeNameFromAllocation: one term, one matchFields metadata.name In [node]).
+  static std::string allocated_node(const nlohmann::json& claim) {
+    const auto* sel = claim.contains("status") && claim["status"].contains("allocation") &&
+                              claim["status"]["allocation"].contains("nodeSelector")
+                          ? &claim["status"]["allocation"]["nodeSelector"]
+                          : nullptr;
+    if (!sel || !sel->contains("nodeSelectorTerms") || (*sel)["nodeSelectorTerms"].size() != 1)
+      return "";
+    const auto& term = (*sel)["nodeSelectorTerms"][0];
+    if (term.contains("matchExpressions") || !term.contains("matchFields") ||
+        term["matchFields"].size() != 1)
+      return "";
+    const auto& f = term["matchFields"][0];
+    if (f.value("key", "") != "metadata.name" || f.value("operator", "") != "In" ||
+        !f.contains("values") || f["values"].size() != 1)
+      return "";
+    return f["values"][0].get<std::string>();
+  }
+
+  // "address/prefix" with the address in canonical form, as IsValidInterfaceAddress wants.
+  static bool is_interface_address(const std::string& cidr) {
+    auto slash = cidr.find('/');
+    if (slash == std::string::npos) return false;
+    std::string ip = cidr.substr(0, slash), prefix = cidr.substr(slash + 1);
+    unsigned char buf[16];
+    char back[64];
+    int family = ip.find(':') == std::string::npos ? AF_INET : AF_INET6;
+    if (::inet_pton(family, ip.c_str(), buf) != 1) return false;
+    if (!::inet_ntop(family, buf, back, sizeof back) || ip != back) return false;
+    if (prefix.empty() || prefix.size() > 3 ||
+        prefix.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    return std::stoi(prefix) <= (family == AF_INET ? 32 : 128);
+  }
+
+  // kube-apiserver's checks of status.devices (ValidateResourceClaimStatusUpdate): problems.
+  static std::vector<std::string> device_status_errors(const nlohmann::json& claim) {
+    std::vector<std::string> errors;
+    const auto& status = claim["status"];
+    if (!status.contains("devices")) return errors;
+    std::set<std::string> allocated, seen_keys;
+    if (status.contains("allocation"))
+      for (const auto& r :
+           status["allocation"]["devices"].value("results", nlohmann::json::array()))
+        allocated.insert(r.value("driver", "") + "/" + r.value("pool", "") + "/" +
+                         r.value("device", "") + "/" + r.value("shareID", ""));
+    for (size_t i = 0; i < status["devices"].size(); ++i) {
+      const auto& e = status["devices"][i];
+      const std::string at = "status.devices[" + std::to_string(i) + "]";
+      const std::string key = e.value("driver", "") + "/" + e.value("pool", "") + "/" +
+                              e.value("device", "") + "/" + e.value("shareID", "");
+      if (!allocated.count(key))
+        errors.push_back(at + ": Invalid value: \"" + key +
+                         "\": must be an allocated device in the claim");
+      if (!seen_keys.insert(key).second)
+        errors.push_back(at + ": Duplicate value: \"" + key + "\"");
+      if (e.contains("conditions") && e["conditions"].size() > 8)
+        errors.push_back(at + ".conditions: Too many: must have at most 8 items");
+      if (e.contains("data") && e["data"].dump().size() > 10 * 1024)
+        errors.push_back(at + ".data: Too long: must have at most 10240 bytes");
+      if (!e.contains("networkData")) continue;
+      const auto& n = e["networkData"];
+      if (n.value("interfaceName", "").size() > 256)
+        errors.push_back(at +
+                         ".networkData.interfaceName: Too long: may not be more than 256 bytes");
+      if (n.value("hardwareAddress", "").size() > 128)
+        errors.push_back(at +
+                         ".networkData.hardwareAddress: Too long: may not be more than 128 bytes");
+      const auto ips = n.value("ips", nlohmann::json::array());
+      if (ips.size() > 16)
+        errors.push_back(at + ".networkData.ips: Too many: must have at most 16 items");
+      for (size_t k = 0; k < ips.size(); ++k)
+        if (!ips[k].is_string() || !is_interface_address(ips[k].get<std::string>()))
+          errors.push_back(
+              at + ".networkData.ips[" + std::to_string(k) + "]: Invalid value: " + ips[k].dump() +
+              ": must be a valid address in CIDR form, (e.g. 10.9.8.7/24 or 2001:db8::1/64)");
+    }
+    return errors;
+  }
+
+  // PUT /apis/resource.k8s.io/v1/namespaces/<ns>/resourceclaims/<name>/status; false for any
+  // other request.
+  bool handle_claim_status(mg_connection* c, const std::string& method, const std::string& path,
+                           const std::string& body) {
+    const std::string prefix = "/apis/resource.k8s.io/v1/namespaces/";
+    const std::string suffix = "/status";
+    if (path.rfind(prefix, 0) != 0 || path.size() <= suffix.size() ||
+        path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+      return false;
+    std::string rest = path.substr(prefix.size(), path.size() - prefix.size() - suffix.size());
+    auto slash = rest.find("/resourceclaims/");
+    if (slash == std::string::npos) return false;
+    const std::string ns = rest.substr(0, slash), name = rest.substr(slash + 16);
+    auto forbid = [&](const std::string& why) {
+      std::string m = "resourceclaims.resource.k8s.io \"" + name + "\" is forbidden: " + why;
+      claim_refusals.push_back(m);
+      reply(c, 403, status(403, "Forbidden", m));
+      return true;
+    };
+    if (method != "PUT") {
+      reply(c, 405, status(405, "MethodNotAllowed", method));
+      return true;
+    }
+    if (!allowed("resource.k8s.io resourceclaims/status update"))
+      return forbid("User cannot update resource \"resourceclaims/status\"");
+    auto it = claims.find(ns + "/" + name);
+    if (it == claims.end()) {
+      reply(c, 404, status(404, "NotFound", "resourceclaims \"" + name + "\" not found"));
+      return true;
+    }
+    auto obj = nlohmann::json::parse(body, nullptr, false);
+    if (!obj.is_object() || !obj["metadata"].is_object()) {
+      reply(c, 400, status(400, "BadRequest", "not an object"));
+      return true;
+    }
+    const auto& old = it->second;
+    const std::string rv = old["metadata"].value("resourceVersion", "");
+    if (obj["metadata"].value("resourceVersion", "") != rv) {
+      reply(c, 409, status(409, "Conflict", "the object has been modified"));
+      return true;
+    }
+    for (const auto& e : schema_for_version().validate(obj, "io.k8s.api.resource.v1.ResourceClaim"))
+      schema_errors.push_back("PUT " + path + ": " + e);
+    // The status subresource changes status only.
+    nlohmann::json next = old;
+    next["status"] = obj.value("status", nlohmann::json::object());
+    if (kubernetes_minor >= 36) {
+      // getModifiedDrivers: a driver whose entries differ between the old and the new status.
+      auto entries_of = [](const nlohmann::json& claim) {
+        std::map<std::string, std::vector<nlohmann::json>> by_driver;
+        if (claim.contains("status") && claim["status"].contains("devices"))
+          for (const auto& e : claim["status"]["devices"])
+            by_driver[e.value("driver", "")].push_back(e);
+        return by_driver;
+      };
+      auto before = entries_of(old), after = entries_of(next);
+      std::set<std::string> drivers;
+      for (const auto& [d, e] : before)
+        if (!after.count(d) || after[d] != e) drivers.insert(d);
+      for (const auto& [d, e] : after)
+        if (!before.count(d) || before[d] != e) drivers.insert(d);
+      const std::string node = allocated_node(next);
+      for (const auto& d : drivers) {
+        const std::string attrs = "resource.k8s.io resourceclaims/driver[" + d + "] ";
+        bool ok = !node.empty() && node == service_account_node &&
+                  allowed(attrs + "associated-node:update");
+        if (!ok) ok = allowed(attrs + "arbitrary-node:update");
+        if (!ok) return forbid("changing status.devices requires extra permission");
+      }
+    }
+    if (auto errors = device_status_errors(next); !errors.empty()) {
+      std::string m = "ResourceClaim.resource.k8s.io \"" + name + "\" is invalid: ";
+      for (size_t i = 0; i < errors.size(); ++i)
+        m += (i ? ", " : "") + errors[i];
+      claim_refusals.push_back(m);
+      reply(c, 422, status(422, "Invalid", m));
+      return true;
+    }
+    next["metadata"]["resourceVersion"] = std::to_string(++rv_);
+    it->second = next;
+    ++writes;
+    reply(c, 200, next);
+    return true;
   }
 
   // Core API (the partition manager): Nodes (get, merge-patch), ConfigMaps (get), pods'

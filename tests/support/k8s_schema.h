@@ -147,7 +147,10 @@ class K8sSchema {
           errors.push_back(path + ": required field " + r.get<std::string>() + " is missing");
       }
       const auto props = s.value("properties", nlohmann::json::object());
-      const bool preserve = s.value("x-kubernetes-preserve-unknown-fields", false);
+      // An object with neither properties nor additionalProperties is free-form (RawExtension
+      // and FieldsV1 are written so in the OpenAPI v3 documents): the server keeps any field.
+      const bool preserve = s.value("x-kubernetes-preserve-unknown-fields", false) ||
+                            (!s.contains("properties") && !s.contains("additionalProperties"));
       for (const auto& [k, child] : v.items()) {
         if (props.contains(k)) {
           walk(child, props[k], path + "." + k, errors);
