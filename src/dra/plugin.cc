@@ -170,12 +170,19 @@ Result<std::map<std::string, PreparedClaim>> parse_checkpoint(const std::string&
         if (!parsed) return bad_input(input, "has a bad " + std::string(key) + " list of " + uid);
         *set = *parsed;
       }
-      if (c.contains("memoryBytes")) p.memory_bytes = c.at("memoryBytes").get<std::uint64_t>();
+      // Integers in range only: a float or a negative number is refused, never converted.
+      if (c.contains("memoryBytes")) {
+        auto bytes = json_integer<std::uint64_t>(c.at("memoryBytes"), "memoryBytes");
+        if (!bytes) return bad_input(input, "has a bad memoryBytes of " + uid);
+        p.memory_bytes = *bytes;
+      }
       if (c.contains("hugepageBytes")) {
         for (const auto& [size, bytes] : c.at("hugepageBytes").items()) {
           auto page = parse_unsigned(size, "hugepage size", 1);
           if (!page) return bad_input(input, "has a bad hugepage size of " + uid);
-          p.hugepage_bytes[*page] = bytes.get<std::uint64_t>();
+          auto n = json_integer<std::uint64_t>(bytes, "hugepageBytes");
+          if (!n) return bad_input(input, "has bad hugepageBytes of " + uid);
+          p.hugepage_bytes[*page] = *n;
         }
       }
       out[uid] = std::move(p);
