@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/agent_parts.h"
 #include "core/log.h"
 #include "dra/claim_status.h"
 #include "dra/cpu_devices.h"
@@ -239,8 +240,9 @@ Status DraRunner::start(std::chrono::milliseconds ready_timeout) {
   if (!st) return st;
   // The follower starts from this very snapshot: from a newer one it would take a change made
   // meanwhile (an XID) for what was published, and never publish it.
-  follower_ = std::thread([this, snap] { follow(snap); });
-  if (watch_client_) watcher_ = std::thread([this] { watch_slices(); });
+  follower_ = std::thread([this, snap] { run_part("dra-follower", [&] { follow(snap); }); });
+  if (watch_client_)
+    watcher_ = std::thread([this] { run_part("dra-slice-watch", [this] { watch_slices(); }); });
   return Ok{};
 }
 

@@ -12,6 +12,7 @@
 
 #include <prometheus/metric_family.h>
 
+#include "core/agent_parts.h"
 #include "core/dra_status.h"
 #include "core/error.h"
 #include "core/pod_assignments.h"
@@ -37,6 +38,7 @@ struct ScrapeInput {
   std::shared_ptr<const HostSample> host;                   // never null
   std::shared_ptr<const PodAssignments> pods;               // never null; empty without kubelet
   std::shared_ptr<const DraStatus> dra;                     // null: no DRA driver runs
+  std::vector<AgentPart> parts;                             // core/agent_parts.h
 };
 
 using Families = std::vector<prometheus::MetricFamily>;
@@ -63,6 +65,7 @@ std::unique_ptr<Collector> make_hugepages_collector();    // hugepages.cc
 std::unique_ptr<Collector> make_pcie_link_collector();    // pcie_link.cc
 std::unique_ptr<Collector> make_kubelet_collector();      // kubelet.cc: pod-resources link state
 std::unique_ptr<Collector> make_dra_collector();          // dra.cc: the DRA driver's state
+std::unique_ptr<Collector> make_agent_parts_collector();  // agent_parts.cc: each thread's work
 std::unique_ptr<Collector> make_dra_claims_collector();   // dra_claims.cc: claims' CPUs, memory
 std::unique_ptr<Collector> make_placement_state_collector();  // placement_state.cc
 std::unique_ptr<Collector> make_audit_findings_collector();   // audit_findings.cc

@@ -19,6 +19,7 @@ std::vector<std::unique_ptr<Collector>> make_all_collectors() {
   all.push_back(make_kubelet_collector());
   all.push_back(make_dra_collector());
   all.push_back(make_dra_claims_collector());
+  all.push_back(make_agent_parts_collector());
   return all;
 }
 

@@ -174,6 +174,7 @@ ScrapeInput Scraper::input_from(Snapshots snapshots) const {
   in.pods = std::move(snapshots.pods);
   if (!in.pods) in.pods = std::make_shared<const PodAssignments>();
   in.dra = std::move(snapshots.dra);
+  in.parts = agent_parts();
   return in;
 }
 
@@ -353,6 +354,9 @@ std::shared_ptr<const ScrapeBody> HttpExporter::metrics_body() const {
 
 Health HttpExporter::health() const {
   auto in = scraper_->input();
+  // A part whose thread's work threw (core/agent_parts.h) is down until the agent restarts.
+  for (const auto& p : in.parts)
+    if (!p.up) return {false, "part " + p.name + " failed: " + p.last_error};
   return agent_health(*in.accelerators, in.now, scraper_->options().stall_after);
 }
 

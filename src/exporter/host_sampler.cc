@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "audit/audit.h"
+#include "core/agent_parts.h"
 #include "core/file_io.h"
 #include "core/number.h"
 #include "discover/discover.h"
@@ -157,7 +158,7 @@ void HostSampler::start() {
   std::lock_guard lock(mu_);
   if (thread_.joinable() || stop_) return;
   sample_once();
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] { run_part("host-sampler", [this] { run(); }); });
 }
 
 void HostSampler::stop() {

@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/agent_parts.h"
+
 namespace polyaccel::exporter {
 namespace {
 
@@ -266,7 +268,7 @@ Result<std::unique_ptr<HttpFront>> HttpFront::start(int listen_fd, int backend_p
   ::epoll_ctl(front->epoll_fd_, EPOLL_CTL_ADD, listen_fd, &ev);
   ev.data.u64 = 1;
   ::epoll_ctl(front->epoll_fd_, EPOLL_CTL_ADD, front->wake_fd_, &ev);
-  front->thread_ = std::thread([f = front.get()] { f->run(); });
+  front->thread_ = std::thread([f = front.get()] { run_part("http-front", [f] { f->run(); }); });
   return front;
 }
 

@@ -20,6 +20,7 @@
 #include <set>
 #include <thread>
 
+#include "core/agent_parts.h"
 #include "core/file_io.h"
 #include "core/socket_path.h"
 #include "kube/nic_resources.h"
@@ -815,7 +816,7 @@ Status DevicePlugin::start(HostModel model) {
     if (!st) return st;
   }
   // The watcher registers with kubelet at once, off the caller's thread: kubelet dials back.
-  impl_->watcher = std::thread([this] { impl_->watch(); });
+  impl_->watcher = std::thread([this] { run_part("device-plugin", [this] { impl_->watch(); }); });
   return Ok{};
 }
 

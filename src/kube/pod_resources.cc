@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
+#include "core/agent_parts.h"
 #include "core/log.h"
 #include "kube/proto/podresources_v1.grpc.pb.h"
 
@@ -66,7 +67,7 @@ PodResourcesClient::~PodResourcesClient() {
 void PodResourcesClient::start() {
   std::lock_guard lock(mu_);
   if (thread_.joinable() || stop_) return;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] { run_part("pod-resources", [this] { run(); }); });
 }
 
 void PodResourcesClient::stop() {

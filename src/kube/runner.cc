@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include "core/agent_parts.h"
+
 namespace polyaccel {
 
 namespace {
@@ -68,7 +70,9 @@ Status DevicePluginRunner::start(std::chrono::milliseconds ready_timeout) {
   layouts_ = mig_layouts(*snap);
   Status st = plugin_.start(std::move(model));
   if (!st) return st;
-  follower_ = std::thread([this, snap] { follow(snap->generation, snap->host.get()); });
+  follower_ = std::thread([this, snap] {
+    run_part("device-plugin-follower", [&] { follow(snap->generation, snap->host.get()); });
+  });
   return Ok{};
 }
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/agent_parts.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "kube/proto/nri_v1alpha1.pb.h"
@@ -77,7 +78,7 @@ NriPlugin::~NriPlugin() {
 
 void NriPlugin::start() {
   if (thread_.joinable()) return;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] { run_part("nri", [this] { run(); }); });
 }
 
 void NriPlugin::stop() {

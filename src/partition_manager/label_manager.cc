@@ -1,5 +1,6 @@
 #include "partition_manager/label_manager.h"
 
+#include "core/agent_parts.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "partition_manager/mig_apply.h"
@@ -375,7 +376,7 @@ void PartitionLabelManager::start() {
   stop_ = false;
   // A watch of its own: an open watch holds its client's one connection for minutes.
   watch_client_ = std::make_unique<kube_api::KubeClient>(client_.config());
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] { run_part("partition-manager", [this] { run(); }); });
 }
 
 void PartitionLabelManager::stop() {

@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "kube/fake_kubelet.h"
 #include "kube/models.h"
 #include "support/background.h"
+#include "support/prometheus_server.h"
 
 namespace polyaccel {
 namespace {
@@ -182,6 +184,72 @@ TEST(AgentDevicePlugin, NodeCdiSpecsAreWrittenAndAllocateNamesThem) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--dra with --node-cdi-specs: the DRA driver writes a CDI spec"));
   EXPECT_TRUE(std::filesystem::is_empty(other.path()));
+}
+
+}  // namespace
+}  // namespace polyaccel
+
+namespace polyaccel {
+namespace {
+
+using namespace polyaccel::testing;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+// Issue 40, item 1: no exception leaves a thread of the agent. Each part's work is made to throw
+// (POLYACCEL_FAULT_PART, core/agent_parts.h): the agent keeps running and serving /metrics,
+// /healthz answers 503 naming the part, its metrics say it stopped while the others run, and
+// SIGTERM still stops the agent cleanly. Before run_part the throw ended in std::terminate
+// (SIGABRT), the exporter, device plugin and DRA driver with it.
+TEST(AgentParts, APartThatThrowsStopsAloneAndSaysSo) {
+  use_vendor_libraries(NVML_INJECT_LIB, "", "");
+  for (const std::string part : {"monitor-nvml", "monitor-listener", "host-sampler",
+                                 "device-plugin", "device-plugin-follower", "pod-resources"}) {
+    SCOPED_TRACE(part);
+    ::setenv("POLYACCEL_FAULT_PART", part.c_str(), 1);
+    TempDir dir;
+    FakeKubelet kubelet(dir.path().string());
+    std::vector<std::string> args = {polyaccel_binary(),
+                                     "agent",
+                                     "--topology",
+                                     topology_fixture(kXe8640).string(),
+                                     "--accel-backends",
+                                     "on",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--interval",
+                                     "100ms",
+                                     "--kubelet-dir",
+                                     dir.path().string(),
+                                     "--nfd-features-dir",
+                                     dir.path().string(),
+                                     "--pod-resources-socket",
+                                     (dir.path() / "pod-resources.sock").string(),
+                                     "--node-cdi-specs",  // a listener of the monitor
+                                     "--cdi-dir",
+                                     (dir.path() / "cdi").string()};
+    Background agent(args, dir.path() / "agent.log", false);
+    ::unsetenv("POLYACCEL_FAULT_PART");
+    ASSERT_TRUE(agent.started());
+    const std::string said = "part " + part + " failed and stopped: fault injected";
+    for (int i = 0; i < 600 && agent.log().find(said) == std::string::npos; ++i)
+      std::this_thread::sleep_for(20ms);
+    ASSERT_THAT(agent.log(), HasSubstr(said));
+    const int port = agent_port(agent);
+    const std::string base = "curl -sS --max-time 20 http://127.0.0.1:" + std::to_string(port);
+    auto health = run_command(base + "/healthz -w ' %{http_code}'");
+    EXPECT_THAT(health.output, HasSubstr("part " + part + " failed: fault injected"));
+    EXPECT_THAT(health.output, ::testing::EndsWith(" 503"));
+    auto metrics = run_command(base + "/metrics");
+    EXPECT_THAT(metrics.output, HasSubstr("polyaccel_agent_part_up{part=\"" + part + "\"} 0"));
+    EXPECT_THAT(metrics.output,
+                HasSubstr("polyaccel_agent_part_failures_total{part=\"" + part + "\"} 1"));
+    EXPECT_THAT(metrics.output, HasSubstr("polyaccel_agent_part_up{part=\"http-front\"} 1"));
+    auto exit_code = agent.terminate();
+    ASSERT_TRUE(exit_code) << "ended by a signal: " << agent.log();
+    EXPECT_EQ(*exit_code, 0) << agent.log();
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "polyaccel-nvidia.com_gpu.sock"));
+  }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/agent_parts.h"
+
 #include "discover/accel/backends.h"
 
 namespace polyaccel {
@@ -74,7 +76,7 @@ AcceleratorMonitor::~AcceleratorMonitor() {
 void AcceleratorMonitor::start() {
   std::lock_guard lock(state_mu_);
   if (startup_.joinable() || stop_) return;
-  startup_ = std::thread([this] { run_startup(); });
+  startup_ = std::thread([this] { run_part("monitor-startup", [this] { run_startup(); }); });
 }
 
 void AcceleratorMonitor::stop() {
@@ -172,7 +174,9 @@ void AcceleratorMonitor::run_startup() {
   std::lock_guard lock(state_mu_);
   if (stop_) return;
   for (size_t i = 0; i < backends_.size(); ++i) {
-    if (statuses_[i].present) workers_.emplace_back([this, i] { run_worker(i); });
+    if (statuses_[i].present)
+      workers_.emplace_back(
+          [this, i] { run_part("monitor-" + backends_[i]->name(), [this, i] { run_worker(i); }); });
   }
 }
 
@@ -337,8 +341,9 @@ void AcceleratorMonitor::publish(bool device_set_changed) {
       for (const auto& [id, l] : listeners_)
         listeners.push_back(l);
     }
+    // A listener that throws is a part that failed, not the monitor's end.
     for (const auto& l : listeners)
-      l(*next, change);
+      run_part("monitor-listener", [&] { l(*next, change); });
   }
   {
     std::lock_guard lock(snapshot_mu_);
