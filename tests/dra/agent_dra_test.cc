@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -413,6 +414,33 @@ TEST_F(AgentDra, ASocketPathThatIsADirectoryIsOneErrorAtStart) {
       EXPECT_EQ(line.rfind("polyaccel", 0), 0u) << line;
     EXPECT_TRUE(fs::is_directory(taken)) << "left as it was";
     fs::remove(taken);
+  }
+}
+
+// Issue 40, item 1, the DRA driver's threads: its follower of the monitor and its watch of the
+// pool's slices each made to throw (POLYACCEL_FAULT_PART): the kubelet plugin stays registered,
+// /healthz names the part (503), its metrics say it stopped, and SIGTERM stops the agent
+// cleanly.
+TEST_F(AgentDra, ADraPartThatThrowsStopsAloneAndSaysSo) {
+  for (const std::string part : {"dra-follower", "dra-slice-watch"}) {
+    SCOPED_TRACE(part);
+    ::setenv("POLYACCEL_FAULT_PART", part.c_str(), 1);
+    start_agent();
+    ::unsetenv("POLYACCEL_FAULT_PART");
+    const std::string said = "part " + part + " failed and stopped: fault injected";
+    ASSERT_TRUE(wait_for([&] { return log().find(said) != std::string::npos; }, 30s)) << log();
+    std::smatch m;
+    const std::string text = log();
+    ASSERT_TRUE(std::regex_search(text, m, std::regex("on port ([0-9]+)"))) << text;
+    const std::string base = "curl -sS --max-time 20 http://127.0.0.1:" + m[1].str();
+    auto health = run_command(base + "/healthz -w ' %{http_code}'");
+    EXPECT_THAT(health.output, HasSubstr("part " + part + " failed: fault injected"));
+    EXPECT_THAT(health.output, ::testing::EndsWith(" 503"));
+    auto metrics = run_command(base + "/metrics");
+    EXPECT_THAT(metrics.output, HasSubstr("polyaccel_agent_part_up{part=\"" + part + "\"} 0"));
+    EXPECT_TRUE(fs::exists(registration_socket())) << "the kubelet plugin goes on";
+    stop_agent();
+    fs::remove(dir_.path() / "agent.log");
   }
 }
 
