@@ -56,6 +56,49 @@ struct BioFree {
 };
 using BioPtr = std::unique_ptr<BIO, BioFree>;
 
+// A handshake of the server context with a client that takes anything, through a memory pair:
+// a key the settings cannot use (its type outside every allowed cipher suite, the versions, the
+// curves) fails here, at start or reload, instead of at every client's handshake. The client's
+// certificate is not asked for: that is the client's part.
+Status self_handshake(SSL_CTX* server_ctx, const std::string& input) {
+  ERR_clear_error();
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> client_ctx(SSL_CTX_new(TLS_client_method()),
+                                                          SSL_CTX_free);
+  if (!client_ctx) return Error{ErrorCode::internal, input, "OpenSSL: " + openssl_reason(), {}};
+  SSL_CTX_set_security_level(client_ctx.get(), 0);
+  SSL_CTX_set_min_proto_version(client_ctx.get(), TLS1_VERSION);
+  SSL_CTX_set_cipher_list(client_ctx.get(), "ALL:@SECLEVEL=0");
+  SSL_CTX_set_verify(client_ctx.get(), SSL_VERIFY_NONE, nullptr);
+  std::unique_ptr<SSL, void (*)(SSL*)> server(SSL_new(server_ctx), SSL_free);
+  std::unique_ptr<SSL, void (*)(SSL*)> client(SSL_new(client_ctx.get()), SSL_free);
+  BIO* server_end = nullptr;
+  BIO* client_end = nullptr;
+  if (!server || !client || BIO_new_bio_pair(&server_end, 0, &client_end, 0) != 1)
+    return Error{ErrorCode::internal, input, "OpenSSL: " + openssl_reason(), {}};
+  SSL_set_bio(server.get(), server_end, server_end);
+  SSL_set_bio(client.get(), client_end, client_end);
+  SSL_set_verify(server.get(), SSL_VERIFY_NONE, nullptr);
+  SSL_set_accept_state(server.get());
+  SSL_set_connect_state(client.get());
+  bool server_done = false, client_done = false;
+  std::string failed;
+  for (int round = 0; round < 64 && failed.empty() && !(server_done && client_done); ++round) {
+    for (auto [ssl, done] : {std::pair{client.get(), &client_done}, {server.get(), &server_done}}) {
+      if (*done || !failed.empty()) continue;
+      int r = SSL_do_handshake(ssl);
+      if (r == 1) {
+        *done = true;
+        continue;
+      }
+      int e = SSL_get_error(ssl, r);
+      if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) failed = openssl_reason();
+    }
+  }
+  if (failed.empty() && server_done && client_done) return Ok{};
+  return bad_input(input, "a TLS handshake with this certificate, key and settings fails: " +
+                              (failed.empty() ? std::string("it does not finish") : failed));
+}
+
 // One of cert/cert_file (key/key_file, client_ca/client_ca_file): its PEM text and how to name it.
 struct Pem {
   std::string text;
@@ -282,6 +325,7 @@ Result<std::shared_ptr<const TlsContext>> make_tls_context(const TlsServerConfig
     static const unsigned char kSessionId[] = "polyaccel-agent";
     SSL_CTX_set_session_id_context(ctx, kSessionId, sizeof kSessionId - 1);
   }
+  if (Status st = self_handshake(ctx, input); !st) return st.error();
   return std::shared_ptr<const TlsContext>(std::move(result));
 }
 

@@ -322,6 +322,12 @@ TEST(WebTls, BadFilesAreRefusedAtStartNamingTheFileAndReason) {
                 "client_ca_file " + dir + "/server.key: no PEM certificate"},
            Case{"tls_server_config:\n  cert_file: server.crt\n  key_file: /dev/null\n",
                 "key_file: /dev/null: is a character device"},
+           // Issue 40: a key no handshake can use. The test PKI's keys are ECDSA (P-256); TLS 1.2
+           // with RSA suites only leaves nothing to sign with.
+           Case{"tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+                "  max_version: TLS12\n"
+                "  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n",
+                "a TLS handshake with this certificate, key and settings fails: no shared cipher"},
        }) {
     std::string config = (tmp.path() / "web.yml").string();
     write_text(config, c.config);
