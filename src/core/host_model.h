@@ -45,6 +45,9 @@ struct Core {
   unsigned os_index = 0;  // as the kernel's core_id: unique within a package only
   unsigned package = 0;   // the package's OS index
   CpuSet pus;             // its SMT siblings
+  // hwloc's logical index of the L3 cache it shares (an AMD CCX, an Intel socket or SNC
+  // domain); none when hwloc reports no L3.
+  std::optional<unsigned> l3_cache;
 };
 
 struct Package {

@@ -128,7 +128,9 @@ json to_json(const HostModel& m) {
     json cores = json::array();
     for (const auto& c : m.cores) {
       if (c.package == p.os_index && p.cpus.contains(c.pus)) {
-        cores.push_back({{"os_index", c.os_index}, {"pus", c.pus.to_vector()}});
+        nlohmann::json core = {{"os_index", c.os_index}, {"pus", c.pus.to_vector()}};
+        if (c.l3_cache) core["l3_cache"] = *c.l3_cache;
+        cores.push_back(std::move(core));
       }
     }
     pkgs.push_back({{"os_index", p.os_index},

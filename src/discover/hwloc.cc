@@ -585,12 +585,17 @@ struct Builder {
       hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, o);
       c.package = pkg ? pkg->os_index : 0;
       c.pus = to_cpuset(o->cpuset);
+      if (hwloc_obj_t l3 = hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_L3CACHE, o))
+        c.l3_cache = l3->logical_index;
       if (!c.pus.empty()) model.cores.push_back(std::move(c));
     }
     if (model.cores.empty()) {  // a topology without Core objects: each PU is its own core
       while ((o = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PU, o))) {
         hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, o);
-        model.cores.push_back(Core{o->os_index, pkg ? pkg->os_index : 0, CpuSet{o->os_index}});
+        Core c{o->os_index, pkg ? pkg->os_index : 0, CpuSet{o->os_index}, std::nullopt};
+        if (hwloc_obj_t l3 = hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_L3CACHE, o))
+          c.l3_cache = l3->logical_index;
+        model.cores.push_back(std::move(c));
       }
     }
   }

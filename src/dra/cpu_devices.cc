@@ -73,6 +73,8 @@ std::vector<Device> cpu_devices(const HostModel& model, const CpuDeviceOptions& 
         d.attributes["type"] = Attribute::of_string("cpu");
         add_topology(d, model, node.os_index);
         d.attributes["smtSiblings"] = Attribute::of_int(c->pus.count());
+        // Cores that share an L3 (one CCX): matchAttribute on it keeps a claim's cores there.
+        if (c->l3_cache) d.attributes["l3Cache"] = Attribute::of_int(*c->l3_cache);
         add_cpus(d, c->pus);
         out.push_back(std::move(d));
       }

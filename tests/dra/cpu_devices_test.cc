@@ -5,6 +5,7 @@
 // plugin reads it back from the claim's CDI spec.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "dra/cdi.h"
@@ -12,6 +13,7 @@
 #include "dra/slice_validation.h"
 #include "dra/slices.h"
 #include "dra/structured_allocator.h"
+#include "kube/models.h"
 #include "nri/cpu_policy.h"
 #include "support/k8s_schema.h"
 #include "support/test_support.h"
@@ -259,6 +261,44 @@ TEST(CpuDevices, TemplatesGpuNicCoresAndMemoryOnOneNumaNode) {
   // The same with AMD's and Gaudi's classes differs by the GPU's class only: its type "gpu" or
   // "hpu" and the numaNode the GPU carries whatever its vendor (CpuDevices tests of the
   // slices_test machines).
+}
+
+// Cores that share an L3 cache (issue 39): on JURECA's EPYC 7742 pair every fourth core starts a
+// new CCX with its own L3 (32 in all, hwloc's L3Cache objects of the capture); the XE8640's
+// Sapphire Rapids has one L3 per socket. A claim of 4 cores matching polyaccel.io/l3Cache gets
+// one CCX each time, 32 times.
+TEST(CpuDevices, CoresCarryTheirL3AndAClaimCanKeepItsCoresOnOne) {
+  const HostModel jureca = polyaccel::testing::load_fixture(polyaccel::testing::kJureca);
+  Pool p = pool_of(jureca, CpuGrain::core, false);
+  std::map<std::int64_t, CpuSet> by_l3;
+  for (const Device* d : of_kind(p, DeviceKind::cpu)) {
+    ASSERT_TRUE(d->attributes.count("l3Cache")) << d->name;
+    by_l3[d->attributes.at("l3Cache").integer] |= d->cpus;
+  }
+  ASSERT_EQ(by_l3.size(), 32u);
+  for (const auto& [l3, cpus] : by_l3) {
+    EXPECT_EQ(cpus.count(), 8u) << "L3 " << l3 << ": four cores, two threads each";
+    std::set<std::int64_t> nodes;
+    for (const Device* d : of_kind(p, DeviceKind::cpu))
+      if (d->attributes.at("l3Cache").integer == l3) nodes.insert(d->attributes.at(kNuma).integer);
+    EXPECT_EQ(nodes.size(), 1u) << "a CCX is within one NUMA node";
+  }
+  std::set<std::int64_t> xe_l3;
+  const Pool xe = pool_of(xe8640(), CpuGrain::core, false);
+  for (const Device* d : of_kind(xe, DeviceKind::cpu)) {
+    ASSERT_TRUE(d->attributes.count("l3Cache")) << d->name;
+    xe_l3.insert(d->attributes.at("l3Cache").integer);
+  }
+  EXPECT_EQ(xe_l3.size(), 2u);
+  ClaimSpec ccx{{{"cpus", "cpu", {}, 4}}, {{{}, "polyaccel.io/l3Cache"}}};
+  std::vector<std::vector<std::string>> got;
+  EXPECT_EQ(fill(p, ccx, &got), 32u);
+  for (const auto& a : got) {
+    std::set<std::int64_t> l3s;
+    for (const auto& n : a)
+      l3s.insert(p.device(n)->attributes.at("l3Cache").integer);
+    EXPECT_EQ(l3s.size(), 1u);
+  }
 }
 
 TEST(CpuDevices, TemplatesAWholeNumaNodeWithItsGpu) {
