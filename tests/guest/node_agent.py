@@ -26,7 +26,10 @@ test allocates to a GPU is prepared (NodePrepareResources), and a workload conta
 with the CDI device ids of that answer starts: the GPU's device node and no other GPU's, its UUID
 in NVIDIA_VISIBLE_DEVICES, and the hooks' work (`ldconfig -p` lists libcuda.so.1 and
 libnvidia-ml.so.1); unprepared, the claim's spec is gone; StopContainer (SIGTERM): exit 0, the
-registration socket removed.
+registration socket removed. NRI: containers pinned by the claims' variables, kept across a
+restart of the agent; and the whole chain on the guest's own topology (cpu_claims): a claim for a
+core and its node's memory, prepared, its CDI devices given to a container, the container pinned
+by the agent's NRI plugin to that core and node.
 Device-plugin overlay (a node with CDI on and no NVIDIA container runtime): the agent loads NVML
 from the driver root, writes the node's CDI specs into the node's /var/run/cdi, registers
 nvidia.com/gpu with the device manager and lists the scenario's GPUs; Allocate of one names its
@@ -247,12 +250,16 @@ def run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology, extra
     test_dir = pod_dir + "/test"
     os.makedirs(n.node + test_dir)
     shutil.copyfile(scenario, n.node + test_dir + "/scenario.json")
-    shutil.copyfile(topology, n.node + test_dir + "/topology.xml")
+    if topology:
+        shutil.copyfile(topology, n.node + test_dir + "/topology.xml")
     mounts.append(cri.Mount(container_path="/test", host_path=test_dir, readonly=True))
     for host, container in extra_mounts:
         mounts.append(cri.Mount(container_path=container, host_path=host, readonly=True))
     envs.append(cri.KeyValue(key="NVML_INJECT_SCENARIO", value="/test/scenario.json"))
-    args = c.get("args", []) + ["--topology", "/test/topology.xml", "--accel-backends", "on"] + list(extra_args)
+    # Without a topology: the guest's own (hwloc in the container), and no GPU library.
+    test_args = ["--topology", "/test/topology.xml", "--accel-backends", "on"] if topology else \
+        ["--accel-backends", "off"]
+    args = c.get("args", []) + test_args + list(extra_args)
     info("%s: %s %s" % (label, " ".join(c.get("command", [])), " ".join(args)))
 
     os.makedirs(n.work + "/pods/agent-" + label)  # kubelet makes the pod's log directory
@@ -399,6 +406,7 @@ def dra_overlay(n, kubelet, rendered, ca_crt, scenario, topology, dev_nodes):
         nri_after_restart(n, container_log(n, pod[1]), "polyaccel-agent-%s-restarted/%s" % (label, pod[2]["name"]),
                           shared, claimed, shared_before)
         stop_pod(n, label + "-restarted", pod[0], pod[1])
+    cpu_claims(n, kubelet, rendered, label, ca_crt, scenario)
     registry = n.node + "/var/lib/kubelet/plugins_registry"
     check(not [s for s in os.listdir(registry) if s.startswith("polyaccel")],
           "dra: the registration socket is gone: %s" % os.listdir(registry))
@@ -458,6 +466,59 @@ def nri_start(n):
               "nri: the running container without a claim was moved off the claimed CPUs %s: %s" % (
                   sorted(taken), got))
     return shared, claimed
+
+
+def cpu_claims(n, kubelet, rendered, label, ca_crt, scenario):
+    """Issue 39's chain on the real runtime, with no stand-in between the parts: the DRA agent on
+    the guest's own topology (no --topology; --dra-cpus core --dra-memory) publishes its cores
+    and its NUMA nodes' memory; NodePrepareResources of a claim for a core of NUMA node 3 and that
+    node's memory answers CDI devices; a container created with those CDI devices (containerd
+    applies the claim's spec, which sets the claim's CPU variables) is given exactly that core and
+    node by the same agent's NRI plugin. Node 3: nri_start's claims hold nodes 1 and 2."""
+    lbl = label + "-cpus"
+    pod = run_daemonset(n, kubelet, rendered, lbl, ca_crt, scenario, None, (),
+                        ["--dra-cpus", "core", "--dra-memory"])
+    if not pod:
+        return
+    sandbox_id, cid = pod[0], pod[1]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "nri: registered with" not in container_log(n, cid):
+        time.sleep(0.5)
+    first = min(cpu_list(open("/sys/devices/system/node/node3/cpulist").read().strip()))
+    core = cpu_list(open("/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list" % first).read())
+    want = ["cpu-%d" % first, "memory-numa-3"]
+    names = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        names = [d["device"] for d in (kubelet.ask("slices 120", "slices") or [])]
+        if all(w in names for w in want):
+            break
+        time.sleep(1)
+    check(all(w in names for w in want), "cpus: the agent on the guest's own topology publishes its cores "
+          "and its NUMA nodes' memory (%s among %s)" % (want, names))
+    if not all(w in names for w in want):
+        info("cpus: the agent's log:\n  " + "\n  ".join(container_log(n, cid).splitlines()[-20:]))
+        stop_pod(n, lbl, sandbox_id, cid)
+        return
+    prepared = kubelet.ask("dra-prepare cpu-claim claim-uid-cpus " + ",".join(want), "dra-prepared") or {}
+    result = prepared.get("claims", {}).get("claim-uid-cpus", {})
+    ids = [i for d in result.get("devices", []) for i in d.get("cdi_device_ids", [])]
+    check(len(ids) == 2 and not result.get("error"), "cpus: NodePrepareResources of a claim for %s: CDI "
+          "devices %s %s" % (want, ids, result.get("error", "")))
+    if ids:
+        c = n.start_container("workload", STATUS_LOOP, devices=ids)
+        check(isinstance(c, str), "cpus: a container with the claim's CDI devices starts (%s)" % c)
+        if isinstance(c, str):
+            got = allowed(n, c, lambda a: cpu_list(a[0]) == core and a[1] == "3")
+            check(got is not None and cpu_list(got[0]) == core and got[1] == "3",
+                  "cpus: the agent's NRI plugin gave it the claimed core %s and NUMA node 3: %s" % (
+                      sorted(core), got))
+            n.remove_container(c)
+    unprepared = kubelet.ask("dra-unprepare cpu-claim claim-uid-cpus", "dra-unprepared") or {}
+    check(unprepared.get("claims", {}).get("claim-uid-cpus") is not None and
+          not unprepared["claims"]["claim-uid-cpus"].get("error"),
+          "cpus: NodeUnprepareResources: %s" % unprepared)
+    stop_pod(n, lbl, sandbox_id, cid)
 
 
 def nri_after_restart(n, log, own, shared, claimed, shared_before):

@@ -13,7 +13,7 @@
 //   (tests/kube/fake_kubelet.h), ListAndWatch, Allocate.
 // Commands, one a line on stdin; each answer one line on stdout, its word then JSON:
 //   slices TIMEOUT_S              -> slices [{"device","pool","uuid"}...] of NODE (once published)
-//   dra-prepare CLAIM UID DEVICE  -> dra-prepared {NodePrepareResourcesResponse}
+//   dra-prepare CLAIM UID DEVICE[,DEVICE...] -> dra-prepared {NodePrepareResourcesResponse}
 //   dra-unprepare CLAIM UID       -> dra-unprepared {NodeUnprepareResourcesResponse}
 //   dp-devices RESOURCE COUNT TIMEOUT_S -> dp-devices [ids] (once ListAndWatch lists COUNT)
 //   dp-allocate RESOURCE ID...    -> dp-allocated {AllocateResponse}
@@ -174,24 +174,22 @@ std::string call_dra(const std::string& endpoint, const std::string& name, const
 }
 
 // A claim allocated to `device` of the node's pool, stored as the scheduler leaves it.
+// Claim ns1/NAME allocated DEVICES (comma-separated), one request each.
 void add_claim(FakeApiServer& server, const std::string& node, const std::string& name,
-               const std::string& uid, const std::string& device) {
-  json claim = {
-      {"apiVersion", "resource.k8s.io/v1"},
-      {"kind", "ResourceClaim"},
-      {"metadata", {{"name", name}, {"namespace", "ns1"}, {"uid", uid}}},
-      {"spec",
-       {{"devices",
-         {{"requests",
-           {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.polyaccel.io"}}}}}}}}}},
-      {"status",
-       {{"allocation",
-         {{"devices",
-           {{"results",
-             {{{"request", "gpu"},
-               {"driver", "polyaccel.io"},
-               {"pool", node},
-               {"device", device}}}}}}}}}}};
+               const std::string& uid, const std::string& devices) {
+  json requests = json::array(), results = json::array();
+  std::istringstream in(devices);
+  for (std::string device; std::getline(in, device, ',');) {
+    const std::string request = "r" + std::to_string(results.size());
+    requests.push_back({{"name", request}, {"exactly", {{"deviceClassName", "gpu.polyaccel.io"}}}});
+    results.push_back(
+        {{"request", request}, {"driver", "polyaccel.io"}, {"pool", node}, {"device", device}});
+  }
+  json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceClaim"},
+                {"metadata", {{"name", name}, {"namespace", "ns1"}, {"uid", uid}}},
+                {"spec", {{"devices", {{"requests", requests}}}}},
+                {"status", {{"allocation", {{"devices", {{"results", results}}}}}}}};
   std::lock_guard<std::mutex> lock(server.mu);
   server.claims["ns1/" + name] = claim;
 }
