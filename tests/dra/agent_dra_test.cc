@@ -407,7 +407,6 @@ TEST_F(AgentDra, ASocketPathThatIsADirectoryIsOneErrorAtStart) {
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_THAT(r.output, HasSubstr(taken.string() + ": is a directory, not a socket"));
     EXPECT_THAT(r.output, ::testing::Not(HasSubstr("chttp2")));
-    EXPECT_THAT(r.output, ::testing::Not(HasSubstr("E0")));
     // Every line is polyaccel's own: gRPC's log lines start with a severity and a date (E1203).
     std::istringstream lines(r.output);
     for (std::string line; std::getline(lines, line);)
