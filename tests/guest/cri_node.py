@@ -322,7 +322,19 @@ def container_output(cid):
 
 
 def remove_container(cid):
-    runtime.StopContainer(cri.StopContainerRequest(container_id=cid, timeout=5), timeout=120)
+    """StopContainer and RemoveContainer. A StopContainer that fails is asked again, as kubelet
+    does at its next sync: containerd 1.7 once answered "failed to kill container: ttrpc:
+    closed" (its shim's connection) and the same request then succeeds. Said when it happens."""
+    for attempt in range(3):
+        try:
+            runtime.StopContainer(cri.StopContainerRequest(container_id=cid, timeout=5), timeout=120)
+            break
+        except grpc.RpcError as e:
+            if attempt == 2:
+                raise
+            print("info StopContainer %s failed (%s), asked again as kubelet would" % (cid[:12], e.details()),
+                  flush=True)
+            time.sleep(1)
     runtime.RemoveContainer(cri.RemoveContainerRequest(container_id=cid), timeout=120)
 
 
