@@ -427,10 +427,17 @@ TEST_F(AgentDra, ADraPartThatThrowsStopsAloneAndSaysSo) {
     start_agent();
     ::unsetenv("POLYACCEL_FAULT_PART");
     const std::string said = "part " + part + " failed and stopped: fault injected";
-    ASSERT_TRUE(wait_for([&] { return log().find(said) != std::string::npos; }, 30s)) << log();
+    // The part can fail before the exporter says its port: wait for both lines.
+    const std::regex port_line("on port ([0-9]+)");
     std::smatch m;
-    const std::string text = log();
-    ASSERT_TRUE(std::regex_search(text, m, std::regex("on port ([0-9]+)"))) << text;
+    std::string text;
+    ASSERT_TRUE(wait_for(
+        [&] {
+          text = log();
+          return text.find(said) != std::string::npos && std::regex_search(text, m, port_line);
+        },
+        30s))
+        << log();
     const std::string base = "curl -sS --max-time 20 http://127.0.0.1:" + m[1].str();
     auto health = run_command(base + "/healthz -w ' %{http_code}'");
     EXPECT_THAT(health.output, HasSubstr("part " + part + " failed: fault injected"));
