@@ -13,6 +13,7 @@
 #include "core/file_io.h"
 #include "core/log.h"
 #include "core/strings.h"
+#include "discover/discover.h"
 #include "dra/cdi_driver.h"
 #include "dra/cdi_hook.h"
 #include "dra/cpu_devices.h"
@@ -121,6 +122,18 @@ Result<std::unique_ptr<nri::NriPlugin>> start_nri(const std::string& root, const
     }
     *set = *parsed;
   }
+  // The claimed nodes' hugepages bound the limits of the containers pinned to them.
+  no.read_hugepages = [root, nodes = no.nodes] {
+    HostModel m;
+    for (unsigned n : nodes.to_vector())
+      m.numa_nodes.emplace_back().os_index = n;
+    refresh_from_sysfs(m, root);
+    nri::NodeHugepages out;
+    for (const auto& n : m.numa_nodes)
+      for (const auto& h : n.hugepages)
+        out[n.os_index][h.size_bytes] = h.size_bytes * h.total;  // read_hugepages bounds total
+    return out;
+  };
   auto plugin = std::make_unique<nri::NriPlugin>(no);
   plugin->start();
   return plugin;

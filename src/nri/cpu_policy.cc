@@ -1,8 +1,57 @@
 #include "nri/cpu_policy.h"
 
+#include "core/number.h"
 #include "core/strings.h"
 
 namespace polyaccel::nri {
+
+std::optional<std::uint64_t> page_size_bytes(std::string_view name) {
+  if (name.size() < 3 || name.size() > 8) return std::nullopt;
+  const std::string_view unit = name.substr(name.size() - 2);
+  const int shift = unit == "KB" ? 10 : unit == "MB" ? 20 : unit == "GB" ? 30 : -1;
+  if (shift < 0) return std::nullopt;
+  // The kernel's largest hugepage is 16 GB (POWER); 1 TiB leaves room and cannot wrap.
+  auto n = parse_integer<std::uint64_t>(name.substr(0, name.size() - 2), "page size", 1,
+                                        (std::uint64_t{1} << 40) >> shift);
+  if (!n) return std::nullopt;
+  return *n << shift;
+}
+
+namespace {
+
+// The limits of `wanted` above what the claimed nodes `mems` hold, lowered to it; each said.
+std::vector<HugepageLimit> lowered_hugepages(const ContainerView& c, const CpuSet& mems,
+                                             const NodeHugepages& nodes,
+                                             std::vector<std::string>& problems) {
+  std::vector<HugepageLimit> out;
+  if (mems.empty()) return out;  // memory not pinned: the pages may come from any node
+  for (const auto& want : c.hugepage_limits) {
+    if (want.limit == 0) continue;
+    auto size = page_size_bytes(want.page_size);
+    if (!size) {
+      problems.push_back(c.name + ": hugepage size '" + printable(want.page_size.substr(0, 16)) +
+                         "' is not one this plugin knows; its limit is left as it is");
+      continue;
+    }
+    std::uint64_t held = 0;
+    for (unsigned node : mems.to_vector()) {
+      auto n = nodes.find(node);
+      if (n == nodes.end()) continue;
+      auto pages = n->second.find(*size);
+      if (pages == n->second.end()) continue;
+      held = pages->second > ~std::uint64_t{0} - held ? ~std::uint64_t{0} : held + pages->second;
+    }
+    if (want.limit <= held) continue;
+    out.push_back({want.page_size, held});
+    problems.push_back(c.name + ": its pod asks " + std::to_string(want.limit) + " bytes of " +
+                       printable(want.page_size) + " hugepages, its claim's NUMA nodes " +
+                       mems.to_list() + " hold " + std::to_string(held) +
+                       ": its hugetlb limit is lowered to that");
+  }
+  return out;
+}
+
+}  // namespace
 
 Result<std::optional<ClaimedCpus>> claimed_cpus(const std::vector<std::string>& env,
                                                 const CpuSet& online, const CpuSet& nodes) {
@@ -71,7 +120,8 @@ std::vector<CpuUpdate> CpuPolicy::synchronize(const std::vector<ContainerView>& 
   return move_shared();
 }
 
-CpuPolicy::Created CpuPolicy::create(const ContainerView& c, std::vector<std::string>& problems) {
+CpuPolicy::Created CpuPolicy::create(const ContainerView& c, std::vector<std::string>& problems,
+                                     const NodeHugepages& hugepages) {
   Created out;
   auto claimed = claimed_cpus(c.env, online_, nodes_);
   if (!claimed) {
@@ -94,7 +144,8 @@ CpuPolicy::Created CpuPolicy::create(const ContainerView& c, std::vector<std::st
     }
   }
   claimed_[c.id] = **claimed;
-  out.adjust = CpuUpdate{c.id, (*claimed)->cpus.to_list(), (*claimed)->mems.to_list()};
+  out.adjust = CpuUpdate{c.id, (*claimed)->cpus.to_list(), (*claimed)->mems.to_list(),
+                         lowered_hugepages(c, (*claimed)->mems, hugepages, problems)};
   out.updates = move_shared();
   return out;
 }

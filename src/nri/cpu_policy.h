@@ -10,8 +10,15 @@
 // list format; a container with several claims holds their union. The environment is the
 // runtime's own record of the container, so after an agent restart the assignment is learnt back
 // from the containers themselves (Synchronize) and nobody is moved.
+//
+// Hugepages: kubelet sets each container's hugetlb limit to its pod's hugepages-<size> request
+// (0 without one), and the pod's cgroup caps it the same way, so a claim cannot raise it. What
+// the claim's nodes decide is where the pages come from (cpuset.mems) and how many there are: a
+// claimed container's limit is lowered to what its NUMA nodes hold, so a request the nodes cannot
+// meet is said at creation rather than found as a failed mmap.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -23,6 +30,19 @@
 
 namespace polyaccel::nri {
 
+// A hugetlb limit as the runtime names it: page size as the kernel's controller does ("2MB",
+// "1GB"), bytes.
+struct HugepageLimit {
+  std::string page_size;
+  std::uint64_t limit = 0;
+  bool operator==(const HugepageLimit&) const = default;
+};
+
+// Bytes of the page size the controller names ("2MB" = 2 MiB, "1GB", "64KB"); nullopt otherwise.
+std::optional<std::uint64_t> page_size_bytes(std::string_view name);
+
+// Each NUMA node's hugepages: node -> page size in bytes -> bytes of such pages.
+using NodeHugepages = std::map<unsigned, std::map<std::uint64_t, std::uint64_t>>;
 
 // What the policy knows of a container.
 struct ContainerView {
@@ -30,6 +50,7 @@ struct ContainerView {
   std::string name;              // "namespace/pod/container", for logs and metrics
   std::vector<std::string> env;  // "KEY=value"
   std::string cpus;              // its cpuset.cpus now, as the runtime reports it ("" unknown)
+  std::vector<HugepageLimit> hugepage_limits = {};  // the runtime's, at creation
 };
 
 // A container's claimed CPUs and memory nodes from its environment; nullopt when it holds none.
@@ -43,8 +64,9 @@ Result<std::optional<ClaimedCpus>> claimed_cpus(const std::vector<std::string>& 
 
 struct CpuUpdate {
   std::string id;
-  std::string cpus;  // cpuset.cpus
-  std::string mems;  // cpuset.mems; empty: unchanged
+  std::string cpus;                           // cpuset.cpus
+  std::string mems;                           // cpuset.mems; empty: unchanged
+  std::vector<HugepageLimit> hugepages = {};  // lowered limits; empty: unchanged
 };
 
 class CpuPolicy {
@@ -57,12 +79,14 @@ class CpuPolicy {
   std::vector<CpuUpdate> synchronize(const std::vector<ContainerView>& containers,
                                      std::vector<std::string>& problems);
   // A container being created: its own cpuset (`adjust`), and the updates of the shared
-  // containers when its claim shrinks the pool.
+  // containers when its claim shrinks the pool. `hugepages`: the node's now, for a claimed
+  // container's hugetlb limits.
   struct Created {
     std::optional<CpuUpdate> adjust;
     std::vector<CpuUpdate> updates;
   };
-  Created create(const ContainerView& container, std::vector<std::string>& problems);
+  Created create(const ContainerView& container, std::vector<std::string>& problems,
+                 const NodeHugepages& hugepages = {});
   // A container that stopped or was removed: its CPUs return to the pool, and the shared
   // containers grow onto them.
   std::vector<CpuUpdate> remove(const std::string& id);

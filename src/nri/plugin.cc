@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -47,6 +48,8 @@ ContainerView view_of(const api::PodSandbox& pod, const api::Container& c) {
   v.name = container_name(pod, c);
   v.env.assign(c.env().begin(), c.env().end());
   v.cpus = c.linux().resources().cpu().cpus();
+  for (const auto& h : c.linux().resources().hugepage_limits())
+    v.hugepage_limits.push_back({h.page_size(), h.limit()});
   return v;
 }
 
@@ -271,12 +274,25 @@ Result<std::string> NriPlugin::handle(const std::string& method, const std::stri
     auto req = parse<api::CreateContainerRequest>(payload, method);
     if (!req) return req.error();
     api::CreateContainerResponse resp;
+    const ContainerView view = view_of(req->pod(), req->container());
+    // The nodes' pages now (an operator may have changed nr_hugepages), read only for a
+    // container that asks for some.
+    NodeHugepages pages;
+    if (options_.read_hugepages &&
+        std::any_of(view.hugepage_limits.begin(), view.hugepage_limits.end(),
+                    [](const HugepageLimit& h) { return h.limit > 0; }))
+      pages = options_.read_hugepages();
     std::lock_guard<std::mutex> lock(mu_);
-    auto created = policy_.create(view_of(req->pod(), req->container()), problems);
+    auto created = policy_.create(view, problems, pages);
     if (created.adjust) {
-      auto* cpu = resp.mutable_adjust()->mutable_linux()->mutable_resources()->mutable_cpu();
-      cpu->set_cpus(created.adjust->cpus);
-      if (!created.adjust->mems.empty()) cpu->set_mems(created.adjust->mems);
+      auto* resources = resp.mutable_adjust()->mutable_linux()->mutable_resources();
+      resources->mutable_cpu()->set_cpus(created.adjust->cpus);
+      if (!created.adjust->mems.empty()) resources->mutable_cpu()->set_mems(created.adjust->mems);
+      for (const auto& h : created.adjust->hugepages) {
+        auto* limit = resources->add_hugepage_limits();
+        limit->set_page_size(h.page_size);
+        limit->set_limit(h.limit);
+      }
       ++status_.adjusted;
     }
     for (const auto& u : created.updates) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -23,6 +24,8 @@ struct NriOptions {
   std::string name = "polyaccel";
   std::string index = "40";  // two digits: the plugins' order at each event
   CpuSet online, nodes;      // the node's CPUs and NUMA nodes
+  // Each node's hugepages now, read when a container asks for some (unset: none known).
+  std::function<NodeHugepages()> read_hugepages;
   std::chrono::milliseconds retry{2000};
 };
 

@@ -131,6 +131,7 @@ state = '/run/containerd'
   enable_cdi = true
   cdi_spec_dirs = ['%(cdi)s']
   disable_apparmor = true
+  disable_hugetlb_controller = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     conf_dir = '/run/cni/net.d'
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
@@ -152,6 +153,7 @@ state = "/run/containerd"
   enable_cdi = true
   cdi_spec_dirs = ["%(cdi)s"]
   disable_apparmor = true
+  disable_hugetlb_controller = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     conf_dir = "/run/cni/net.d"
   [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -163,6 +165,8 @@ state = "/run/containerd"
   disable = false
   socket_path = "/var/run/nri/nri.sock"
 """
+# Hugepages: containerd drops the hugetlb limits kubelet asks for unless told not to (its default
+# disable_hugetlb_controller = true, containerd#10706); a node whose pods use hugepages sets it.
 # AppArmor: Debian's kernel has it on, and the node has no apparmor_parser to load containerd's
 # default profile with (a node with AppArmor installs it). CNI: the pod uses the node's network,
 # but the CRI plugin watches its configuration directory, made where the node is writable.
@@ -294,16 +298,19 @@ def run_container(image, command, devices, timeout=180, envs=(), mounts=(), linu
                 check(False, "RemoveContainer %s: %s" % (cid[:12], e.details()))
 
 
-def start_container(image, command, envs=(), devices=()):
+def start_container(image, command, envs=(), devices=(), hugepages=()):
     """CreateContainer + StartContainer of a container that keeps running (in the test's pod):
-    its id, or {"error": ...}. Its log: container_output(id); gone with remove_container(id)."""
+    its id, or {"error": ...}. Its log: container_output(id); gone with remove_container(id).
+    HUGEPAGES: (page size, bytes) limits, as kubelet passes a pod's hugepages-<size> requests."""
     global serial
     serial += 1
     name = "c%d" % serial
     config = cri.ContainerConfig(
         metadata=cri.ContainerMetadata(name=name), image=cri.ImageSpec(image=IMAGE % image),
         command=["/bin/sh", "-c", command], log_path=name + ".log", envs=envs,
-        CDI_devices=[cri.CDIDevice(name=d) for d in devices])
+        CDI_devices=[cri.CDIDevice(name=d) for d in devices],
+        linux=cri.LinuxContainerConfig(resources=cri.LinuxContainerResources(hugepage_limits=[
+            cri.HugepageLimit(page_size=size, limit=limit) for size, limit in hugepages])))
     try:
         cid = runtime.CreateContainer(cri.CreateContainerRequest(
             pod_sandbox_id=pod, config=config, sandbox_config=sandbox_config), timeout=180).container_id
@@ -361,17 +368,18 @@ def expect_device(spec, name, label):
           "%s: NVIDIA_VISIBLE_DEVICES=%s" % (label, env_set.get("NVIDIA_VISIBLE_DEVICES")))
 
 
-def start_times(label, image, devices):
+def start_times(label, image, devices, envs=()):
     """RUNS containers running `true`: the medians, printed."""
     started, exited = [], []
     for _ in range(RUNS):
-        r = run_container(image, "true", devices)
+        r = run_container(image, "true", devices, envs=envs)
         if "error" in r or r["exit"] != 0:
             ran(r, "%s: a `true` container" % label)
             return None
         started.append(r["started"])
         exited.append(r["exited"])
     result = (statistics.median(started), statistics.median(exited))
+    times[label] = result
     info("START TIME %-26s median of %d: create+start %.3f s, until exited %.3f s "
          "(min %.3f, max %.3f)" % (label, RUNS, result[0], result[1], min(exited), max(exited)))
     return result
@@ -538,7 +546,7 @@ if have_hook:
 
 # --- 4. the agent's own pods from the rendered overlays, registering with the test's kubelet ----
 node_agent.run(node_agent.Node(node, work, cri, runtime, images, in_node, run_container, containerd_tail,
-                               (start_container, container_output, remove_container)),
+                               (start_container, container_output, remove_container), start_times),
                node_kubelet, image_archive, rendered_dra, rendered_device_plugin, scenario, topology,
                cuda, nvml, dev_nodes)
 

@@ -105,11 +105,12 @@ class Node:
     """What the agent pods need of cri_node.py's node: paths, CRI stubs, helpers."""
 
     def __init__(self, node, work, cri, runtime, images, in_node, run_container, containerd_tail,
-                 long_running):
+                 long_running, start_times):
         self.node, self.work, self.cri = node, work, cri
         self.runtime, self.images, self.in_node = runtime, images, in_node
         self.run_container, self.containerd_tail = run_container, containerd_tail
         self.start_container, self.container_output, self.remove_container = long_running
+        self.start_times = start_times
 
 
 def make_tls_frontend(n, api_port):
@@ -393,6 +394,13 @@ def dra_overlay(n, kubelet, rendered, ca_crt, scenario, topology, dev_nodes):
     check(errors == [], "dra: the API server found every object the agent wrote valid: %s" % errors)
     check(any("nri: registered with" in l for l in container_log(n, cid).splitlines()),
           "dra: the agent registered with containerd as an NRI plugin")
+    # Issue 39's figure: what the plugin adds to a container's start, shared and claimed (without
+    # the plugin: at the end, on the same quiet node).
+    n.start_times("NRI plugin, shared pool", "workload", [])
+    node1 = open("/sys/devices/system/node/node1/cpulist").read().strip()
+    n.start_times("NRI plugin, claimed CPUs", "workload", [], [
+        n.cri.KeyValue(key="POLYACCEL_CPUS_timing", value=node1),
+        n.cri.KeyValue(key="POLYACCEL_MEMS_timing", value="1")])
     shared, claimed = nri_start(n)
     shared_before = allowed(n, shared) if isinstance(shared, str) else None
     stop_pod(n, label, sandbox_id, cid)
@@ -407,6 +415,7 @@ def dra_overlay(n, kubelet, rendered, ca_crt, scenario, topology, dev_nodes):
                           shared, claimed, shared_before)
         stop_pod(n, label + "-restarted", pod[0], pod[1])
     cpu_claims(n, kubelet, rendered, label, ca_crt, scenario)
+    n.start_times("no NRI plugin", "workload", [])
     registry = n.node + "/var/lib/kubelet/plugins_registry"
     check(not [s for s in os.listdir(registry) if s.startswith("polyaccel")],
           "dra: the registration socket is gone: %s" % os.listdir(registry))
@@ -414,6 +423,8 @@ def dra_overlay(n, kubelet, rendered, ca_crt, scenario, topology, dev_nodes):
 
 STATUS_LOOP = ("while true; do grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status | tr '\\n\\t' '  ';"
                " echo; sleep 0.3; done")
+# Before STATUS_LOOP: the container's own hugetlb limit, once (cgroup v2, its own namespace).
+HUGETLB_LINE = "echo hugetlb $(cat /sys/fs/cgroup/hugetlb.2MB.max 2>&1); "
 
 
 def allowed(n, cid, want=None, timeout=15):
@@ -474,8 +485,14 @@ def cpu_claims(n, kubelet, rendered, label, ca_crt, scenario):
     and its NUMA nodes' memory; NodePrepareResources of a claim for a core of NUMA node 3 and that
     node's memory answers CDI devices; a container created with those CDI devices (containerd
     applies the claim's spec, which sets the claim's CPU variables) is given exactly that core and
-    node by the same agent's NRI plugin. Node 3: nri_start's claims hold nodes 1 and 2."""
+    node by the same agent's NRI plugin. Node 3: nri_start's claims hold nodes 1 and 2.
+    Node 3 is given 16 pages of 2 MB and the container asks for 32 (its pod's hugepages-2Mi): the
+    plugin lowers its hugetlb limit to the 16 its claimed node holds."""
     lbl = label + "-cpus"
+    pages = "/sys/devices/system/node/node3/hugepages/hugepages-2048kB/nr_hugepages"
+    with open(pages, "w") as f:
+        f.write("16")
+    check(open(pages).read().strip() == "16", "cpus: node 3 holds 16 pages of 2 MB")
     pod = run_daemonset(n, kubelet, rendered, lbl, ca_crt, scenario, None, (),
                         ["--dra-cpus", "core", "--dra-memory"])
     if not pod:
@@ -506,14 +523,36 @@ def cpu_claims(n, kubelet, rendered, label, ca_crt, scenario):
     check(len(ids) == 2 and not result.get("error"), "cpus: NodePrepareResources of a claim for %s: CDI "
           "devices %s %s" % (want, ids, result.get("error", "")))
     if ids:
-        c = n.start_container("workload", STATUS_LOOP, devices=ids)
+        c = n.start_container("workload", HUGETLB_LINE + STATUS_LOOP, devices=ids,
+                              hugepages=[("2MB", 32 << 21)])
         check(isinstance(c, str), "cpus: a container with the claim's CDI devices starts (%s)" % c)
         if isinstance(c, str):
             got = allowed(n, c, lambda a: cpu_list(a[0]) == core and a[1] == "3")
             check(got is not None and cpu_list(got[0]) == core and got[1] == "3",
                   "cpus: the agent's NRI plugin gave it the claimed core %s and NUMA node 3: %s" % (
                       sorted(core), got))
+            limit = [l.split(None, 1)[-1] for l in n.container_output(c).splitlines()
+                     if l.startswith("hugetlb ")][-1:]
+            check(limit == [str(16 << 21)], "cpus: its pod asked for 32 pages of 2 MB, its hugetlb.2MB.max "
+                  "is the 16 its claimed node holds (%d): %s" % (16 << 21, limit))
+            check("its hugetlb limit is lowered to that" in container_log(n, cid),
+                  "cpus: the agent said it lowered the limit")
             n.remove_container(c)
+        # `polyaccel run` inside such a container (the agent's image, which has it) plans within
+        # the claim: the CPUs and node the NRI plugin gave the container, none outside.
+        r = n.run_container(normalized(pod[2]["image"]), None, ids,
+                            argv=["/usr/bin/polyaccel", "run", "--dry-run", "--json", "--", "true"])
+        # ROCm SMI, in the image for AMD nodes, prints its own complaint first on a node without
+        # /sys/class/drm: the plan is the JSON after it.
+        out = r.get("out", "")
+        try:
+            plan = json.loads(out[out.index("\n{") + 1:] if not out.startswith("{") else out)
+        except ValueError:
+            plan = {}
+        check(plan.get("cpus") and set(plan["cpus"]) <= core and plan.get("mems") == [3],
+              "cpus: `polyaccel run` in a container of the claim binds within its core %s and node 3: "
+              "cpus %s, mems %s (%s)" % (sorted(core), plan.get("cpus"), plan.get("mems"),
+                                         r.get("error") or r.get("out", "")[-300:] if not plan else ""))
     unprepared = kubelet.ask("dra-unprepare cpu-claim claim-uid-cpus", "dra-unprepared") or {}
     check(unprepared.get("claims", {}).get("claim-uid-cpus") is not None and
           not unprepared["claims"]["claim-uid-cpus"].get("error"),

@@ -150,5 +150,52 @@ TEST(NriCpuPolicy, ABadClaimValueLeavesTheContainerAsItIs) {
   EXPECT_EQ(p.shared_pool(), cpus("0-7"));
 }
 
+// A claimed container's hugetlb limits (kubelet's, from its pod's hugepages-<size> requests) are
+// lowered to what its claimed NUMA nodes hold; other sizes, other containers and a claim without
+// memory nodes keep theirs.
+TEST(NriCpuPolicy, HugepageLimitsAreLoweredToWhatTheClaimedNodesHold) {
+  EXPECT_EQ(page_size_bytes("2MB"), std::uint64_t{2} << 20);
+  EXPECT_EQ(page_size_bytes("1GB"), std::uint64_t{1} << 30);
+  EXPECT_EQ(page_size_bytes("64KB"), std::uint64_t{64} << 10);
+  for (const char* bad : {"", "MB", "2mb", "2 MB", "-2MB", "99999999GB", "2TB", "0MB", "2048kB"})
+    EXPECT_FALSE(page_size_bytes(bad)) << bad;
+  const std::uint64_t mib2 = std::uint64_t{2} << 20, gib = std::uint64_t{1} << 30;
+  const NodeHugepages pages = {{0, {{mib2, 512 * mib2}, {gib, 4 * gib}}},
+                               {1, {{mib2, 16 * mib2}, {gib, 0}}}};
+  CpuPolicy p(cpus("0-7"), cpus("0-1"));
+  std::vector<std::string> problems;
+  ContainerView c{"c1", "ns/p/c", {"POLYACCEL_CPUS_u=4-5", "POLYACCEL_MEMS_u=1"}, ""};
+  c.hugepage_limits = {{"2MB", 64 * mib2}, {"1GB", 0}, {"64KB", 1 << 20}};
+  auto a = p.create(c, problems, pages);
+  ASSERT_TRUE(a.adjust);
+  EXPECT_EQ(a.adjust->mems, "1");
+  // 2MB: 64 pages asked, node 1 holds 16; 1GB asks none; node 1 has no 64KB pages.
+  EXPECT_THAT(a.adjust->hugepages,
+              ::testing::ElementsAre(HugepageLimit{"2MB", 16 * mib2}, HugepageLimit{"64KB", 0}));
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0],
+            "ns/p/c: its pod asks 134217728 bytes of 2MB hugepages, its claim's NUMA nodes 1 hold "
+            "33554432: its hugetlb limit is lowered to that");
+  // Both nodes: the sum; within it nothing changes.
+  problems.clear();
+  c = {"c2", "ns/q/c", {"POLYACCEL_CPUS_v=6", "POLYACCEL_MEMS_v=0-1"}, ""};
+  c.hugepage_limits = {{"2MB", 500 * mib2}, {"1GB", 4 * gib}};
+  EXPECT_THAT(p.create(c, problems, pages).adjust->hugepages, IsEmpty());
+  // Memory not pinned (CPUs alone) and shared containers: limits left to kubelet.
+  c = {"c3", "ns/r/c", {"POLYACCEL_CPUS_w=7"}, ""};
+  c.hugepage_limits = {{"2MB", 9999 * mib2}};
+  EXPECT_THAT(p.create(c, problems, pages).adjust->hugepages, IsEmpty());
+  c = {"s1", "ns/s/c", {}, ""};
+  c.hugepage_limits = {{"2MB", 9999 * mib2}};
+  EXPECT_THAT(p.create(c, problems, pages).adjust->hugepages, IsEmpty());
+  // A size no kernel names is said and left.
+  c = {"c4", "ns/t/c", {"POLYACCEL_CPUS_x=3", "POLYACCEL_MEMS_x=0"}, ""};
+  c.hugepage_limits = {{"2\x1bMB", 1}};
+  EXPECT_THAT(p.create(c, problems, pages).adjust->hugepages, IsEmpty());
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], ::testing::HasSubstr("is not one this plugin knows"));
+  EXPECT_THAT(problems[0], ::testing::Not(::testing::HasSubstr("\x1b")));
+}
+
 }  // namespace
 }  // namespace polyaccel::nri
