@@ -38,6 +38,12 @@ struct DraStatus {
   std::vector<ClaimHolding> claim_holdings;
   std::map<unsigned, unsigned> free_cpus;  // NUMA node → CPUs; empty without CPU devices
 
+  // Which monitored device each of the pool's devices is, for the pods of DRA claims
+  // (PodAssignments::by_claim_device): device name → the ids the exporter knows it by (a GPU's
+  // bus id, a MIG instance's UUID, one the driver created for a claim included).
+  std::string driver, pool;
+  std::map<std::string, std::vector<std::string>> device_ids;
+
   // The exporter serves a cached scrape body until a source changes (exporter.h).
   bool operator==(const DraStatus&) const = default;
 };

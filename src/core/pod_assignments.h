@@ -18,11 +18,22 @@ struct PodRef {
   bool operator==(const PodRef&) const = default;
 };
 
+// The key of a DRA claim's device in PodAssignments::by_claim_device: driver/pool/device, as
+// kubelet's dynamic_resources name it.
+inline std::string claim_device_key(const std::string& driver, const std::string& pool,
+                                    const std::string& device) {
+  return driver + "/" + pool + "/" + device;
+}
+
 struct PodAssignments {
   std::chrono::system_clock::time_point time{};  // of the last successful List; epoch: never
   bool reachable = false;                        // the last List answered
   std::string error;                             // why not, when it did not
   std::map<std::string, std::vector<PodRef>> by_device;
+  // Devices of DRA claims (kubelet >= 1.34 by default: KubeletPodResourcesDynamicResources), by
+  // claim_device_key; PodRef::resource is the claim, "namespace/name". The DRA driver knows
+  // which of its devices is which GPU: the exporter joins the two (DraStatus::device_ids).
+  std::map<std::string, std::vector<PodRef>> by_claim_device;
 
   // The pods holding any of `ids` (a device's UUID, bus id, MIG UUID...), each once.
   std::vector<PodRef> pods_of(const std::vector<std::string>& ids) const {

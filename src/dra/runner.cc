@@ -153,8 +153,11 @@ DraStatus DraRunner::status() const {
   std::vector<HeldDevices> held;
   for (const auto& c : plugin_->prepared()) {
     HeldDevices h{c.ns, c.name, {}};
-    for (const auto& d : c.devices)
+    for (const auto& d : c.devices) {
       h.devices.push_back(d.device);
+      // A MIG instance made for this claim is known by the UUID it was given.
+      if (d.created_mig) s.device_ids[d.device].push_back(d.created_mig->uuid);
+    }
     held.push_back(std::move(h));
   }
   {
@@ -163,8 +166,12 @@ DraStatus DraRunner::status() const {
     s.server_keeps_taints = fields_.taints;
     s.server_fields_known = fields_known_;
     s.devices = pool_.device_count();
-    if (auto snap = monitor_.snapshot(); snap && snap->host)
+    s.driver = pool_.driver;
+    s.pool = pool_.node;
+    if (auto snap = monitor_.snapshot(); snap && snap->host) {
       cpu_holdings(*snap->host, pool_, held, s.claim_holdings, s.free_cpus);
+      monitored_ids(*snap->host, pool_, s.device_ids);
+    }
   }
   s.syncs = syncs_;
   s.api_writes = api_writes();

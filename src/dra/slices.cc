@@ -769,4 +769,21 @@ nlohmann::json slice_json(const Pool& pool, size_t index, std::int64_t generatio
           {"spec", std::move(spec)}};
 }
 
+void monitored_ids(const HostModel& model, const Pool& pool,
+                   std::map<std::string, std::vector<std::string>>& out) {
+  for (const auto& slice : pool.slices) {
+    for (const auto& d : slice.devices) {
+      if (d.accelerator >= model.accelerators.size()) continue;
+      const Accelerator& a = model.accelerators[d.accelerator];
+      if (d.kind == DeviceKind::gpu || d.kind == DeviceKind::hpu) {
+        out[d.name].push_back(a.pci.address.to_string());
+      } else if (d.kind == DeviceKind::mig && d.mig_instance && a.inventory &&
+                 *d.mig_instance < a.inventory->mig_instances.size()) {
+        const std::string& uuid = a.inventory->mig_instances[*d.mig_instance].uuid;
+        if (!uuid.empty()) out[d.name].push_back(uuid);
+      }
+    }
+  }
+}
+
 }  // namespace polyaccel::dra

@@ -215,6 +215,12 @@ struct Pool {
   size_t device_count() const;
 };
 
+// The ids the exporter knows each GPU, HPU and MIG instance of the pool by (core/dra_status.h:
+// a bus id, a MIG UUID), by device name, appended to `out`. Devices no monitored series stands
+// for (partitions, NICs, CPUs, memory, placements of MIG instances not made yet) have none.
+void monitored_ids(const HostModel& model, const Pool& pool,
+                   std::map<std::string, std::vector<std::string>>& out);
+
 // The node's pool. Errors: an empty or invalid node name, a GPU whose counter set (with its
 // devices, for with_devices) alone breaks a per-slice limit (cannot be published at all).
 Result<Pool> build_pool(const HostModel& model, const SliceOptions& options);

@@ -33,6 +33,22 @@ std::vector<DeviceSeries> device_series(const MonitoredDevice& device, const Pod
   return out;
 }
 
+PodAssignments with_claim_devices(const PodAssignments& pods, const DraStatus& dra) {
+  PodAssignments out = pods;
+  const std::string prefix = claim_device_key(dra.driver, dra.pool, "");
+  for (auto it = pods.by_claim_device.lower_bound(prefix);
+       it != pods.by_claim_device.end() && it->first.starts_with(prefix); ++it) {
+    auto ids = dra.device_ids.find(it->first.substr(prefix.size()));
+    if (ids == dra.device_ids.end()) continue;
+    for (const auto& id : ids->second) {
+      auto& holders = out.by_device[id];
+      for (const auto& ref : it->second)
+        if (std::find(holders.begin(), holders.end(), ref) == holders.end()) holders.push_back(ref);
+    }
+  }
+  return out;
+}
+
 Labels pod_labels(const DeviceSeries& series) {
   if (!series.pod) return {};
   return {{"pod", series.pod->pod},

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dra_status.h"
 #include "core/pod_assignments.h"
 #include "discover/accel/monitor.h"
 #include "exporter/families.h"
@@ -21,6 +22,12 @@ struct DeviceSeries {
 
 std::vector<DeviceSeries> device_series(const MonitoredDevice& device, const PodAssignments& pods,
                                         bool with_mig_instances);
+
+// `pods` with the devices of DRA claims joined in: each claim device of the DRA driver's own
+// pool (by_claim_device) counts as held on the ids the driver knows it by (dra.device_ids), so
+// a GPU or MIG instance allocated through a claim gets its pod's labels as one a device plugin
+// allocated does.
+PodAssignments with_claim_devices(const PodAssignments& pods, const DraStatus& dra);
 
 // pod, namespace, container: only when the series has a pod.
 Labels pod_labels(const DeviceSeries& series);

@@ -10,6 +10,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include "exporter/device_series.h"
 #include "exporter/families.h"
 #include "exporter/http_front.h"
 #include "exporter/listen_address.h"
@@ -174,6 +175,8 @@ ScrapeInput Scraper::input_from(Snapshots snapshots) const {
   in.pods = std::move(snapshots.pods);
   if (!in.pods) in.pods = std::make_shared<const PodAssignments>();
   in.dra = std::move(snapshots.dra);
+  if (in.dra && !in.pods->by_claim_device.empty())
+    in.pods = std::make_shared<const PodAssignments>(with_claim_devices(*in.pods, *in.dra));
   in.parts = agent_parts();
   return in;
 }

@@ -52,6 +52,18 @@ PodAssignments list_pod_resources(const PodResourcesOptions& options) {
             holders.push_back(ref);
         }
       }
+      for (const auto& claim : c.dynamic_resources()) {
+        PodRef ref{pod.name(), pod.namespace_(), c.name(),
+                   claim.claim_namespace() + "/" + claim.claim_name()};
+        for (const auto& r : claim.claim_resources()) {
+          // Before 1.31 kubelet named no device: nothing to join.
+          if (r.driver_name().empty() || r.device_name().empty()) continue;
+          auto& holders = out.by_claim_device[claim_device_key(r.driver_name(), r.pool_name(),
+                                                               r.device_name())];
+          if (std::find(holders.begin(), holders.end(), ref) == holders.end())
+            holders.push_back(ref);
+        }
+      }
     }
   }
   return out;

@@ -27,6 +27,7 @@
 #include "kube/proto/dra_v1.grpc.pb.h"
 #include "kube/proto/pluginregistration_v1.grpc.pb.h"
 #include "support/background.h"
+#include "support/fake_pod_resources.h"
 
 namespace polyaccel {
 namespace {
@@ -414,6 +415,60 @@ TEST_F(AgentDra, ASocketPathThatIsADirectoryIsOneErrorAtStart) {
     EXPECT_TRUE(fs::is_directory(taken)) << "left as it was";
     fs::remove(taken);
   }
+}
+
+// Issue 41, 1: kubelet's pod-resources (as 1.34 answers, dynamic_resources) says a pod's
+// container holds the GPU and the MIG instance of a claim allocated from this node's pool: the
+// agent's /metrics give their DCGM series that pod's labels, as for a device plugin's GPU.
+TEST_F(AgentDra, PodsOfDraClaimsLabelTheirDevicesMetrics) {
+  const fs::path socket = dir_.path() / "pod-resources.sock";
+  FakePodResources kubelet(socket.string());
+  auto args = agent_args();
+  *(std::find(args.begin(), args.end(), "--pod-resources-socket") + 1) = socket.string();
+  agent_ = std::make_unique<Background>(args, dir_.path() / "agent.log", true);
+  ASSERT_TRUE(agent_->started());
+  ASSERT_TRUE(wait_for([&] { return !published_device(kMigUuid).first.is_null(); }, 60s)) << log();
+  const std::string gpu = published_device(kGpuUuid).first["name"];
+  const std::string mig = published_device(kMigUuid).first["name"];
+  kubelet.set(
+      {{"train-0",
+        "ml",
+        "main",
+        "",
+        {},
+        {{"ml", "train", {{"polyaccel.io", "node-1", gpu}, {"polyaccel.io", "node-1", mig}}}}}});
+  std::smatch m;
+  std::string text;
+  ASSERT_TRUE(wait_for(
+      [&] { return std::regex_search(text = log(), m, std::regex("on port ([0-9]+)")); }, 30s))
+      << text;
+  const std::string url = "curl -sS --max-time 20 http://127.0.0.1:" + m[1].str() + "/metrics";
+  const std::string gpu_series = "pci_bus_id=\"00000000:4E:00.0\"";
+  std::string metrics;
+  wait_for(
+      [&] {
+        metrics = run_command(url).output;
+        return metrics.find("pod=\"train-0\"") != std::string::npos &&
+               metrics.find("GPU_I_PROFILE=\"3g.40gb\"") != std::string::npos;
+      },
+      30s);
+  std::istringstream lines(metrics);
+  bool gpu_labelled = false, mig_labelled = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("DCGM_FI_DEV_FB_USED{")) continue;
+    const bool pod = line.find("pod=\"train-0\"") != std::string::npos &&
+                     line.find("namespace=\"ml\"") != std::string::npos &&
+                     line.find("container=\"main\"") != std::string::npos;
+    if (line.find("GPU_I_PROFILE=\"3g.40gb\"") != std::string::npos)
+      mig_labelled |= pod;
+    else if (line.find(gpu_series) != std::string::npos)
+      gpu_labelled |= pod;
+    else
+      EXPECT_FALSE(pod) << line;
+  }
+  EXPECT_TRUE(gpu_labelled) << metrics.substr(0, 4000);
+  EXPECT_TRUE(mig_labelled) << metrics.substr(0, 4000);
+  stop_agent();
 }
 
 // Issue 40, item 1, the DRA driver's threads: its follower of the monitor and its watch of the

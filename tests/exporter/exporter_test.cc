@@ -222,6 +222,55 @@ TEST_F(Exporter, PodLabelsOneSeriesPerPod) {
   EXPECT_EQ(value(f, "polyaccel_pod_resources_up", {}), 1);
 }
 
+// Issue 41, 1: a GPU and a MIG instance allocated through DRA claims carry their pods' labels as
+// a device plugin's do; the claim devices of another driver or another node's pool do not.
+TEST_F(Exporter, PodLabelsOfDraClaimDevices) {
+  start_monitor();
+  wait_sampled();
+  const MonitoredDevice* mig_gpu = monitor_->snapshot()->device("0000:db:00.0");
+  ASSERT_NE(mig_gpu, nullptr);
+  std::string three_g;
+  for (const auto& m : mig_gpu->inventory.mig_instances)
+    if (m.profile_name == "3g.40gb") three_g = m.uuid;
+  ASSERT_FALSE(three_g.empty());
+  pods_.reachable = true;
+  pods_.by_claim_device[claim_device_key("polyaccel.io", "node-7", "gpu-0")] = {
+      {"train-0", "ml", "main", "ml/train"}};
+  pods_.by_claim_device[claim_device_key("polyaccel.io", "node-7", "gpu-7-mig-3g-40gb-s4")] = {
+      {"infer-0", "serve", "server", "serve/infer"}};
+  pods_.by_claim_device[claim_device_key("gpu.nvidia.com", "node-7", "gpu-1")] = {
+      {"other-driver", "ml", "main", "ml/x"}};
+  pods_.by_claim_device[claim_device_key("polyaccel.io", "node-8", "gpu-1")] = {
+      {"other-node", "ml", "main", "ml/y"}};
+  Families without = scraper()->scrape();
+  EXPECT_EQ(count(without, "DCGM_FI_DEV_GPU_UTIL", {{"pod", "train-0"}}), 0u)
+      << "without the DRA driver's names nothing is joined";
+  dra_ = DraStatus{};
+  dra_->driver = "polyaccel.io";
+  dra_->pool = "node-7";
+  dra_->device_ids = {{"gpu-0", {"0000:18:00.0"}},
+                      {"gpu-1", {"0000:2a:00.0"}},
+                      {"gpu-7-mig-3g-40gb-s4", {three_g}}};
+  Families f = scraper()->scrape();
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL",
+                  {{"pci_bus_id", "00000000:18:00.0"},
+                   {"pod", "train-0"},
+                   {"namespace", "ml"},
+                   {"container", "main"}}),
+            1u);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_FB_USED",
+                  {{"pod", "infer-0"}, {"GPU_I_PROFILE", "3g.40gb"}, {"namespace", "serve"}}),
+            1u);
+  EXPECT_EQ(count(f, "gpu_gfx_activity", {{"pod", "train-0"}}), 0u) << "an NVIDIA GPU's claim";
+  // gpu-1 of another driver or another pool is not our gpu-1.
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pci_bus_id", "00000000:2A:00.0"}}), 1u);
+  EXPECT_EQ(
+      count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pci_bus_id", "00000000:2A:00.0"}, {"namespace", "ml"}}),
+      0u);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pod", "other-driver"}}), 0u);
+  EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pod", "other-node"}}), 0u);
+}
+
 // The DRA driver's state: nothing without --dra; with it, whether the API server keeps counters
 // and taints (only once known), and how the pool's slices are kept published.
 TEST_F(Exporter, DraStateOnlyWithTheDriver) {

@@ -48,6 +48,40 @@ TEST_F(PodResources, MapsDevicesToContainers) {
   EXPECT_EQ(a.pods_of({"0000:4e:00.0", "GPU-ccc"}).size(), 2u);
 }
 
+// DRA claims' devices (kubelet 1.34's dynamic_resources): by driver/pool/device, the claim as
+// the PodRef's resource; a container holding both kinds has both; kubelet 1.33 sends none.
+TEST_F(PodResources, ClaimDevicesFromKubelet134) {
+  polyaccel::testing::FakePodResources kubelet(options().socket);
+  kubelet.set({{"train-0",
+                "ml",
+                "main",
+                "",
+                {},
+                {{"ml",
+                  "train",
+                  {{"polyaccel.io", "node-1", "gpu-2"}, {"polyaccel.io", "node-1", "nic-0"}}}}},
+               {"mixed",
+                "ml",
+                "side",
+                "nvidia.com/gpu",
+                {"GPU-aaa"},
+                {{"ml", "shared", {{"gpu.nvidia.com", "node-1", "gpu-0"}}}}}});
+  PodAssignments a = list_pod_resources(options());
+  ASSERT_TRUE(a.reachable) << a.error;
+  EXPECT_THAT(a.by_claim_device.at("polyaccel.io/node-1/gpu-2"),
+              ElementsAre(PodRef{"train-0", "ml", "main", "ml/train"}));
+  EXPECT_EQ(a.by_claim_device.count("polyaccel.io/node-1/nic-0"), 1u);
+  EXPECT_THAT(a.by_claim_device.at("gpu.nvidia.com/node-1/gpu-0"),
+              ElementsAre(PodRef{"mixed", "ml", "side", "ml/shared"}));
+  EXPECT_EQ(a.by_device.at("GPU-aaa")[0].pod, "mixed");
+  EXPECT_EQ(a.by_device.size(), 1u) << "a container with claims alone has no device plugin's";
+  kubelet.set_kubelet_minor(33);
+  PodAssignments old = list_pod_resources(options());
+  ASSERT_TRUE(old.reachable);
+  EXPECT_TRUE(old.by_claim_device.empty());
+  EXPECT_EQ(old.by_device.size(), 1u);
+}
+
 TEST_F(PodResources, AbsentSocketIsNoPodsAndNoError) {
   PodAssignments a = list_pod_resources(options());
   EXPECT_FALSE(a.reachable);
