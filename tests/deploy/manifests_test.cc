@@ -7,6 +7,7 @@
 // rules and dashboards select the scrape job the Prometheus Operator gives the agent.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -776,6 +777,89 @@ TEST(Manifests, DevicePluginWritesTheNodeCdiSpecsWithTheHostsDriver) {
     const std::string hook_dir = fs::path(hook).parent_path().string();
     ASSERT_TRUE(a.mounts.count(hook_dir)) << hook;
     EXPECT_EQ(a.volumes[a.mounts[hook_dir]]["hostPath"]["path"], hook_dir);
+  }
+}
+
+// Whether a node with these labels satisfies a required nodeAffinity, as kube-scheduler reads
+// it: the nodeSelectorTerms are ORed, the matchExpressions of a term ANDed, and a term without
+// expressions matches no node. Only the operators the manifests may use are known; any other
+// fails the test rather than guessing.
+bool node_selected(const json& affinity, const std::map<std::string, std::string>& labels) {
+  const json& required = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+  for (const auto& term : required["nodeSelectorTerms"]) {
+    EXPECT_FALSE(term.contains("matchFields")) << "this matcher reads labels only";
+    const json expressions = term.value("matchExpressions", json::array());
+    bool all = !expressions.empty();
+    for (const auto& e : expressions) {
+      const std::string key = e["key"], op = e["operator"];
+      auto it = labels.find(key);
+      const json values = e.value("values", json::array());
+      auto in_values = [&] {
+        return it != labels.end() &&
+               std::find(values.begin(), values.end(), it->second) != values.end();
+      };
+      bool ok = false;
+      if (op == "In")
+        ok = in_values();
+      else if (op == "NotIn")
+        ok = !in_values();
+      else if (op == "Exists")
+        ok = it != labels.end();
+      else if (op == "DoesNotExist")
+        ok = it == labels.end();
+      else
+        ADD_FAILURE() << "operator " << op << " of " << key << " is not evaluated here";
+      all = all && ok;
+    }
+    if (all) return true;
+  }
+  return false;
+}
+
+// NFD labels a node's PCI devices by its deviceLabelFields: [class, vendor] by default
+// (pci-0302_10de.present), [vendor] in the GPU Operator's NFD (pci-10de.present). Every variant's
+// agent runs on an NVIDIA, AMD or Gaudi node labelled either way, and on no node whose only
+// devices are others' (a Mellanox NIC, 15b3; a BMC's ASPEED display, 1a03). No overlay may narrow
+// the base's affinity to one form.
+TEST(Manifests, EveryVariantRunsOnAcceleratorNodesOfEitherNfdLabelForm) {
+  const std::string f = "feature.node.kubernetes.io/";
+  using Labels = std::map<std::string, std::string>;
+  const Labels common = {{"kubernetes.io/os", "linux"}, {"kubernetes.io/arch", "amd64"}};
+  const std::vector<std::pair<std::string, Labels>> selected = {
+      {"NVIDIA H100, class_vendor", {{f + "pci-0302_10de.present", "true"}}},
+      {"NVIDIA L40S, class_vendor", {{f + "pci-0300_10de.present", "true"}}},
+      {"AMD MI250, class_vendor", {{f + "pci-0380_1002.present", "true"}}},
+      {"AMD MI300X, class_vendor", {{f + "pci-1200_1002.present", "true"}}},
+      {"Gaudi 2, class_vendor", {{f + "pci-1200_1da3.present", "true"}}},
+      {"NVIDIA with ConnectX, class_vendor",
+       {{f + "pci-0302_10de.present", "true"}, {f + "pci-0200_15b3.present", "true"}}},
+      {"NVIDIA, GPU Operator's vendor", {{f + "pci-10de.present", "true"}}},
+      {"AMD, vendor", {{f + "pci-1002.present", "true"}}},
+      {"Gaudi, vendor", {{f + "pci-1da3.present", "true"}}},
+      {"NVIDIA with ConnectX, vendor",
+       {{f + "pci-10de.present", "true"}, {f + "pci-15b3.present", "true"}}},
+  };
+  const std::vector<std::pair<std::string, Labels>> not_selected = {
+      {"no NFD labels", {}},
+      {"Mellanox NIC, class_vendor", {{f + "pci-0200_15b3.present", "true"}}},
+      {"Mellanox NIC, vendor", {{f + "pci-15b3.present", "true"}}},
+      {"BMC display, class_vendor", {{f + "pci-0300_1a03.present", "true"}}},
+      {"BMC display, vendor", {{f + "pci-1a03.present", "true"}}},
+      {"NVIDIA label not true", {{f + "pci-10de.present", "false"}}},
+  };
+  for (const auto& variant : variants()) {
+    SCOPED_TRACE(variant);
+    auto all = render(kKube / "overlays" / variant);
+    ASSERT_FALSE(all.empty());
+    const json affinity = one(all, "DaemonSet")["spec"]["template"]["spec"]["affinity"];
+    for (auto [name, labels] : selected) {
+      labels.insert(common.begin(), common.end());
+      EXPECT_TRUE(node_selected(affinity, labels)) << name;
+    }
+    for (auto [name, labels] : not_selected) {
+      labels.insert(common.begin(), common.end());
+      EXPECT_FALSE(node_selected(affinity, labels)) << name;
+    }
   }
 }
 
