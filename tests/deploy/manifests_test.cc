@@ -40,6 +40,7 @@ const fs::path kDeploy = fs::path(POLYACCEL_SOURCE_DIR) / "deploy";
 const fs::path kKube = kDeploy / "kubernetes";
 const fs::path kMonitoring = kKube / "overlays/monitoring";
 const fs::path kMonitoringTls = kKube / "overlays/monitoring-tls";
+const fs::path kDraClaims = kKube / "examples/dra-claims";
 const std::vector<std::string> kDashboards = {"polyaccel-fleet.json", "polyaccel-node.json",
                                               "polyaccel-gpu.json"};
 
@@ -91,6 +92,14 @@ std::vector<std::string> overlays() {
   for (const auto& e : fs::directory_iterator(kKube / "overlays"))
     if (fs::exists(e.path() / "kustomization.yaml")) names.insert(e.path().filename().string());
   return {names.begin(), names.end()};
+}
+
+// The examples (deploy/kubernetes/examples/*): kustomizations for workloads, not the install.
+std::vector<fs::path> examples() {
+  std::set<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(kKube / "examples"))
+    if (fs::exists(e.path() / "kustomization.yaml")) dirs.insert(e.path());
+  return {dirs.begin(), dirs.end()};
 }
 
 // The objects of one kind.
@@ -147,6 +156,8 @@ TEST(Manifests, KustomizationsUsePortableFieldsAndListEveryFile) {
   std::vector<fs::path> dirs = {kKube / "base"};
   for (const auto& o : overlays())
     dirs.push_back(kKube / "overlays" / o);
+  for (const auto& e : examples())
+    dirs.push_back(e);
   for (const auto& dir : dirs) {
     SCOPED_TRACE(dir.string());
     auto k = YAML::LoadFile((dir / "kustomization.yaml").string());
@@ -197,10 +208,9 @@ TEST(Manifests, EveryOverlayRendersValidObjects) {
       std::string id = obj.value("kind", "") + " " + obj["metadata"].value("namespace", "") + "/" +
                        obj["metadata"].value("name", "");
       EXPECT_TRUE(ids.insert(id).second) << id << " twice";
-      // Namespaced objects of ours are in the agent's namespace; the claim templates are
-      // examples for workloads, in theirs; the grant to post Events about the Node is in
-      // "default", the only namespace where the API server takes them.
-      if (obj["metadata"].contains("namespace") && obj["kind"] != "ResourceClaimTemplate") {
+      // Namespaced objects of ours are in the agent's namespace; the grant to post Events about
+      // the Node is in "default", the only namespace where the API server takes them.
+      if (obj["metadata"].contains("namespace")) {
         const bool node_events = obj["metadata"].value("name", "") == "polyaccel-node-events";
         EXPECT_EQ(obj["metadata"]["namespace"], node_events ? "default" : "polyaccel-system") << id;
       }
@@ -652,20 +662,29 @@ bool is_extended_resource_name(const std::string& name) {
 // the API servers that keep the field (1.36, beta) and of those that know it as alpha (the older
 // schema; 1.34 and 1.35 with the gate off drop it: the class, without it, is still valid).
 // The claim templates (issue 39: GPU + NIC + cores + memory on one NUMA node, a whole node with
-// its GPU, a linked pair with two nodes' CPUs, for NVIDIA, AMD and Gaudi) name the overlay's
-// classes, and their constraints name their own requests. What the scheduler makes of them on a
-// captured machine: tests/dra/cpu_devices_test.cc.
+// its GPU, a linked pair with two nodes' CPUs, for NVIDIA, AMD and Gaudi) are examples of their
+// own (examples/dra-claims, issue 42): valid, without a namespace (the one they are applied to
+// decides), naming the overlay's classes, and their constraints name their own requests. What
+// the scheduler makes of them on a captured machine: tests/dra/cpu_devices_test.cc.
 TEST(Manifests, DraClaimTemplatesNameTheOverlaysClassesAndRequests) {
   auto all = render(kKube / "overlays/dra");
+  ASSERT_FALSE(all.empty());
+  EXPECT_TRUE(of_kind(all, "ResourceClaimTemplate").empty()) << "examples are not installed";
   std::set<std::string> classes;
   for (const auto& c : of_kind(all, "DeviceClass"))
     classes.insert(c["metadata"]["name"].get<std::string>());
   for (const char* cpu : {"cpu.polyaccel.io", "cpu-numa.polyaccel.io", "memory.polyaccel.io"})
     EXPECT_TRUE(classes.count(cpu)) << cpu;
+  auto claims = render(kDraClaims);
+  ASSERT_FALSE(claims.empty());
   std::set<std::string> templates;
-  for (const auto& t : of_kind(all, "ResourceClaimTemplate")) {
+  for (const auto& t : claims) {
     const std::string name = t["metadata"]["name"];
     SCOPED_TRACE(name);
+    EXPECT_EQ(t["kind"], "ResourceClaimTemplate");
+    for (const auto& e : schema().validate_object(t))
+      ADD_FAILURE() << e;
+    EXPECT_FALSE(t["metadata"].contains("namespace")) << t["metadata"]["namespace"];
     templates.insert(name);
     const auto& devices = t["spec"]["spec"]["devices"];
     std::set<std::string> requests;
@@ -678,9 +697,51 @@ TEST(Manifests, DraClaimTemplatesNameTheOverlaysClassesAndRequests) {
         EXPECT_TRUE(requests.count(r.get<std::string>())) << r;
   }
   for (const char* t :
-       {"gpu-nic-cores-same-numa", "amd-gpu-nic-cores-same-numa", "gaudi-nic-cores-same-numa",
-        "numa-node-with-gpu", "nvlink-pair-with-numa-nodes", "amd-xgmi-pair-with-numa-nodes"})
+       {"one-gpu", "mig-3g", "two-gpus-nvlink", "gpu-with-nic-same-numa",
+        "gpu-with-nic-same-pcie-root", "rdma-nic-share", "gpu-nic-cores-same-numa",
+        "amd-gpu-nic-cores-same-numa", "gaudi-nic-cores-same-numa", "numa-node-with-gpu",
+        "nvlink-pair-with-numa-nodes", "amd-xgmi-pair-with-numa-nodes"})
     EXPECT_TRUE(templates.count(t)) << t;
+}
+
+// Cluster-scoped kinds: the only objects that may have no namespace.
+const std::set<std::string> kClusterScoped = {"Namespace",
+                                              "ClusterRole",
+                                              "ClusterRoleBinding",
+                                              "DeviceClass",
+                                              "ValidatingAdmissionPolicy",
+                                              "ValidatingAdmissionPolicyBinding",
+                                              "RuntimeClass",
+                                              "CustomResourceDefinition",
+                                              "PriorityClass"};
+
+// An install puts nothing into `default` (issue 42, 7): what an operator applies lands in the
+// agent's namespace or is cluster-scoped, and no namespaced object lacks a namespace (it would
+// go to whatever namespace kubectl's context names). One exception, named: the partition
+// managers' grant to create Events about their Node, which the API server takes only in
+// `default` (a cluster-scoped object's Events live there; expect_node_events_grant checks that
+// it grants nothing else).
+TEST(Manifests, NoOverlayPutsAnObjectInDefaultOrLeavesItsNamespaceOut) {
+  for (const auto& o : overlays()) {
+    SCOPED_TRACE(o);
+    auto all = render(kKube / "overlays" / o);
+    ASSERT_FALSE(all.empty());
+    for (const auto& obj : all) {
+      const std::string kind = obj.value("kind", "");
+      const json& meta = obj["metadata"];
+      const std::string id = kind + " " + meta.value("name", "");
+      if (kClusterScoped.count(kind)) {
+        EXPECT_FALSE(meta.contains("namespace")) << id << " is cluster-scoped";
+        continue;
+      }
+      ASSERT_TRUE(meta.contains("namespace")) << id << " has no namespace";
+      const bool node_events = (kind == "Role" || kind == "RoleBinding") &&
+                               meta.value("name", "") == "polyaccel-node-events";
+      if (!node_events) {
+        EXPECT_NE(meta["namespace"], "default") << id;
+      }
+    }
+  }
 }
 
 TEST(Manifests, DraDeviceClassesOfferTheDevicePluginsResourceNames) {
