@@ -58,12 +58,12 @@ std::vector<std::string> kubectls() {
   return out;
 }
 
-// `kubectl kustomize DIR` with each kubectl: the rendered objects, which must be the same with
-// each. A missing kubectl or a failed render is a failure of the test, never a skip.
-std::vector<json> render(const fs::path& dir) {
+// `kubectl kustomize DIR` with each of these kubectls: the rendered objects, which must be the
+// same with each. A missing kubectl or a failed render is a failure of the test, never a skip.
+std::vector<json> render_with(const fs::path& dir, const std::vector<std::string>& with) {
   std::vector<json> first;
   bool have_first = false;
-  for (const auto& kubectl : kubectls()) {
+  for (const auto& kubectl : with) {
     TempDir tmp;
     auto r = run_command("'" + kubectl + "' kustomize '" + dir.string() + "' 2>'" +
                          (tmp.path() / "stderr").string() + "'");
@@ -80,10 +80,15 @@ std::vector<json> render(const fs::path& dir) {
       have_first = true;
     } else {
       EXPECT_EQ(objects, first) << kubectl << " renders " << dir << " otherwise than "
-                                << kubectls().front();
+                                << with.front();
     }
   }
   return first;
+}
+
+// With every kubectl, the v2.0.3 one too: what the manifests ship must render with both.
+std::vector<json> render(const fs::path& dir) {
+  return render_with(dir, kubectls());
 }
 
 // The overlays operators apply, by folder name.
@@ -1039,6 +1044,108 @@ TEST(Manifests, MonitoringHoldsTheAlertRulesAndDashboards) {
         << " differs from deploy/grafana's: run deploy/kubernetes/overlays/monitoring/sync.py";
   }
   EXPECT_EQ(seen, std::set<std::string>(kDashboards.begin(), kDashboards.end()));
+}
+
+// kube-prometheus-stack's Prometheus selects ServiceMonitors and PrometheusRules by the label
+// `release: <its Helm release>`. The label is one line of the operator's own kustomization
+// (docs/install.md shows it verbatim), a patch of the monitoring.coreos.com objects only, so no
+// other object changes: a `release` label on the DaemonSet's selector or pod template would make
+// the next apply fail (a DaemonSet's selector is immutable) or roll every agent.
+const std::string kReleaseLabelLine =
+    R"(patches: [{target: {group: monitoring.coreos.com}, patch: '[{"op": "add", "path": )"
+    R"("/metadata/labels/release", "value": "kube-prometheus-stack"}]'}])";
+// The same for kustomize v2.0.3 (Debian 12's kubectl 1.20), which reads no `patches` and no
+// inline patch: a file of the patch and a target each.
+const std::string kReleaseLabelPatchFile =
+    "- {op: add, path: /metadata/labels/release, value: kube-prometheus-stack}\n";
+const std::string kReleaseLabelPatchesJson6902 =
+    "patchesJson6902:\n"
+    "  - {target: {group: monitoring.coreos.com, version: v1, kind: ServiceMonitor, name: "
+    "polyaccel-agent, namespace: polyaccel-system}, path: release-label.yaml}\n"
+    "  - {target: {group: monitoring.coreos.com, version: v1, kind: PrometheusRule, name: "
+    "polyaccel-alerts, namespace: polyaccel-system}, path: release-label.yaml}\n";
+
+// Objects by kind, namespace and name.
+std::map<std::string, json> by_id(const std::vector<json>& all) {
+  std::map<std::string, json> out;
+  for (const auto& o : all)
+    out[o.value("kind", "") + " " + o["metadata"].value("namespace", "") + "/" +
+        o["metadata"].value("name", "")] = o;
+  return out;
+}
+
+// `with` (the render with the release label) is `without` but for the label on the
+// ServiceMonitor and the PrometheusRule.
+void expect_release_label_only_on_monitoring(const std::vector<json>& with,
+                                             const std::vector<json>& without) {
+  ASSERT_FALSE(with.empty());
+  ASSERT_FALSE(without.empty());
+  auto after = by_id(with), before = by_id(without);
+  ASSERT_EQ(after.size(), before.size());
+  size_t labelled = 0;
+  for (const auto& [id, obj] : after) {
+    SCOPED_TRACE(id);
+    ASSERT_TRUE(before.count(id));
+    json want = before.at(id);
+    const std::string kind = obj["kind"];
+    if (kind == "ServiceMonitor" || kind == "PrometheusRule") {
+      EXPECT_EQ(obj["metadata"]["labels"]["release"], "kube-prometheus-stack");
+      want["metadata"]["labels"]["release"] = "kube-prometheus-stack";
+      ++labelled;
+    }
+    // Not EXPECT_EQ: a difference would print both objects whole (dashboards included).
+    EXPECT_TRUE(obj == want) << "only the ServiceMonitor and the PrometheusRule change";
+    if (kind == "DaemonSet") {
+      EXPECT_FALSE(obj["spec"]["selector"]["matchLabels"].contains("release"));
+      EXPECT_FALSE(obj["spec"]["template"]["metadata"]["labels"].contains("release"));
+      EXPECT_EQ(obj["spec"]["selector"], before.at(id)["spec"]["selector"]);
+    }
+  }
+  EXPECT_EQ(labelled, 2u);
+}
+
+TEST(Manifests, ReleaseLabelIsOneLineForTheServiceMonitorAndPrometheusRule) {
+  EXPECT_NE(read_text(fs::path(POLYACCEL_SOURCE_DIR) / "docs/install.md").find(kReleaseLabelLine),
+            std::string::npos)
+      << "docs/install.md shows the line the test applies";
+  EXPECT_NE(read_text(fs::path(POLYACCEL_SOURCE_DIR) / "docs/install.md")
+                .find(kReleaseLabelPatchesJson6902),
+            std::string::npos);
+  // kustomize v5 (current kubectl) reads `patches`; v2.0.3 does not.
+  std::vector<std::string> current;
+  for (const auto& k : kubectls())
+    if (k != kKubectlV2) current.push_back(k);
+  ASSERT_FALSE(current.empty()) << "no kubectl with kustomize v3 or later";
+  // monitoring-tls alone; monitoring beside a variant, as docs/install.md composes them.
+  const std::vector<std::vector<fs::path>> installs = {
+      {kMonitoringTls},
+      {kKube / "overlays/device-plugin", kMonitoring},
+      {kKube / "overlays/dra", kMonitoring}};
+  for (const auto& install : installs) {
+    SCOPED_TRACE(install.back().string());
+    TempDir plain, one_line, portable;
+    auto list = [&](const TempDir& from) {
+      std::string out;
+      for (const auto& dir : install)
+        out += "  - " + fs::relative(dir, from.path()).string() + "\n";
+      return out;
+    };
+    write_text(plain.path() / "kustomization.yaml", "resources:\n" + list(plain));
+    write_text(one_line.path() / "kustomization.yaml",
+               "resources:\n" + list(one_line) + kReleaseLabelLine + "\n");
+    write_text(portable.path() / "kustomization.yaml",
+               "bases:\n" + list(portable) + kReleaseLabelPatchesJson6902);
+    write_text(portable.path() / "release-label.yaml", kReleaseLabelPatchFile);
+    const auto without = render_with(plain.path(), current);
+    {
+      SCOPED_TRACE("the one line, kustomize v5");
+      expect_release_label_only_on_monitoring(render_with(one_line.path(), current), without);
+    }
+    {
+      SCOPED_TRACE("patchesJson6902, kustomize v2.0.3 and v5");
+      expect_release_label_only_on_monitoring(render(portable.path()), without);
+    }
+  }
 }
 
 TEST(Manifests, MonitoringComposesWithEveryVariant) {
