@@ -7,6 +7,7 @@
 // rules and dashboards select the scrape job the Prometheus Operator gives the agent.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -39,6 +40,7 @@ const fs::path kDeploy = fs::path(POLYACCEL_SOURCE_DIR) / "deploy";
 const fs::path kKube = kDeploy / "kubernetes";
 const fs::path kMonitoring = kKube / "overlays/monitoring";
 const fs::path kMonitoringTls = kKube / "overlays/monitoring-tls";
+const fs::path kDraClaims = kKube / "examples/dra-claims";
 const std::vector<std::string> kDashboards = {"polyaccel-fleet.json", "polyaccel-node.json",
                                               "polyaccel-gpu.json"};
 
@@ -56,12 +58,12 @@ std::vector<std::string> kubectls() {
   return out;
 }
 
-// `kubectl kustomize DIR` with each kubectl: the rendered objects, which must be the same with
-// each. A missing kubectl or a failed render is a failure of the test, never a skip.
-std::vector<json> render(const fs::path& dir) {
+// `kubectl kustomize DIR` with each of these kubectls: the rendered objects, which must be the
+// same with each. A missing kubectl or a failed render is a failure of the test, never a skip.
+std::vector<json> render_with(const fs::path& dir, const std::vector<std::string>& with) {
   std::vector<json> first;
   bool have_first = false;
-  for (const auto& kubectl : kubectls()) {
+  for (const auto& kubectl : with) {
     TempDir tmp;
     auto r = run_command("'" + kubectl + "' kustomize '" + dir.string() + "' 2>'" +
                          (tmp.path() / "stderr").string() + "'");
@@ -78,10 +80,15 @@ std::vector<json> render(const fs::path& dir) {
       have_first = true;
     } else {
       EXPECT_EQ(objects, first) << kubectl << " renders " << dir << " otherwise than "
-                                << kubectls().front();
+                                << with.front();
     }
   }
   return first;
+}
+
+// With every kubectl, the v2.0.3 one too: what the manifests ship must render with both.
+std::vector<json> render(const fs::path& dir) {
+  return render_with(dir, kubectls());
 }
 
 // The overlays operators apply, by folder name.
@@ -90,6 +97,14 @@ std::vector<std::string> overlays() {
   for (const auto& e : fs::directory_iterator(kKube / "overlays"))
     if (fs::exists(e.path() / "kustomization.yaml")) names.insert(e.path().filename().string());
   return {names.begin(), names.end()};
+}
+
+// The examples (deploy/kubernetes/examples/*): kustomizations for workloads, not the install.
+std::vector<fs::path> examples() {
+  std::set<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(kKube / "examples"))
+    if (fs::exists(e.path() / "kustomization.yaml")) dirs.insert(e.path());
+  return {dirs.begin(), dirs.end()};
 }
 
 // The objects of one kind.
@@ -146,6 +161,8 @@ TEST(Manifests, KustomizationsUsePortableFieldsAndListEveryFile) {
   std::vector<fs::path> dirs = {kKube / "base"};
   for (const auto& o : overlays())
     dirs.push_back(kKube / "overlays" / o);
+  for (const auto& e : examples())
+    dirs.push_back(e);
   for (const auto& dir : dirs) {
     SCOPED_TRACE(dir.string());
     auto k = YAML::LoadFile((dir / "kustomization.yaml").string());
@@ -196,10 +213,9 @@ TEST(Manifests, EveryOverlayRendersValidObjects) {
       std::string id = obj.value("kind", "") + " " + obj["metadata"].value("namespace", "") + "/" +
                        obj["metadata"].value("name", "");
       EXPECT_TRUE(ids.insert(id).second) << id << " twice";
-      // Namespaced objects of ours are in the agent's namespace; the claim templates are
-      // examples for workloads, in theirs; the grant to post Events about the Node is in
-      // "default", the only namespace where the API server takes them.
-      if (obj["metadata"].contains("namespace") && obj["kind"] != "ResourceClaimTemplate") {
+      // Namespaced objects of ours are in the agent's namespace; the grant to post Events about
+      // the Node is in "default", the only namespace where the API server takes them.
+      if (obj["metadata"].contains("namespace")) {
         const bool node_events = obj["metadata"].value("name", "") == "polyaccel-node-events";
         EXPECT_EQ(obj["metadata"]["namespace"], node_events ? "default" : "polyaccel-system") << id;
       }
@@ -651,20 +667,29 @@ bool is_extended_resource_name(const std::string& name) {
 // the API servers that keep the field (1.36, beta) and of those that know it as alpha (the older
 // schema; 1.34 and 1.35 with the gate off drop it: the class, without it, is still valid).
 // The claim templates (issue 39: GPU + NIC + cores + memory on one NUMA node, a whole node with
-// its GPU, a linked pair with two nodes' CPUs, for NVIDIA, AMD and Gaudi) name the overlay's
-// classes, and their constraints name their own requests. What the scheduler makes of them on a
-// captured machine: tests/dra/cpu_devices_test.cc.
+// its GPU, a linked pair with two nodes' CPUs, for NVIDIA, AMD and Gaudi) are examples of their
+// own (examples/dra-claims, issue 42): valid, without a namespace (the one they are applied to
+// decides), naming the overlay's classes, and their constraints name their own requests. What
+// the scheduler makes of them on a captured machine: tests/dra/cpu_devices_test.cc.
 TEST(Manifests, DraClaimTemplatesNameTheOverlaysClassesAndRequests) {
   auto all = render(kKube / "overlays/dra");
+  ASSERT_FALSE(all.empty());
+  EXPECT_TRUE(of_kind(all, "ResourceClaimTemplate").empty()) << "examples are not installed";
   std::set<std::string> classes;
   for (const auto& c : of_kind(all, "DeviceClass"))
     classes.insert(c["metadata"]["name"].get<std::string>());
   for (const char* cpu : {"cpu.polyaccel.io", "cpu-numa.polyaccel.io", "memory.polyaccel.io"})
     EXPECT_TRUE(classes.count(cpu)) << cpu;
+  auto claims = render(kDraClaims);
+  ASSERT_FALSE(claims.empty());
   std::set<std::string> templates;
-  for (const auto& t : of_kind(all, "ResourceClaimTemplate")) {
+  for (const auto& t : claims) {
     const std::string name = t["metadata"]["name"];
     SCOPED_TRACE(name);
+    EXPECT_EQ(t["kind"], "ResourceClaimTemplate");
+    for (const auto& e : schema().validate_object(t))
+      ADD_FAILURE() << e;
+    EXPECT_FALSE(t["metadata"].contains("namespace")) << t["metadata"]["namespace"];
     templates.insert(name);
     const auto& devices = t["spec"]["spec"]["devices"];
     std::set<std::string> requests;
@@ -677,9 +702,51 @@ TEST(Manifests, DraClaimTemplatesNameTheOverlaysClassesAndRequests) {
         EXPECT_TRUE(requests.count(r.get<std::string>())) << r;
   }
   for (const char* t :
-       {"gpu-nic-cores-same-numa", "amd-gpu-nic-cores-same-numa", "gaudi-nic-cores-same-numa",
-        "numa-node-with-gpu", "nvlink-pair-with-numa-nodes", "amd-xgmi-pair-with-numa-nodes"})
+       {"one-gpu", "mig-3g", "two-gpus-nvlink", "gpu-with-nic-same-numa",
+        "gpu-with-nic-same-pcie-root", "rdma-nic-share", "gpu-nic-cores-same-numa",
+        "amd-gpu-nic-cores-same-numa", "gaudi-nic-cores-same-numa", "numa-node-with-gpu",
+        "nvlink-pair-with-numa-nodes", "amd-xgmi-pair-with-numa-nodes"})
     EXPECT_TRUE(templates.count(t)) << t;
+}
+
+// Cluster-scoped kinds: the only objects that may have no namespace.
+const std::set<std::string> kClusterScoped = {"Namespace",
+                                              "ClusterRole",
+                                              "ClusterRoleBinding",
+                                              "DeviceClass",
+                                              "ValidatingAdmissionPolicy",
+                                              "ValidatingAdmissionPolicyBinding",
+                                              "RuntimeClass",
+                                              "CustomResourceDefinition",
+                                              "PriorityClass"};
+
+// An install puts nothing into `default` (issue 42, 7): what an operator applies lands in the
+// agent's namespace or is cluster-scoped, and no namespaced object lacks a namespace (it would
+// go to whatever namespace kubectl's context names). One exception, named: the partition
+// managers' grant to create Events about their Node, which the API server takes only in
+// `default` (a cluster-scoped object's Events live there; expect_node_events_grant checks that
+// it grants nothing else).
+TEST(Manifests, NoOverlayPutsAnObjectInDefaultOrLeavesItsNamespaceOut) {
+  for (const auto& o : overlays()) {
+    SCOPED_TRACE(o);
+    auto all = render(kKube / "overlays" / o);
+    ASSERT_FALSE(all.empty());
+    for (const auto& obj : all) {
+      const std::string kind = obj.value("kind", "");
+      const json& meta = obj["metadata"];
+      const std::string id = kind + " " + meta.value("name", "");
+      if (kClusterScoped.count(kind)) {
+        EXPECT_FALSE(meta.contains("namespace")) << id << " is cluster-scoped";
+        continue;
+      }
+      ASSERT_TRUE(meta.contains("namespace")) << id << " has no namespace";
+      const bool node_events = (kind == "Role" || kind == "RoleBinding") &&
+                               meta.value("name", "") == "polyaccel-node-events";
+      if (!node_events) {
+        EXPECT_NE(meta["namespace"], "default") << id;
+      }
+    }
+  }
 }
 
 TEST(Manifests, DraDeviceClassesOfferTheDevicePluginsResourceNames) {
@@ -776,6 +843,89 @@ TEST(Manifests, DevicePluginWritesTheNodeCdiSpecsWithTheHostsDriver) {
     const std::string hook_dir = fs::path(hook).parent_path().string();
     ASSERT_TRUE(a.mounts.count(hook_dir)) << hook;
     EXPECT_EQ(a.volumes[a.mounts[hook_dir]]["hostPath"]["path"], hook_dir);
+  }
+}
+
+// Whether a node with these labels satisfies a required nodeAffinity, as kube-scheduler reads
+// it: the nodeSelectorTerms are ORed, the matchExpressions of a term ANDed, and a term without
+// expressions matches no node. Only the operators the manifests may use are known; any other
+// fails the test rather than guessing.
+bool node_selected(const json& affinity, const std::map<std::string, std::string>& labels) {
+  const json& required = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+  for (const auto& term : required["nodeSelectorTerms"]) {
+    EXPECT_FALSE(term.contains("matchFields")) << "this matcher reads labels only";
+    const json expressions = term.value("matchExpressions", json::array());
+    bool all = !expressions.empty();
+    for (const auto& e : expressions) {
+      const std::string key = e["key"], op = e["operator"];
+      auto it = labels.find(key);
+      const json values = e.value("values", json::array());
+      auto in_values = [&] {
+        return it != labels.end() &&
+               std::find(values.begin(), values.end(), it->second) != values.end();
+      };
+      bool ok = false;
+      if (op == "In")
+        ok = in_values();
+      else if (op == "NotIn")
+        ok = !in_values();
+      else if (op == "Exists")
+        ok = it != labels.end();
+      else if (op == "DoesNotExist")
+        ok = it == labels.end();
+      else
+        ADD_FAILURE() << "operator " << op << " of " << key << " is not evaluated here";
+      all = all && ok;
+    }
+    if (all) return true;
+  }
+  return false;
+}
+
+// NFD labels a node's PCI devices by its deviceLabelFields: [class, vendor] by default
+// (pci-0302_10de.present), [vendor] in the GPU Operator's NFD (pci-10de.present). Every variant's
+// agent runs on an NVIDIA, AMD or Gaudi node labelled either way, and on no node whose only
+// devices are others' (a Mellanox NIC, 15b3; a BMC's ASPEED display, 1a03). No overlay may narrow
+// the base's affinity to one form.
+TEST(Manifests, EveryVariantRunsOnAcceleratorNodesOfEitherNfdLabelForm) {
+  const std::string f = "feature.node.kubernetes.io/";
+  using Labels = std::map<std::string, std::string>;
+  const Labels common = {{"kubernetes.io/os", "linux"}, {"kubernetes.io/arch", "amd64"}};
+  const std::vector<std::pair<std::string, Labels>> selected = {
+      {"NVIDIA H100, class_vendor", {{f + "pci-0302_10de.present", "true"}}},
+      {"NVIDIA L40S, class_vendor", {{f + "pci-0300_10de.present", "true"}}},
+      {"AMD MI250, class_vendor", {{f + "pci-0380_1002.present", "true"}}},
+      {"AMD MI300X, class_vendor", {{f + "pci-1200_1002.present", "true"}}},
+      {"Gaudi 2, class_vendor", {{f + "pci-1200_1da3.present", "true"}}},
+      {"NVIDIA with ConnectX, class_vendor",
+       {{f + "pci-0302_10de.present", "true"}, {f + "pci-0200_15b3.present", "true"}}},
+      {"NVIDIA, GPU Operator's vendor", {{f + "pci-10de.present", "true"}}},
+      {"AMD, vendor", {{f + "pci-1002.present", "true"}}},
+      {"Gaudi, vendor", {{f + "pci-1da3.present", "true"}}},
+      {"NVIDIA with ConnectX, vendor",
+       {{f + "pci-10de.present", "true"}, {f + "pci-15b3.present", "true"}}},
+  };
+  const std::vector<std::pair<std::string, Labels>> not_selected = {
+      {"no NFD labels", {}},
+      {"Mellanox NIC, class_vendor", {{f + "pci-0200_15b3.present", "true"}}},
+      {"Mellanox NIC, vendor", {{f + "pci-15b3.present", "true"}}},
+      {"BMC display, class_vendor", {{f + "pci-0300_1a03.present", "true"}}},
+      {"BMC display, vendor", {{f + "pci-1a03.present", "true"}}},
+      {"NVIDIA label not true", {{f + "pci-10de.present", "false"}}},
+  };
+  for (const auto& variant : variants()) {
+    SCOPED_TRACE(variant);
+    auto all = render(kKube / "overlays" / variant);
+    ASSERT_FALSE(all.empty());
+    const json affinity = one(all, "DaemonSet")["spec"]["template"]["spec"]["affinity"];
+    for (auto [name, labels] : selected) {
+      labels.insert(common.begin(), common.end());
+      EXPECT_TRUE(node_selected(affinity, labels)) << name;
+    }
+    for (auto [name, labels] : not_selected) {
+      labels.insert(common.begin(), common.end());
+      EXPECT_FALSE(node_selected(affinity, labels)) << name;
+    }
   }
 }
 
@@ -894,6 +1044,108 @@ TEST(Manifests, MonitoringHoldsTheAlertRulesAndDashboards) {
         << " differs from deploy/grafana's: run deploy/kubernetes/overlays/monitoring/sync.py";
   }
   EXPECT_EQ(seen, std::set<std::string>(kDashboards.begin(), kDashboards.end()));
+}
+
+// kube-prometheus-stack's Prometheus selects ServiceMonitors and PrometheusRules by the label
+// `release: <its Helm release>`. The label is one line of the operator's own kustomization
+// (docs/install.md shows it verbatim), a patch of the monitoring.coreos.com objects only, so no
+// other object changes: a `release` label on the DaemonSet's selector or pod template would make
+// the next apply fail (a DaemonSet's selector is immutable) or roll every agent.
+const std::string kReleaseLabelLine =
+    R"(patches: [{target: {group: monitoring.coreos.com}, patch: '[{"op": "add", "path": )"
+    R"("/metadata/labels/release", "value": "kube-prometheus-stack"}]'}])";
+// The same for kustomize v2.0.3 (Debian 12's kubectl 1.20), which reads no `patches` and no
+// inline patch: a file of the patch and a target each.
+const std::string kReleaseLabelPatchFile =
+    "- {op: add, path: /metadata/labels/release, value: kube-prometheus-stack}\n";
+const std::string kReleaseLabelPatchesJson6902 =
+    "patchesJson6902:\n"
+    "  - {target: {group: monitoring.coreos.com, version: v1, kind: ServiceMonitor, name: "
+    "polyaccel-agent, namespace: polyaccel-system}, path: release-label.yaml}\n"
+    "  - {target: {group: monitoring.coreos.com, version: v1, kind: PrometheusRule, name: "
+    "polyaccel-alerts, namespace: polyaccel-system}, path: release-label.yaml}\n";
+
+// Objects by kind, namespace and name.
+std::map<std::string, json> by_id(const std::vector<json>& all) {
+  std::map<std::string, json> out;
+  for (const auto& o : all)
+    out[o.value("kind", "") + " " + o["metadata"].value("namespace", "") + "/" +
+        o["metadata"].value("name", "")] = o;
+  return out;
+}
+
+// `with` (the render with the release label) is `without` but for the label on the
+// ServiceMonitor and the PrometheusRule.
+void expect_release_label_only_on_monitoring(const std::vector<json>& with,
+                                             const std::vector<json>& without) {
+  ASSERT_FALSE(with.empty());
+  ASSERT_FALSE(without.empty());
+  auto after = by_id(with), before = by_id(without);
+  ASSERT_EQ(after.size(), before.size());
+  size_t labelled = 0;
+  for (const auto& [id, obj] : after) {
+    SCOPED_TRACE(id);
+    ASSERT_TRUE(before.count(id));
+    json want = before.at(id);
+    const std::string kind = obj["kind"];
+    if (kind == "ServiceMonitor" || kind == "PrometheusRule") {
+      EXPECT_EQ(obj["metadata"]["labels"]["release"], "kube-prometheus-stack");
+      want["metadata"]["labels"]["release"] = "kube-prometheus-stack";
+      ++labelled;
+    }
+    // Not EXPECT_EQ: a difference would print both objects whole (dashboards included).
+    EXPECT_TRUE(obj == want) << "only the ServiceMonitor and the PrometheusRule change";
+    if (kind == "DaemonSet") {
+      EXPECT_FALSE(obj["spec"]["selector"]["matchLabels"].contains("release"));
+      EXPECT_FALSE(obj["spec"]["template"]["metadata"]["labels"].contains("release"));
+      EXPECT_EQ(obj["spec"]["selector"], before.at(id)["spec"]["selector"]);
+    }
+  }
+  EXPECT_EQ(labelled, 2u);
+}
+
+TEST(Manifests, ReleaseLabelIsOneLineForTheServiceMonitorAndPrometheusRule) {
+  EXPECT_NE(read_text(fs::path(POLYACCEL_SOURCE_DIR) / "docs/install.md").find(kReleaseLabelLine),
+            std::string::npos)
+      << "docs/install.md shows the line the test applies";
+  EXPECT_NE(read_text(fs::path(POLYACCEL_SOURCE_DIR) / "docs/install.md")
+                .find(kReleaseLabelPatchesJson6902),
+            std::string::npos);
+  // kustomize v5 (current kubectl) reads `patches`; v2.0.3 does not.
+  std::vector<std::string> current;
+  for (const auto& k : kubectls())
+    if (k != kKubectlV2) current.push_back(k);
+  ASSERT_FALSE(current.empty()) << "no kubectl with kustomize v3 or later";
+  // monitoring-tls alone; monitoring beside a variant, as docs/install.md composes them.
+  const std::vector<std::vector<fs::path>> installs = {
+      {kMonitoringTls},
+      {kKube / "overlays/device-plugin", kMonitoring},
+      {kKube / "overlays/dra", kMonitoring}};
+  for (const auto& install : installs) {
+    SCOPED_TRACE(install.back().string());
+    TempDir plain, one_line, portable;
+    auto list = [&](const TempDir& from) {
+      std::string out;
+      for (const auto& dir : install)
+        out += "  - " + fs::relative(dir, from.path()).string() + "\n";
+      return out;
+    };
+    write_text(plain.path() / "kustomization.yaml", "resources:\n" + list(plain));
+    write_text(one_line.path() / "kustomization.yaml",
+               "resources:\n" + list(one_line) + kReleaseLabelLine + "\n");
+    write_text(portable.path() / "kustomization.yaml",
+               "bases:\n" + list(portable) + kReleaseLabelPatchesJson6902);
+    write_text(portable.path() / "release-label.yaml", kReleaseLabelPatchFile);
+    const auto without = render_with(plain.path(), current);
+    {
+      SCOPED_TRACE("the one line, kustomize v5");
+      expect_release_label_only_on_monitoring(render_with(one_line.path(), current), without);
+    }
+    {
+      SCOPED_TRACE("patchesJson6902, kustomize v2.0.3 and v5");
+      expect_release_label_only_on_monitoring(render(portable.path()), without);
+    }
+  }
 }
 
 TEST(Manifests, MonitoringComposesWithEveryVariant) {

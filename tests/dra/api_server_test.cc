@@ -274,9 +274,9 @@ TEST_F(ApiServer, ARefusedLayoutIsNamedAndTheOtherIsTaken) {
   }
 }
 
-// The claims of deploy/kubernetes/overlays/dra over the XE8640's stored slices, allocated as the
-// scheduler does: what kube-scheduler 1.34 gave (four GPUs never twice, two NVLink pairs,
-// three GPU+NIC pairs by NUMA node or root complex: cb:00.0 has no RDMA NIC near it).
+// The claims of deploy/kubernetes/examples/dra-claims over the XE8640's stored slices, allocated as
+// the scheduler does: what kube-scheduler 1.34 gave (four GPUs never twice, two NVLink pairs, three
+// GPU+NIC pairs by NUMA node or root complex: cb:00.0 has no RDMA NIC near it).
 TEST_F(ApiServer, TheTemplatesClaimsAsTheSchedulerAllocatesThem) {
   SlicePublisher pub(*client_);
   ASSERT_TRUE(pub.sync(pool()));

@@ -216,8 +216,8 @@ TEST(CpuDevices, TheClaimsCdiSpecTellsTheNriPluginItsCpus) {
   }
 }
 
-// deploy/kubernetes/overlays/dra/claim-templates.yaml, as the scheduler's structured allocator
-// fills them on this machine's slices.
+// deploy/kubernetes/examples/dra-claims/claim-templates.yaml, as the scheduler's structured
+// allocator fills them on this machine's slices.
 bool same_numa_node(const Pool& p, const std::vector<std::string>& names) {
   std::set<std::int64_t> nodes;
   for (const auto& n : names) {

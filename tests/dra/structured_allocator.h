@@ -1,6 +1,6 @@
 // A test helper that allocates devices over ResourceSlices as the scheduler's structured
 // allocator (k8s.io/dynamic-resource-allocation/structured) does, for the claims the templates in
-// deploy/kubernetes/overlays/dra make: a request names a DeviceClass (here: the polyaccel.io
+// deploy/kubernetes/examples/dra-claims make: a request names a DeviceClass (here: the polyaccel.io
 // `type` its selector asks for) and maybe a selector (the CEL expression, written as C++), a
 // count; constraints are matchAttribute over some requests. It reads the slices as the server
 // stored them: only a pool's newest generation, and only when all its resourceSliceCount slices
