@@ -198,10 +198,11 @@ struct AcceleratorInventory {
   std::string board_part_number;  // AMD: the board's model number, "102-G30211-0C"
   std::uint64_t memory_total_bytes = 0;
   std::string driver_version;
-  std::string compute_capability;   // NVIDIA "9.0"
-  std::string gfx_version;          // AMD "gfx942"
-  std::optional<bool> mig_enabled;  // current MIG mode
-  std::optional<bool> mig_pending;  // mode after the next reset
+  std::optional<double> pcie_max_speed_gts;  // the link's maximum as the library says (AMD SMI)
+  std::string compute_capability;            // NVIDIA "9.0"
+  std::string gfx_version;                   // AMD "gfx942"
+  std::optional<bool> mig_enabled;           // current MIG mode
+  std::optional<bool> mig_pending;           // mode after the next reset
   std::vector<MigInstance> mig_instances;
   std::string compute_partition;  // AMD SPX, DPX, QPX, CPX
   std::string memory_partition;   // AMD NPS1, NPS4

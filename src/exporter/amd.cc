@@ -376,14 +376,16 @@ class AmdCollector : public Collector {
     auto labels = [&](const DeviceSeries& s) { return amd_labels(in, s); };
     collect_table(in, Vendor::amd, table, labels, out);
     collect_partitions(in, table, out);
-    // The link's maximum speed is the slot's: sysfs (max_link_speed), through the host sample.
+    // The link's maximum speed: AMD SMI's (amdsmi_get_pcie_info, as AMD's exporter), else
+    // sysfs's max_link_speed through the host sample (ROCm SMI has none).
     auto max_speed = family("pcie_max_speed", "Maximum PCIe speed (GT/s)", MetricType::Gauge);
     for (const auto& d : in.accelerators->devices) {
       if (d.vendor != Vendor::amd || !d.sample || !d.sample->reachable) continue;
       const Accelerator* a = in.host->host->accelerator(d.pci_bus_id);
-      if (!a || a->pci.link.max_speed_gts <= 0) continue;
+      const double gts = d.inventory.pcie_max_speed_gts.value_or(a ? a->pci.link.max_speed_gts : 0);
+      if (gts <= 0) continue;
       for (const auto& s : device_series(d, *in.pods, false))
-        add_sample(max_speed, labels(s), a->pci.link.max_speed_gts);
+        add_sample(max_speed, labels(s), gts);
     }
     emit(out, {&max_speed});
     double count = 0;

@@ -492,10 +492,6 @@ Reviewed amd_reviewed() {
                           "Occupancy / Active Compute", "GUI Utilization"})
       r[{f, t}] = "gpu_prof_*: rocprofiler counters, not an SMI field";
   }
-  // pcie_max_speed is the slot's maximum, from sysfs (max_link_speed) through the host sample:
-  // these agents run on this host's own sysfs, which has no MI300X.
-  for (const auto& f : kAmdDashboards)
-    r[{f, "PCIe Max Speed"}] = "pcie_max_speed: sysfs max_link_speed of a host with the GPUs";
   return r;
 }
 
@@ -507,6 +503,9 @@ TEST_F(VendorDashboards, AmdValuesInExporterUnits) {
   const VendorStack& p = amd_stack();
   EXPECT_EQ(p.scalar("gpu_package_power{serial_number=\"PCB05214210\"}"), 131);
   EXPECT_EQ(p.scalar("sum(gpu_nodes_total)"), 8);
+  // GT/s, from AMD SMI's pcie_static (MT/s), where this host's sysfs has no MI300X link.
+  EXPECT_EQ(p.scalar("max(pcie_max_speed)"), 32);
+  EXPECT_EQ(p.scalar("count(pcie_max_speed)"), 8);
   // MB as AMD's exporter: 192 GiB.
   EXPECT_EQ(p.scalar("gpu_total_vram{gpu_id=\"0\"}"), 196608);
   // GFX busy per XCC (eight on an MI300X in SPX, labelled xcc_index as AMD's exporter); the

@@ -91,6 +91,7 @@ struct Api {
   amdsmi::EnergyCountFn* energy = nullptr;
   amdsmi::ClockInfoFn* clock_info = nullptr;
   amdsmi::U64Fn* pcie_replay = nullptr;
+  amdsmi::PcieInfoFn* pcie_info = nullptr;
   amdsmi::ErrorCountFn* ecc_total = nullptr;
   amdsmi::BlockErrorCountFn* ecc_block = nullptr;
   amdsmi::BadPageInfoFn* bad_pages = nullptr;
@@ -128,6 +129,7 @@ void resolve(SharedLibrary& lib, Api& api) {
   lib.resolve(api.energy, "amdsmi_get_energy_count");
   lib.resolve(api.clock_info, "amdsmi_get_clock_info");
   lib.resolve(api.pcie_replay, "amdsmi_get_gpu_pci_replay_counter");
+  lib.resolve(api.pcie_info, "amdsmi_get_pcie_info");
   lib.resolve(api.ecc_total, "amdsmi_get_gpu_total_ecc_count");
   lib.resolve(api.ecc_block, "amdsmi_get_gpu_ecc_count");
   lib.resolve(api.bad_pages, "amdsmi_get_gpu_bad_page_info");
@@ -448,6 +450,17 @@ AcceleratorInventory AmdSmiBackend::inventory(const Gpu& gpu) const {
       if (!serial.empty()) inv.serial = serial;
       if (inv.product_name.empty()) inv.product_name = field(b.product_name, sizeof b.product_name);
       inv.board_part_number = field(b.model_number, sizeof b.model_number);
+    }
+  }
+  if (api_.pcie_info) {
+    // The link's maximum as the GPU reports it (AMD's exporter serves pcie_max_speed from it):
+    // known where sysfs is not (a VM's emulated root port, a container without /sys).
+    std::unique_ptr<unsigned char[]> buffer(new unsigned char[4096]());
+    auto* pcie = reinterpret_cast<amdsmi::PcieStaticPrefix*>(buffer.get());
+    // PCIe 1.0 to 7.0: 2.5 to 128 GT/s; all ones is "not supported".
+    if (api_.pcie_info(p, pcie) == amdsmi::kSuccess && pcie->max_pcie_speed >= 2500 &&
+        pcie->max_pcie_speed <= 128000) {
+      inv.pcie_max_speed_gts = pcie->max_pcie_speed / 1000.0;
     }
   }
   if (structs_readable() && api_.driver_info) {

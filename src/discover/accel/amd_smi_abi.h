@@ -374,6 +374,16 @@ using BadPageInfoFn = Status(ProcessorHandle p, std::uint32_t* num_pages,
 // amdsmi_gpu_metrics_t is declared only as far as we read it (amd_gpu_metrics.h).
 using GpuMetricsFn = Status(ProcessorHandle p, amd::GpuMetricsPrefix* metrics);
 using ViolationStatusFn = Status(ProcessorHandle p, ViolationStatus* status);
+// amdsmi_pcie_info_t is declared only as far as we read it: the first fields of its pcie_static,
+// the same in every amdsmi.h since ROCm 6.0 (the data has no entry for the struct:
+// vendor_abi_amd_smi.cc says why this is enough). The backend hands it a zeroed 4 KiB buffer.
+struct PcieStaticPrefix {
+  std::uint16_t max_pcie_width;
+  std::uint32_t max_pcie_speed;  // MT/s: 32000 for PCIe 5.0
+  std::uint32_t pcie_interface_version;
+};
+static_assert(offsetof(PcieStaticPrefix, max_pcie_speed) == 4);
+using PcieInfoFn = Status(ProcessorHandle p, PcieStaticPrefix* info);
 using HandleFn = Status(ProcessorHandle p);  // amdsmi_init_/stop_gpu_event_notification
 using EventMaskFn = Status(ProcessorHandle p, std::uint64_t mask);
 using EventGetFn = Status(int timeout_ms, std::uint32_t* num_elem, EventData* data);

@@ -529,6 +529,7 @@ TEST(AmdSmiBackend, PartialLibraryWorksWithWhatItHas) {
                                                          "amdsmi_get_gpu_device_uuid",
                                                          "amdsmi_get_gpu_asic_info",
                                                          "amdsmi_get_gpu_board_info",
+                                                         "amdsmi_get_pcie_info",
                                                          "amdsmi_get_gpu_compute_partition",
                                                          "amdsmi_get_gpu_memory_partition",
                                                          "amdsmi_topo_get_link_type",

@@ -276,6 +276,7 @@ ApiTables amd_smi_tables() {
       F(amdsmi_get_gpu_ecc_count, BlockErrorCountFn),
       F(amdsmi_get_gpu_bad_page_info, BadPageInfoFn),
       F(amdsmi_get_gpu_metrics_info, GpuMetricsFn),
+      F(amdsmi_get_pcie_info, PcieInfoFn),
       F(amdsmi_get_violation_status, ViolationStatusFn),
       F(amdsmi_init_gpu_event_notification, HandleFn),
       F(amdsmi_set_gpu_event_notification_mask, EventMaskFn),
@@ -358,6 +359,12 @@ ApiTables amd_smi_tables() {
        "amdsmi_error_count_t*): amdsmi_gpu_block_t is a 64-bit enum and amdsmi_error_count_t "
        "64 bytes in every version (both in the data), and the backend hands it a buffer of "
        "that size plus 4 KiB (Out<T>)"},
+      {"amdsmi_get_pcie_info",
+       "declared by every header version in the data (declared_functions), with neither a "
+       "prototype nor amdsmi_pcie_info_t there; ours reads only pcie_static's first three "
+       "fields (uint16 max_pcie_width, uint32 max_pcie_speed at offset 4 in MT/s, uint32 "
+       "pcie_interface_version), which amdsmi.h has kept since ROCm 6.0, and the backend hands "
+       "it a zeroed 4 KiB buffer, larger than the whole struct in every version"},
       {"AMDSMI_STATUS_IPC_ERROR",
        "newer than the headers in the data (amd-smi's changelog: \"Added new error status code "
        "AMDSMI_STATUS_IPC_ERROR (21)\"); named in messages only"},

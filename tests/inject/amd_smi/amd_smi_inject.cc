@@ -88,6 +88,7 @@ struct Device {
   std::string memory_partition;
   std::vector<std::string> xgmi_peers;
   std::optional<double> power_cap_watts;
+  std::uint32_t max_pcie_speed_mts = 32000;  // amdsmi_get_pcie_info's pcie_static
   std::uint64_t ecc_enabled_blocks = 0;
   float energy_resolution_uj = 15.259f;
   std::set<std::string> unsupported;
@@ -335,12 +336,13 @@ void apply_values(const json& j, Values& v) {
 }
 
 Device parse_device(const json& j, const std::set<std::string>& unsupported_everywhere) {
-  inject::check_keys(j,
-                     {"pci_bus_id", "uuid", "name", "board_name", "model_number", "asic_serial",
-                      "serial", "vram_bytes", "gtt_bytes", "visible_vram_bytes", "gfx_version",
-                      "compute_partition", "memory_partition", "xgmi_peers", "power_cap_watts",
-                      "ecc_enabled_blocks", "energy_resolution_uj", "unsupported"},
-                     "device");
+  inject::check_keys(
+      j,
+      {"pci_bus_id", "uuid", "name", "board_name", "model_number", "asic_serial", "serial",
+       "vram_bytes", "gtt_bytes", "visible_vram_bytes", "gfx_version", "compute_partition",
+       "memory_partition", "xgmi_peers", "power_cap_watts", "ecc_enabled_blocks",
+       "energy_resolution_uj", "max_pcie_speed_mts", "unsupported"},
+      "device");
   Device d;
   d.bus_id = j.at("pci_bus_id").get<std::string>();
   d.bdf = bdf_of(d.bus_id);
@@ -358,6 +360,7 @@ Device parse_device(const json& j, const std::set<std::string>& unsupported_ever
   d.memory_partition = j.value("memory_partition", "");
   d.xgmi_peers = j.value("xgmi_peers", std::vector<std::string>{});
   if (j.contains("power_cap_watts")) d.power_cap_watts = j.at("power_cap_watts").get<double>();
+  d.max_pcie_speed_mts = j.value("max_pcie_speed_mts", d.max_pcie_speed_mts);
   for (const auto& b : j.value("ecc_enabled_blocks", std::vector<std::string>{})) {
     d.ecc_enabled_blocks |= inject::gpu_block_named(b);
   }
@@ -769,6 +772,17 @@ AMDSMI_API Status amdsmi_get_gpu_asic_info(ProcessorHandle p, AsicInfo* info) {
   });
 }
 INJECT_CHECK(amdsmi_get_gpu_asic_info, AsicInfoFn);
+
+// Fills only the fields before pcie_static.slot_type: the caller's buffer is the real struct's.
+AMDSMI_API Status amdsmi_get_pcie_info(ProcessorHandle p, PcieStaticPrefix* info) {
+  return device_call(p, "pcie_info", info, [&](const Device& d, const Values&) {
+    info->max_pcie_width = 16;
+    info->max_pcie_speed = d.max_pcie_speed_mts;
+    info->pcie_interface_version = 5;
+    return kSuccess;
+  });
+}
+INJECT_CHECK(amdsmi_get_pcie_info, PcieInfoFn);
 
 AMDSMI_API Status amdsmi_get_gpu_board_info(ProcessorHandle p, BoardInfo* info) {
   return device_call(p, "board_info", info, [&](const Device& d, const Values&) {
