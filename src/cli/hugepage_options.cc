@@ -17,6 +17,11 @@ void add_hugepage_options(CLI::App* cmd, HugepageOptions& options, const std::st
       ->type_name("SIZE");
 }
 
+std::string hugepage_option_size(std::uint64_t bytes) {
+  if (bytes % (std::uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
+  return std::to_string((bytes + (std::uint64_t{1} << 20) - 1) >> 20) + "MiB";
+}
+
 Result<HugepageWhatIf> parse_hugepage_options(const HugepageOptions& o) {
   HugepageWhatIf w;
   auto page = parse_byte_size(o.page_size);

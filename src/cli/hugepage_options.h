@@ -30,6 +30,9 @@ void add_hugepage_options(CLI::App* cmd, HugepageOptions& options, const std::st
 
 Result<HugepageWhatIf> parse_hugepage_options(const HugepageOptions& options);
 
+// A size as these options take it: "64GiB", else whole MiB ("1536MiB").
+std::string hugepage_option_size(std::uint64_t bytes);
+
 // The model as if every DRAM node with memory had reserved `per_node_bytes` of pages of
 // `page_size` (at least what it holds now); the pages in use stay in use. No-op without a what-if.
 void assume_hugepages(HostModel& model, const HugepageWhatIf& what_if);

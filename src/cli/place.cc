@@ -1,12 +1,14 @@
 // `polyaccel place`: fit a request (command-line options, a flavor file, extra specs) on this
 // host with the recorded allocations; print it for people, as JSON or as libvirt XML; with
 // --commit, reserve it by name in the allocation state.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "cli/hugepage_options.h"
 #include "core/byte_size.h"
 #include "core/file_io.h"
 #include "core/json.h"
@@ -156,6 +158,31 @@ void print_placement(const place::Placement& p, std::ostream& out) {
   }
 }
 
+// What to try when huge pages refused the guest, as options this command takes (the what-if
+// first: it tells whether reserving the pages would do).
+std::vector<std::string> page_what_ifs(const place::Request& r, size_t host_cells) {
+  std::uint64_t cell_memory = 0;
+  for (const auto& c : r.cells)
+    cell_memory = std::max(cell_memory, c.memory_bytes);
+  const bool exact = r.page_size == place::PageSizeRequest::exact;
+  std::vector<std::string> out;
+  out.push_back("--hugepages-per-node " +
+                (exact ? hugepage_option_size(cell_memory) + " --hugepage-size " +
+                             hugepage_option_size(r.page_size_bytes)
+                       : std::string("SIZE --hugepage-size SIZE")) +
+                ": fit as if every NUMA node had reserved that much (then reserve it: polyaccel "
+                "audit with the same options and --emit DIR)");
+  if (exact && r.page_size_bytes > (std::uint64_t{2} << 20))
+    out.push_back("--spec hw:mem_page_size=2MiB: a smaller page size");
+  if (r.page_size != place::PageSizeRequest::any)
+    out.push_back("--spec hw:mem_page_size=any: any page size with room, the base page too");
+  if (r.cells.size() * 2 <= host_cells)
+    out.push_back("--spec hw:numa_nodes=" + std::to_string(r.cells.size() * 2) +
+                  ": the memory split over more NUMA nodes");
+  out.push_back("--memory SIZE below " + format_byte_size(r.memory_bytes) + ": less memory");
+  return out;
+}
+
 }  // namespace
 
 int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) {
@@ -244,6 +271,7 @@ int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) 
       j["devices"] = nlohmann::json::array();
     }
     if (!xml.empty()) j["libvirt_xml"] = xml;
+    if (result.short_of_pages) j["what_if"] = page_what_ifs(*request, view->cells.size());
     out << json_text(j) << "\n";
   } else if (!xml.empty()) {
     out << xml;
@@ -251,11 +279,16 @@ int run_place(const GlobalOptions& g, const PlaceOptions& o, std::ostream& out) 
     out << "fit on " << (view->hostname.empty() ? "this host" : view->hostname) << "\n";
     print_placement(result.placement, out);
     if (o.commit) out << "committed as " << o.name << " in " << o.state << "\n";
-  } else if (o.libvirt) {
-    // stdout is the domain XML (often redirected to a file): the refusal goes to stderr.
-    std::cerr << "No fit: " << result.reason << "\n";
   } else {
-    out << "No fit: " << result.reason << "\n";
+    // With --libvirt stdout is the domain XML (often redirected to a file): the refusal goes to
+    // stderr.
+    std::ostream& to = o.libvirt ? std::cerr : out;
+    to << "No fit: " << result.reason << "\n";
+    if (result.short_of_pages) {
+      to << "Short of huge pages; to try:\n";
+      for (const auto& w : page_what_ifs(*request, view->cells.size()))
+        to << "  " << w << "\n";
+    }
   }
   return result.fit ? kExitOk : kExitFindings;
 }

@@ -145,12 +145,21 @@ std::vector<const Nic*> nccl_nics(const HostModel& model, const Accelerator& acc
   return out;
 }
 
+bool efa_supports_rdma_read(const Nic& nic) {
+  // Neither hwloc nor sysfs shows the EFA device's capabilities (efadv_query_device does, through
+  // libibverbs), so the PCI device id tells the generation: 0xefa0 is EFA gen 1 (g4dn, p3dn),
+  // without RDMA read; 0xefa1 gen 2 (p4d) and 0xefa2 gen 3 (p5) have it. Ids not listed here get
+  // no setting: libfabric then decides from the device itself.
+  if (nic.fabric != "efa" || nic.pci.vendor_id != 0x1d0f) return false;
+  return nic.pci.device_id == 0xefa1 || nic.pci.device_id == 0xefa2;
+}
+
 std::vector<std::pair<std::string, std::string>> nccl_network_env(
     const std::vector<const Nic*>& nics,
     const std::function<bool(const std::string&)>& usable_netdev) {
   std::vector<std::string> hcas, ucx, ifnames;
   std::string provider;
-  bool efa = false;
+  bool efa = false, efa_rdma = true;
   auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
     if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
   };
@@ -158,6 +167,7 @@ std::vector<std::pair<std::string, std::string>> nccl_network_env(
     if (nic->fabric == "efa") {
       provider = "efa";
       efa = true;
+      efa_rdma = efa_rdma && efa_supports_rdma_read(*nic);
     } else if (nic->fabric == "slingshot") {
       if (provider.empty()) provider = "cxi";
     } else {
@@ -175,7 +185,8 @@ std::vector<std::pair<std::string, std::string>> nccl_network_env(
   if (!hcas.empty()) env.emplace_back("NCCL_IB_HCA", "=" + join(hcas, ","));
   if (!ucx.empty()) env.emplace_back("UCX_NET_DEVICES", join(ucx, ","));
   if (!provider.empty()) env.emplace_back("FI_PROVIDER", provider);
-  if (efa) env.emplace_back("FI_EFA_USE_DEVICE_RDMA", "1");
+  // libfabric aborts at init when asked for device RDMA on an EFA without RDMA read.
+  if (efa && efa_rdma) env.emplace_back("FI_EFA_USE_DEVICE_RDMA", "1");
   if (!ifnames.empty()) env.emplace_back("NCCL_SOCKET_IFNAME", "=" + join(ifnames, ","));
   return env;
 }

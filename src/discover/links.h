@@ -27,10 +27,15 @@ void assign_closest_nics(HostModel& model);
 // node or on its socket; across sockets NCCL's own choice is as good, so none.
 std::vector<const Nic*> nccl_nics(const HostModel& model, const Accelerator& accelerator);
 
+// Whether an EFA device supports RDMA read, which FI_EFA_USE_DEVICE_RDMA=1 needs (from its PCI
+// device id: EFA gen 2 and 3 do, gen 1 does not).
+bool efa_supports_rdma_read(const Nic& nic);
+
 // What NCCL and its network plugins read to use `nics`, in a stable order: InfiniBand/RoCE
 // NCCL_IB_HCA (exact names) and UCX_NET_DEVICES; EFA (aws-ofi-nccl) and Slingshot (the OFI
-// plugin on the cxi provider) FI_PROVIDER, with FI_EFA_USE_DEVICE_RDMA for EFA. A netdev goes to
-// NCCL_SOCKET_IFNAME only when `usable_netdev` says it is up with an address.
+// plugin on the cxi provider) FI_PROVIDER, with FI_EFA_USE_DEVICE_RDMA=1 when every EFA among them
+// supports RDMA read (the setting is process-wide). A netdev goes to NCCL_SOCKET_IFNAME only when
+// `usable_netdev` says it is up with an address.
 std::vector<std::pair<std::string, std::string>> nccl_network_env(
     const std::vector<const Nic*>& nics,
     const std::function<bool(const std::string&)>& usable_netdev);

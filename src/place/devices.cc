@@ -157,10 +157,22 @@ bool too_few_free_devices(const HostView& host, const HostUsage& usage, const Re
       n += free(d) && want.alias.matches(d.pci) ? 1 : 0;
     if (n < want.count) return true;
   }
+  // Without polyaccel:rdma_nics, one NIC per accelerator: at least the devices of aliases that
+  // match only accelerators here.
+  size_t wanted = request.rdma_nics;
+  if (!request.rdma_nics_given && request.nic_affinity != NicAffinity::none) {
+    wanted = 0;
+    for (const auto& want : request.devices) {
+      bool accelerators_only = true;
+      for (const auto& d : host.devices)
+        accelerators_only = accelerators_only && (!want.alias.matches(d.pci) || d.accelerator);
+      wanted += accelerators_only ? want.count : 0;
+    }
+  }
   size_t nics = 0;
   for (const auto& d : host.devices)
     nics += free(d) && d.rdma && !d.accelerator ? 1 : 0;
-  return nics < request.rdma_nics;
+  return nics < wanted;
 }
 
 DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const Request& request,
@@ -177,6 +189,8 @@ DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const 
     }
   }
   std::set<std::string> switches;  // of the devices chosen so far
+  std::vector<size_t> partners;    // the accelerators chosen so far
+  std::vector<size_t> alias_nics;  // RDMA NICs chosen through an alias
   std::vector<std::string> group_blocked;
   auto not_offered = [&]() {
     return group_blocked.empty() ? std::string() : "; not offered: " + join(group_blocked, "; ");
@@ -214,6 +228,10 @@ DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const 
                                   d.accelerator && !cx.has_close_free_nic(i)
                               ? 1u
                               : 0u;
+        // An RDMA NIC asked for by alias serves the next accelerator chosen: the closest first.
+        if (!d.accelerator && d.rdma && !partners.empty())
+          no_nic =
+              static_cast<unsigned>(host.link(partners[alias_nics.size() % partners.size()], i));
         return std::make_tuple(l, no_nic, cx.companions_wasted(d), apart, i);
       };
       size_t pick = pool.size();
@@ -226,20 +244,38 @@ DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const 
       out.penalty += cx.locality(host.devices[index]);
       if (!host.devices[index].switch_key.empty()) switches.insert(host.devices[index].switch_key);
       out.chosen.emplace_back(index, want.alias.name);
+      const HostDevice& d = host.devices[index];
+      if (d.accelerator) partners.push_back(index);
+      if (!d.accelerator && d.rdma) alias_nics.push_back(index);
     }
   }
-  if (request.rdma_nics == 0) {
-    add_group_companions(host, out);
-    out.ok = true;
-    return out;
-  }
-  std::vector<size_t> accelerators;
-  for (const auto& [index, alias] : out.chosen) {
-    if (host.devices[index].accelerator) accelerators.push_back(index);
-  }
   const bool affinity = request.nic_affinity != NicAffinity::none;
+  const std::vector<size_t>& accelerators = partners;
+  // RDMA NICs given through an alias count toward polyaccel:rdma_nics (one per accelerator
+  // without it) and keep polyaccel:nic_affinity like the NICs chosen below.
+  const unsigned wanted = request.rdma_nics_given || !affinity
+                              ? request.rdma_nics
+                              : static_cast<unsigned>(accelerators.size());
   if (affinity && accelerators.empty()) {
     out.reason = "polyaccel:nic_affinity needs an accelerator among the requested devices";
+    return out;
+  }
+  if (affinity) {
+    const LinkLevel limit = link_level(request.nic_affinity);
+    for (size_t k = 0; k < alias_nics.size(); ++k) {
+      const size_t partner = accelerators[k % accelerators.size()];
+      const HostDevice& nic = host.devices[alias_nics[k]];
+      if (host.link(partner, alias_nics[k]) > limit) {
+        out.reason = "polyaccel:nic_affinity=" + std::string(to_string(request.nic_affinity)) +
+                     ": " + nic.id + " (" + nic.pci_bus_id + ") is not within " + to_string(limit) +
+                     " of " + host.devices[partner].id;
+        return out;
+      }
+    }
+  }
+  if (wanted <= alias_nics.size()) {
+    add_group_companions(host, out);
+    out.ok = true;
     return out;
   }
   std::vector<size_t> candidates;
@@ -253,9 +289,10 @@ DeviceChoice choose_devices(const HostView& host, const HostUsage& usage, const 
     candidates.push_back(i);
   }
   const PciNumaPolicy policy = request.pci_numa_policy.value_or(PciNumaPolicy::legacy);
-  std::vector<size_t> pool = cx.allowed(candidates, policy, request.rdma_nics);
+  std::vector<size_t> pool =
+      cx.allowed(candidates, policy, wanted - static_cast<unsigned>(alias_nics.size()));
   const LinkLevel limit = link_level(request.nic_affinity);
-  for (unsigned k = 0; k < request.rdma_nics; ++k) {
+  for (unsigned k = static_cast<unsigned>(alias_nics.size()); k < wanted; ++k) {
     std::optional<size_t> partner;
     if (!accelerators.empty()) partner = accelerators[k % accelerators.size()];
     size_t pick = pool.size();

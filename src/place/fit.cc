@@ -23,6 +23,7 @@ std::string node_name(const HostCell& hc) {
 struct CellFit {
   bool ok = false;
   std::string lack;
+  bool short_of_pages = false;  // lack is of huge pages
   CellPlacement cell;
   CpuSet held;
   std::optional<unsigned> emulator_pu;
@@ -238,7 +239,12 @@ CellFit fit_cell(const HostView& host, size_t h, const CellUsage& u, const Reque
   f.cell.vcpus = gc.vcpus;
   f.cell.memory_bytes = gc.memory_bytes;
   std::string lack;
-  if (!fit_pages(hc, u, r, gc.memory_bytes, f.cell, lack)) return lacking(hc, lack);
+  if (!fit_pages(hc, u, r, gc.memory_bytes, f.cell, lack)) {
+    CellFit short_fit = lacking(hc, lack);
+    short_fit.short_of_pages =
+        r.page_size != PageSizeRequest::none && r.page_size != PageSizeRequest::small;
+    return short_fit;
+  }
   if (pins && want > hc.pcpus.count())
     return lacking(hc, "needs " + std::to_string(want) + " dedicated PUs, has " +
                            std::to_string(hc.pcpus.count()) + " in all");
@@ -1005,7 +1011,7 @@ FitResult fit(const HostView& host, const HostUsage& usage, const Request& reque
   table.rows.resize(rows);
   for (unsigned g = 0; g < rows; ++g) {
     std::string lacks;
-    bool any = false;
+    bool any = false, pages = false;
     table.rows[g].reserve(host.cells.size());
     for (size_t h = 0; h < host.cells.size(); ++h) {
       // Nova reserves the isolated emulator PU on the host cell of guest cell 0.
@@ -1014,9 +1020,11 @@ FitResult fit(const HostView& host, const HostUsage& usage, const Request& reque
       const CellFit& f = table.rows[g].back();
       any = any || f.ok;
       if (!f.ok) lacks += (lacks.empty() ? "" : "; ") + f.lack;
+      pages = pages || f.short_of_pages;
     }
     if (!any) {
       res.reason = cell_text(request, g) + " fits no host NUMA node: " + lacks;
+      res.short_of_pages = pages;
       return res;
     }
   }

@@ -24,6 +24,9 @@ struct FitResult {
   bool fit = false;
   std::string reason;   // when it does not fit: which cell (or device request) lacked what
   Placement placement;  // when it fits; the name is left empty
+  // When it does not fit for want of huge pages on some host NUMA node (hw:mem_page_size large,
+  // any or a size): the CLI then names its what-if options.
+  bool short_of_pages = false;
 };
 
 // An error only when the allocations do not belong to this host (see usage_of).

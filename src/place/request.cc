@@ -533,8 +533,10 @@ Status build_devices(const Specs& specs, const std::vector<PciAlias>& aliases, R
                         "request accelerators with pci_passthrough:alias");
     r.rdma_nics = device_count;  // one NIC per device unless polyaccel:rdma_nics says otherwise
   }
-  if (auto nics = specs.get("polyaccel:rdma_nics"))
+  if (auto nics = specs.get("polyaccel:rdma_nics")) {
     r.rdma_nics = static_cast<unsigned>(*parse_int(*nics));
+    r.rdma_nics_given = true;
+  }
   return Ok{};
 }
 

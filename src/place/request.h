@@ -57,7 +57,10 @@ struct Request {
   std::vector<GuestCell> cells;  // empty without a NUMA topology
   std::vector<DeviceRequest> devices;
   std::optional<PciNumaPolicy> pci_numa_policy;  // the flavor's; else each alias's, else legacy
-  unsigned rdma_nics = 0;                        // polyaccel:rdma_nics
+  // polyaccel:rdma_nics: RDMA NICs in all, those requested through an alias included (Nova
+  // passes only those). Without it, polyaccel:nic_affinity wants one per accelerator.
+  unsigned rdma_nics = 0;
+  bool rdma_nics_given = false;
   NicAffinity nic_affinity = NicAffinity::none;
 };
 

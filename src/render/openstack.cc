@@ -11,8 +11,12 @@
 namespace polyaccel::render {
 
 std::string alias_name(const Accelerator& a) {
+  return alias_name(a.name, a.pci);
+}
+
+std::string alias_name(const std::string& name, const PciDevice& pci) {
   std::string out;
-  std::istringstream words(a.name);
+  std::istringstream words(name);
   for (std::string w; words >> w;) {
     // Other characters ("V100-SXM2-16GB", "A100/80GB") separate parts of a word: a hyphen.
     std::string lower;
@@ -32,7 +36,7 @@ std::string alias_name(const Accelerator& a) {
   }
   if (!out.empty()) return out;
   char buf[32];
-  std::snprintf(buf, sizeof buf, "accel-%04x-%04x", a.pci.vendor_id, a.pci.device_id);
+  std::snprintf(buf, sizeof buf, "accel-%04x-%04x", pci.vendor_id, pci.device_id);
   return buf;
 }
 
@@ -144,14 +148,21 @@ Result<Flavor> flavor_for(const place::HostView& view, const FlavorPlan& plan, c
   auto [placed, free] = tile(view, *request, guests + 1);
   f.guests_per_host = placed;
   f.free_pus_after = free;
-  // An RDMA NIC beside each accelerator when every guest can still have one.
+  // An RDMA NIC beside each accelerator when every guest can still have one: in Nova's alias
+  // (Nova passes no device otherwise), at the closest level polyaccel's own spec can hold.
+  if (!plan.nic_alias) return f;
+  const std::string both = plan.alias.name + ":" + std::to_string(n) + "," + plan.nic_alias->name +
+                           ":" + std::to_string(n);
   for (const char* level : {"pix", "pxb", "phb", "node"}) {
     auto with_nics = input;
+    for (auto& [k, v] : with_nics.extra_specs) {
+      if (k == "pci_passthrough:alias") v = both;
+    }
     with_nics.extra_specs.emplace_back("polyaccel:nic_affinity", level);
-    auto nic_request = place::parse_request(with_nics, {plan.alias});
+    auto nic_request = place::parse_request(with_nics, {plan.alias, *plan.nic_alias});
     if (!nic_request) break;
     if (tile(view, *nic_request, guests + 1).first == placed) {
-      f.extra_specs.emplace_back("polyaccel:nic_affinity", level);
+      f.extra_specs = with_nics.extra_specs;
       break;
     }
   }
@@ -220,6 +231,29 @@ Result<FlavorPlan> plan_flavors(const HostModel& original, const FlavorOptions& 
   plan.alias.vendor_id = sample.pci.vendor_id;
   plan.alias.device_id = sample.pci.device_id;
   plan.alias.numa_policy = place::PciNumaPolicy::required;
+  // The NIC model: the most numerous among the RDMA NICs closest to the accelerators.
+  std::map<std::pair<std::uint16_t, std::uint16_t>, std::vector<const Nic*>> nics;
+  for (const auto* a : most->second) {
+    for (const auto& id : a->closest_nics) {
+      const Nic* nic = original.nic(id);
+      if (nic && nic->rdma_capable()) nics[{nic->pci.vendor_id, nic->pci.device_id}].push_back(nic);
+    }
+  }
+  if (!nics.empty()) {
+    auto nic = std::max_element(nics.begin(), nics.end(), [](const auto& a, const auto& b) {
+      return a.second.size() < b.second.size();
+    });
+    const Nic& sample_nic = *nic->second.front();
+    place::PciAlias a;
+    a.name = alias_name(sample_nic.name, sample_nic.pci);
+    if (a.name == plan.alias.name) a.name += "-nic";
+    a.vendor_id = sample_nic.pci.vendor_id;
+    a.device_id = sample_nic.pci.device_id;
+    a.numa_policy = place::PciNumaPolicy::required;
+    plan.nic_alias = a;
+    plan.nic_name = sample_nic.name;
+    plan.nic_device_type = sample_nic.pci.sriov ? "type-PF" : "type-PCI";
+  }
   if (models.size() > 1)
     plan.notes.push_back("the host has several accelerator models; flavors are for the " +
                          std::to_string(plan.accelerator_count) + " x " + sample.name);
@@ -325,6 +359,16 @@ Result<FlavorPlan> plan_flavors(const HostModel& original, const FlavorOptions& 
                            std::to_string(guests));
     plan.flavors.push_back(std::move(*best));
   }
+  // The NIC's alias only where a flavor asks for it (too few NICs for every guest: none does).
+  if (plan.nic_alias &&
+      std::none_of(plan.flavors.begin(), plan.flavors.end(), [&](const Flavor& f) {
+        for (const auto& [k, v] : f.extra_specs) {
+          if (k == "pci_passthrough:alias" && v.find("," + plan.nic_alias->name + ":") != v.npos)
+            return true;
+        }
+        return false;
+      }))
+    plan.nic_alias.reset();
   return plan;
 }
 
@@ -343,7 +387,19 @@ std::string openstack_commands(const FlavorPlan& plan) {
     << "#   [pci]\n"
     << "#   device_spec = {\"vendor_id\": " << ids << "}\n"
     << "#   alias = {\"name\": \"" << plan.alias.name << "\", \"vendor_id\": " << ids
-    << ", \"device_type\": \"type-PCI\", \"numa_policy\": \"required\"}\n"
+    << ", \"device_type\": \"type-PCI\", \"numa_policy\": \"required\"}\n";
+  if (plan.nic_alias) {
+    char nic_ids[32];
+    std::snprintf(nic_ids, sizeof nic_ids, "\"%04x\", \"product_id\": \"%04x\"",
+                  plan.nic_alias->vendor_id, *plan.nic_alias->device_id);
+    o << "#   # the RDMA NIC beside each accelerator (" << plan.nic_name << ")\n"
+      << "#   device_spec = {\"vendor_id\": " << nic_ids << "}\n"
+      << "#   alias = {\"name\": \"" << plan.nic_alias->name << "\", \"vendor_id\": " << nic_ids
+      << ", \"device_type\": \"" << plan.nic_device_type << "\", \"numa_policy\": \"required\"}\n";
+  }
+  o << "# extra specs: hw:* and pci_passthrough:alias are Nova's; polyaccel:* are polyaccel's "
+       "own,\n"
+    << "# ignored by Nova and checked by polyaccel place --flavor\n"
     << "# huge pages of " << format_byte_size(plan.page_size_bytes) << " per NUMA node:\n";
   for (const auto& [node, pages] : plan.hugepages_per_node)
     o << "#   node " << node << ": " << pages << "\n";
@@ -371,6 +427,16 @@ nlohmann::json to_json(const FlavorPlan& plan) {
                     {"vendor_id", vendor},
                     {"product_id", device},
                     {"numa_policy", "required"}};
+  j["pci_alias"]["device_type"] = "type-PCI";
+  if (plan.nic_alias) {
+    std::snprintf(vendor, sizeof vendor, "%04x", plan.nic_alias->vendor_id);
+    std::snprintf(device, sizeof device, "%04x", plan.nic_alias->device_id.value_or(0));
+    j["nic_pci_alias"] = {{"name", plan.nic_alias->name}, {"vendor_id", vendor},
+                          {"product_id", device},         {"device_type", plan.nic_device_type},
+                          {"numa_policy", "required"},    {"nic", plan.nic_name}};
+  } else {
+    j["nic_pci_alias"] = nullptr;
+  }
   j["accelerator"] = {{"name", plan.accelerator_name}, {"count", plan.accelerator_count}};
   j["cpu_dedicated_set"] = plan.policy.cpu_dedicated_set->to_list();
   j["cpu_shared_set"] = plan.policy.cpu_shared_set->to_list();

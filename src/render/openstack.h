@@ -39,6 +39,12 @@ struct Flavor {
 
 struct FlavorPlan {
   place::PciAlias alias;
+  // The RDMA NIC given with the accelerators (polyaccel:nic_affinity), when the host has one: Nova
+  // passes a NIC only through an alias in pci_passthrough:alias. device_type is Nova's:
+  // "type-PF" for an SR-IOV capable function, else "type-PCI".
+  std::optional<place::PciAlias> nic_alias;
+  std::string nic_name;
+  std::string nic_device_type;
   std::string accelerator_name;
   unsigned accelerator_count = 0;
   place::HostPolicy policy;  // cpu_dedicated_set / cpu_shared_set after the reserve
@@ -54,6 +60,7 @@ inline constexpr int kFlavorsSchemaVersion = 1;
 // The PCI alias for an accelerator model: its name in lower case, vendor words dropped, other
 // characters turned to hyphens ("Tesla V100-SXM2-16GB" -> "tesla-v100-sxm2-16gb").
 std::string alias_name(const Accelerator& accelerator);
+std::string alias_name(const std::string& name, const PciDevice& pci);
 
 // bad_input when the options cannot be met on this host: a reserve that leaves a NUMA node with
 // CPUs no core or no memory for guests, a page size that does not divide what is left.

@@ -129,6 +129,36 @@ TEST(PlaceCli, CommitReleaseAndForeignState) {
   EXPECT_EQ(said.output.rfind("No fit: ", 0), 0u) << said.output;
 }
 
+// A guest refused for want of huge pages is told what to try, as options place takes: the
+// what-if with the sizes it asked for first, then other page sizes, more NUMA nodes, less memory.
+// The XE8640 capture reserves no 1 GiB pages; each of its 8 nodes has about 64 GiB.
+TEST(PlaceCli, NoFitForHugePagesNamesTheWhatIfs) {
+  TempDir tmp;
+  auto state = (tmp.path() / "s.json").string();
+  const std::string guest =
+      "--vcpus 8 --memory 32GiB --spec hw:cpu_policy=dedicated --spec hw:mem_page_size=1GiB";
+  auto r = run_command(place_cmd(state, guest + " 2>&1"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output.rfind("No fit: ", 0), 0u) << r.output;
+  for (const char* option :
+       {"Short of huge pages; to try:", "--hugepages-per-node 32GiB --hugepage-size 1GiB",
+        "--spec hw:mem_page_size=2MiB", "--spec hw:mem_page_size=any", "--spec hw:numa_nodes=2",
+        "--memory SIZE below 32 GiB"})
+    EXPECT_NE(r.output.find(option), std::string::npos) << option << "\n" << r.output;
+  auto j = nlohmann::json::parse(run_command(place_cmd(state, guest + " --json")).output);
+  ASSERT_TRUE(j["what_if"].is_array()) << j.dump();
+  EXPECT_EQ(j["what_if"][0].get<std::string>().rfind("--hugepages-per-node 32GiB", 0), 0u);
+  // The first what-if it names fits.
+  auto what_if = run_command(
+      place_cmd(state, guest + " --hugepages-per-node 32GiB --hugepage-size 1GiB 2>&1"));
+  EXPECT_EQ(what_if.exit_code, 0) << what_if.output;
+  // A refusal for CPUs names none of them.
+  auto cpus = run_command(place_cmd(state,
+                                    "--vcpus 999 --memory 1GiB --spec "
+                                    "hw:cpu_policy=dedicated --json"));
+  EXPECT_FALSE(nlohmann::json::parse(cpus.output).contains("what_if")) << cpus.output;
+}
+
 std::set<unsigned> held_pus_checked(const std::string& state, size_t& placements) {
   std::set<unsigned> pus;
   placements = 0;

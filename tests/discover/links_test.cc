@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "discover/discover.h"
 #include "support/fixture_model.h"
 #include "support/test_support.h"
@@ -114,6 +116,33 @@ TEST(Links, G4dnT4sAreNeverPixToTheEfa) {
     EXPECT_TRUE(l == "SYS" || l == "NODE" || l == "PHB") << a.id << " " << l;
     EXPECT_EQ(l == "SYS", a.pci.numa_nodes != efa->pci.numa_nodes) << a.id;
   }
+}
+
+// FI_EFA_USE_DEVICE_RDMA=1 only where every EFA has RDMA read: gen 2 (p4d) and gen 3 (p5), not
+// gen 1 (g4dn's, in the capture) nor an id we do not know.
+TEST(Links, EfaDeviceRdmaOnlyWithRdmaRead) {
+  HostModel m =
+      polyaccel::testing::fixture_model("2socket-2numa-8xT4-efa-hugepages_aws-g4dn-metal.xml");
+  const Nic* g4dn = m.nic("rdmap197s0");
+  ASSERT_TRUE(g4dn);
+  EXPECT_EQ(g4dn->pci.device_id, 0xefa0);
+  auto env_of = [](std::vector<const Nic*> nics) {
+    std::map<std::string, std::string> env;
+    for (auto& [k, v] : nccl_network_env(nics, {}))
+      env[k] = v;
+    return env;
+  };
+  auto env = env_of({g4dn});
+  EXPECT_EQ(env["FI_PROVIDER"], "efa");
+  EXPECT_EQ(env.count("FI_EFA_USE_DEVICE_RDMA"), 0u);
+  Nic p4d = *g4dn, p5 = *g4dn, unknown = *g4dn;
+  p4d.pci.device_id = 0xefa1;
+  p5.pci.device_id = 0xefa2;
+  unknown.pci.device_id = 0xefaf;
+  EXPECT_EQ(env_of({&p4d})["FI_EFA_USE_DEVICE_RDMA"], "1");
+  EXPECT_EQ(env_of({&p4d, &p5})["FI_EFA_USE_DEVICE_RDMA"], "1");
+  EXPECT_EQ(env_of({&p4d, g4dn}).count("FI_EFA_USE_DEVICE_RDMA"), 0u);
+  EXPECT_EQ(env_of({&unknown}).count("FI_EFA_USE_DEVICE_RDMA"), 0u);
 }
 
 // Paths built by hand: one host bridge, root ports, a two-level switch tree.

@@ -292,7 +292,8 @@ TEST(LaunchPlan, G4dnEightGpusOnTwoNodesNeverOverlap) {
 }
 
 // EFA is driven by aws-ofi-nccl through libfabric, not by NCCL's IB transport: the run gets the
-// provider variables, as Allocate does, never an EFA device in NCCL_IB_HCA.
+// provider variables, as Allocate does, never an EFA device in NCCL_IB_HCA. g4dn's EFA is gen 1
+// (1d0f:efa0), without RDMA read: FI_EFA_USE_DEVICE_RDMA=1 would make libfabric abort.
 TEST(LaunchPlan, G4dnEfaGetsLibfabricNotIbVariables) {
   HostModel m = load(kG4dn);
   bool efa_seen = false;
@@ -303,7 +304,7 @@ TEST(LaunchPlan, G4dnEfaGetsLibfabricNotIbVariables) {
     if (env.count("FI_PROVIDER")) {
       efa_seen = true;
       EXPECT_EQ(env["FI_PROVIDER"], "efa");
-      EXPECT_EQ(env["FI_EFA_USE_DEVICE_RDMA"], "1");
+      EXPECT_EQ(env.count("FI_EFA_USE_DEVICE_RDMA"), 0u) << r;
     }
   }
   EXPECT_TRUE(efa_seen);

@@ -1,8 +1,10 @@
 // Flavors that tile real GPU hosts.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
+#include "place/fit.h"
 #include "place/place_test_support.h"
 #include "render/openstack.h"
 
@@ -50,6 +52,50 @@ TEST(Flavors, UseTheHugepagesTheHostHas) {
   for (const auto& [k, v] : jureca->flavors[0].extra_specs)
     nic = nic || (k == "polyaccel:nic_affinity" && v == "pix");
   EXPECT_TRUE(nic);
+}
+
+// Nova passes a NIC only through pci_passthrough:alias (polyaccel:* it ignores): the flavors
+// name the HCA's alias beside the GPU's, nova.conf gets its device_spec and alias, and the fit
+// of such a flavor gives one HCA per GPU, not an alias's HCA and another for the affinity.
+TEST(Flavors, NicsComeThroughNovasAlias) {
+  HostModel model = fixture(kJureca);
+  auto plan = plan_flavors(model, {});
+  ASSERT_TRUE(plan) << plan.error().message();
+  ASSERT_TRUE(plan->nic_alias);
+  EXPECT_EQ(plan->nic_alias->vendor_id, 0x15b3);
+  const std::string nic = plan->nic_alias->name;
+  const Flavor& one = plan->flavors[0];
+  std::map<std::string, std::string> specs(one.extra_specs.begin(), one.extra_specs.end());
+  EXPECT_EQ(specs["pci_passthrough:alias"], plan->alias.name + ":1," + nic + ":1");
+  EXPECT_EQ(specs["polyaccel:nic_affinity"], "pix");
+  std::string commands = openstack_commands(*plan);
+  EXPECT_NE(commands.find("alias = {\"name\": \"" + nic + "\", \"vendor_id\": \"15b3\""),
+            std::string::npos)
+      << commands;
+  EXPECT_NE(commands.find("polyaccel:* are polyaccel's own,\n# ignored by Nova"), std::string::npos)
+      << commands;
+  auto j = to_json(*plan);
+  EXPECT_EQ(j["nic_pci_alias"]["name"], nic);
+  EXPECT_EQ(j["nic_pci_alias"]["device_type"], plan->nic_device_type);
+
+  // The host once it reserves the pages the plan asks for.
+  for (const auto& [node, pages] : plan->hugepages_per_node) {
+    for (auto& n : model.numa_nodes) {
+      if (n.os_index == node) n.hugepages = {{plan->page_size_bytes, pages, std::nullopt}};
+    }
+  }
+  auto view = place::build_host_view(model, plan->policy);
+  ASSERT_TRUE(view);
+  auto request = place::parse_request({one.vcpus, one.memory_bytes, one.extra_specs},
+                                      {plan->alias, *plan->nic_alias});
+  ASSERT_TRUE(request) << request.error().message();
+  auto fit = place::fit(*view, std::vector<place::Placement>{}, *request);
+  ASSERT_TRUE(fit && fit->fit) << (fit ? fit->reason : fit.error().message());
+  unsigned gpus = 0, nics = 0;
+  for (const auto& d : fit->placement.devices)
+    (d.kind == "nic" ? nics : gpus) += d.kind == "iommu_group" ? 0 : 1;
+  EXPECT_EQ(gpus, 1u);
+  EXPECT_EQ(nics, 1u);
 }
 
 TEST(Flavors, AcceleratorsOnOneSocketUseThatSocketsNodes) {
