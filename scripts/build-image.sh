@@ -69,7 +69,9 @@ ldconfig -r "$root"
 loader=/lib64/ld-linux-x86-64.so.2
 dlopened=()
 for soname in libcurl.so.4 librocm_smi64.so.1; do
-  path=$(ldconfig -r "$root" -p | awk -v s="$soname" '$1 == s && /x86-64/ {print $NF; exit}')
+  # awk reads the whole list: an early exit would kill ldconfig with SIGPIPE, a failure under
+  # pipefail (CI saw exit 141 here).
+  path=$(ldconfig -r "$root" -p | awk -v s="$soname" '$1 == s && /x86-64/ && !p {print $NF; p = 1}')
   [ -n "$path" ] || { echo "build-image: $soname is not in the root" >&2; exit 2; }
   dlopened+=("$path")
 done
@@ -121,7 +123,7 @@ chroot "$hook_root" /polyaccel-cdi-hook version > /dev/null ||
   { echo "build-image: polyaccel-cdi-hook does not run in an empty root (not static?)" >&2; exit 2; }
 rm -rf "$hook_root"
 for object in "${dlopened[@]}"; do
-  chroot "$root" "$loader" --list "$object" | grep -q "not found" &&
+  chroot "$root" "$loader" --list "$object" | grep "not found" > /dev/null &&
     { echo "build-image: $object cannot be loaded in the image's root" >&2; exit 2; }
 done
 find "$root" -newermt "@$epoch" -exec touch --no-dereference -d "@$epoch" {} + 2> /dev/null || true

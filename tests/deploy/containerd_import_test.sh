@@ -38,7 +38,7 @@ echo "imported: $ref"
 failures=0
 [ "$ref" = "localhost/polyaccel:$version" ] ||
   { echo "FAIL the image is not listed under localhost/polyaccel:<version>"; failures=$((failures + 1)); }
-ctr_ images ls | grep -q 'application/vnd.oci.image.manifest.v1+json' ||
+ctr_ images ls | grep 'application/vnd.oci.image.manifest.v1+json' > /dev/null ||
   { echo "FAIL not an OCI manifest"; failures=$((failures + 1)); }
 [ -n "$(ctr_ snapshots ls | tail -n +2)" ] || { echo "FAIL no snapshot: the layer did not unpack"; failures=$((failures + 1)); }
 echo "$failures failure(s)"
