@@ -60,6 +60,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (secret.size() < 16 || count_of(input, secret) != 1) continue;
       if (count_of(shown, secret) > 1 || count_of(shown, polyaccel::printable(secret)) > 1)
         continue;
+      // Nor one that our own words hold: a key "quireAnyClientCert" is in the message that names
+      // RequireAnyClientCert. The input with the secret replaced by other bytes of its length
+      // then gives a message that still shows it.
+      std::string replaced = input;
+      replaced.replace(replaced.find(secret), secret.size(), std::string(secret.size(), 'Z'));
+      auto again = parse_web_config(replaced, path);
+      if (!again && again.error().message().find(secret) != std::string::npos) continue;
       POLYACCEL_FUZZ_CHECK(message.find(secret) == std::string::npos);
       POLYACCEL_FUZZ_CHECK(message.find(polyaccel::printable(secret)) == std::string::npos);
     }
