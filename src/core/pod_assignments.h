@@ -18,6 +18,14 @@ struct PodRef {
   bool operator==(const PodRef&) const = default;
 };
 
+// Appends `ref` to `holders` unless it is there: a pod holds a device once, however many of its
+// ids (or replicas, or claims) name it.
+inline void add_holder(std::vector<PodRef>& holders, const PodRef& ref) {
+  for (const auto& q : holders)
+    if (q == ref) return;
+  holders.push_back(ref);
+}
+
 // The key of a DRA claim's device in PodAssignments::by_claim_device: driver/pool/device, as
 // kubelet's dynamic_resources name it.
 inline std::string claim_device_key(const std::string& driver, const std::string& pool,
@@ -41,12 +49,8 @@ struct PodAssignments {
     for (const auto& id : ids) {
       auto it = by_device.find(id);
       if (it == by_device.end()) continue;
-      for (const auto& p : it->second) {
-        bool seen = false;
-        for (const auto& q : out)
-          seen = seen || q == p;
-        if (!seen) out.push_back(p);
-      }
+      for (const auto& p : it->second)
+        add_holder(out, p);
     }
     return out;
   }

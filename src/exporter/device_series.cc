@@ -43,7 +43,7 @@ PodAssignments with_claim_devices(const PodAssignments& pods, const DraStatus& d
     for (const auto& id : ids->second) {
       auto& holders = out.by_device[id];
       for (const auto& ref : it->second)
-        if (std::find(holders.begin(), holders.end(), ref) == holders.end()) holders.push_back(ref);
+        add_holder(holders, ref);
     }
   }
   return out;

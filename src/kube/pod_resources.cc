@@ -47,9 +47,7 @@ PodAssignments list_pod_resources(const PodResourcesOptions& options) {
       for (const auto& devices : c.devices()) {
         PodRef ref{pod.name(), pod.namespace_(), c.name(), devices.resource_name()};
         for (const auto& id : devices.device_ids()) {
-          auto& holders = out.by_device[base_device_id(id)];
-          if (std::find(holders.begin(), holders.end(), ref) == holders.end())
-            holders.push_back(ref);
+          add_holder(out.by_device[base_device_id(id)], ref);
         }
       }
       for (const auto& claim : c.dynamic_resources()) {
@@ -58,10 +56,9 @@ PodAssignments list_pod_resources(const PodResourcesOptions& options) {
         for (const auto& r : claim.claim_resources()) {
           // Before 1.31 kubelet named no device: nothing to join.
           if (r.driver_name().empty() || r.device_name().empty()) continue;
-          auto& holders = out.by_claim_device[claim_device_key(r.driver_name(), r.pool_name(),
-                                                               r.device_name())];
-          if (std::find(holders.begin(), holders.end(), ref) == holders.end())
-            holders.push_back(ref);
+          add_holder(out.by_claim_device[claim_device_key(r.driver_name(), r.pool_name(),
+                                                          r.device_name())],
+                     ref);
         }
       }
     }
