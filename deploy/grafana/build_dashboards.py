@@ -3,9 +3,16 @@
 
 Every panel query uses only polyaccel agent metrics; tests/exporter/prometheus_test.cc runs each
 one against a real Prometheus scraping the agent and expects data. Variables are matched with
-=~ so that "All" works: $instance, $gpu. Queries of `up` select the agent's scrape job, JOB: the
-name the Prometheus Operator gives it (deploy/kubernetes/overlays/monitoring/servicemonitor.yaml).
-Then the monitoring overlay's copies are brought up to date (its sync.py).
+=~ so that "All" works: $instance, $gpu, and the fleet's $node. Queries of `up` select the
+agent's scrape job, JOB: the name the Prometheus Operator gives it
+(deploy/kubernetes/overlays/monitoring/servicemonitor.yaml). Then the monitoring overlay's copies
+are brought up to date (its sync.py).
+
+Two labels name two kinds of node: `numa_node` is the agent's NUMA node id; `node` is the
+Kubernetes node, which the ServiceMonitor's relabeling sets on every series (as kube-state-metrics
+and node_exporter's have it). The fleet dashboard picks hosts by `node`, which stays when the pod
+and its IP (`instance`) change; its "All" is ".*" so that a Prometheus without that label (a
+plain static config) still sees every host.
 """
 import json
 import pathlib
@@ -19,13 +26,15 @@ JOB = "polyaccel-agent"
 
 def variables(*names):
     out = [{"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"}]
-    queries = {
-        "instance": "label_values(polyaccel_build_info, instance)",
-        "gpu": 'label_values(polyaccel_accelerator_info{instance=~"$instance"}, gpu)',
+    queries = {  # name: (query, the regex of "All")
+        "instance": ("label_values(polyaccel_build_info, instance)", ".+"),
+        "gpu": ('label_values(polyaccel_accelerator_info{instance=~"$instance"}, gpu)', ".+"),
+        "node": ("label_values(polyaccel_build_info, node)", ".*"),
     }
     for n in names:
-        out.append({"name": n, "type": "query", "datasource": DS, "query": queries[n],
-                    "refresh": 2, "includeAll": True, "multi": True, "allValue": ".+",
+        query, all_value = queries[n]
+        out.append({"name": n, "type": "query", "datasource": DS, "query": query,
+                    "refresh": 2, "includeAll": True, "multi": True, "allValue": all_value,
                     "current": {"text": "All", "value": "$__all"}})
     return {"list": out}
 
@@ -58,19 +67,20 @@ def dashboard(uid, title, var_names, panels):
 
 
 I = 'instance=~"$instance"'
+N = 'node=~"$node"'
 G = 'instance=~"$instance",gpu=~"$gpu"'
 
-fleet = dashboard("polyaccel-fleet", "polyaccel / Fleet", ["instance"], [
-    panel(0, "Accelerators by vendor", ['count by (vendor) (polyaccel_accelerator_info{%s})' % I], kind="stat", legend="{{vendor}}"),
-    panel(0, "Unhealthy accelerators", ['count(polyaccel_accelerator_healthy{%s} == 0) or vector(0)' % I], kind="stat"),
-    panel(0, "Utilization by vendor", ['avg by (vendor) (polyaccel_accelerator_utilization_ratio{%s})' % I], unit="percentunit", legend="{{vendor}}"),
-    panel(0, "Device memory in use by vendor", ['sum by (vendor) (polyaccel_accelerator_memory_used_bytes{%s}) / sum by (vendor) (polyaccel_accelerator_memory_total_bytes{%s})' % (I, I)], unit="percentunit", legend="{{vendor}}"),
-    panel(0, "Accelerator power by node", ['sum by (instance) (polyaccel_accelerator_power_watts{%s})' % I], unit="watt", legend="{{instance}}"),
-    panel(0, "Accelerator energy rate by node", ['sum by (instance) (rate(polyaccel_accelerator_energy_joules_total{%s}[$__rate_interval]))' % I], unit="watt", legend="{{instance}}"),
-    panel(0, "Error events (1h)", ['sum by (instance, gpu, kind) (increase(polyaccel_accelerator_events_total{%s}[1h]))' % I], kind="table"),
-    panel(0, "Hottest accelerators", ['topk(10, polyaccel_accelerator_temperature_celsius{%s,sensor="gpu"})' % I], unit="celsius", kind="table"),
-    panel(0, "Agents up", ['up{job="%s",%s}' % (JOB, I)], kind="stat", legend="{{instance}}"),
-    panel(0, "Failing collectors", ['sum by (collector) (1 - polyaccel_collector_success{%s})' % I], legend="{{collector}}"),
+fleet = dashboard("polyaccel-fleet", "polyaccel / Fleet", ["node"], [
+    panel(0, "Accelerators by vendor", ['count by (vendor) (polyaccel_accelerator_info{%s})' % N], kind="stat", legend="{{vendor}}"),
+    panel(0, "Unhealthy accelerators", ['count(polyaccel_accelerator_healthy{%s} == 0) or vector(0)' % N], kind="stat"),
+    panel(0, "Utilization by vendor", ['avg by (vendor) (polyaccel_accelerator_utilization_ratio{%s})' % N], unit="percentunit", legend="{{vendor}}"),
+    panel(0, "Device memory in use by vendor", ['sum by (vendor) (polyaccel_accelerator_memory_used_bytes{%s}) / sum by (vendor) (polyaccel_accelerator_memory_total_bytes{%s})' % (N, N)], unit="percentunit", legend="{{vendor}}"),
+    panel(0, "Accelerator power by node", ['sum by (node, instance) (polyaccel_accelerator_power_watts{%s})' % N], unit="watt", legend="{{node}} {{instance}}"),
+    panel(0, "Accelerator energy rate by node", ['sum by (node, instance) (rate(polyaccel_accelerator_energy_joules_total{%s}[$__rate_interval]))' % N], unit="watt", legend="{{node}} {{instance}}"),
+    panel(0, "Error events (1h)", ['sum by (node, instance, gpu, kind) (increase(polyaccel_accelerator_events_total{%s}[1h]))' % N], kind="table"),
+    panel(0, "Hottest accelerators", ['topk(10, polyaccel_accelerator_temperature_celsius{%s,sensor="gpu"})' % N], unit="celsius", kind="table"),
+    panel(0, "Agents up", ['up{job="%s",%s}' % (JOB, N)], kind="stat", legend="{{node}} {{instance}}"),
+    panel(0, "Failing collectors", ['sum by (collector) (1 - polyaccel_collector_success{%s})' % N], legend="{{collector}}"),
 ])
 
 node = dashboard("polyaccel-node", "polyaccel / Node", ["instance"], [
@@ -80,12 +90,12 @@ node = dashboard("polyaccel-node", "polyaccel / Node", ["instance"], [
     panel(0, "Device memory used", ['polyaccel_accelerator_memory_used_bytes{%s}' % I], unit="bytes", legend="{{gpu}}"),
     panel(0, "Accelerators held by pods", ['max by (gpu, namespace, pod, container) (polyaccel_accelerator_power_watts{%s,pod!=""})' % I], kind="table"),
     panel(0, "Accelerator health", ['polyaccel_accelerator_healthy{%s}' % I, ('polyaccel_accelerator_up{%s}' % I, "{{gpu}} up")], legend="{{gpu}} healthy"),
-    panel(0, "NUMA memory free", ['polyaccel_numa_memory_free_bytes{%s}' % I, ('polyaccel_numa_memory_total_bytes{%s}' % I, "node {{node}} total")], unit="bytes", legend="node {{node}} free"),
-    panel(0, "NUMA misses (allocations on another node)", ['rate(polyaccel_numa_allocations_total{%s,type=~"numa_miss|other_node"}[$__rate_interval])' % I], unit="ops", legend="node {{node}} {{type}}"),
-    panel(0, "Hugepages free per node", ['polyaccel_hugepages_free_pages{%s}' % I, ('polyaccel_hugepages_pages{%s}' % I, "node {{node}} {{page_size_bytes}} total")], legend="node {{node}} {{page_size_bytes}} free"),
+    panel(0, "NUMA memory free", ['polyaccel_numa_memory_free_bytes{%s}' % I, ('polyaccel_numa_memory_total_bytes{%s}' % I, "NUMA {{numa_node}} total")], unit="bytes", legend="NUMA {{numa_node}} free"),
+    panel(0, "NUMA misses (allocations on another node)", ['rate(polyaccel_numa_allocations_total{%s,type=~"numa_miss|other_node"}[$__rate_interval])' % I], unit="ops", legend="NUMA {{numa_node}} {{type}}"),
+    panel(0, "Hugepages free per node", ['polyaccel_hugepages_free_pages{%s}' % I, ('polyaccel_hugepages_pages{%s}' % I, "NUMA {{numa_node}} {{page_size_bytes}} total")], legend="NUMA {{numa_node}} {{page_size_bytes}} free"),
     panel(0, "PCIe link width (current vs max)", ['polyaccel_pcie_link_width_lanes{%s}' % I], legend="{{device}} {{bound}}"),
     panel(0, "PCIe link speed (current vs max)", ['polyaccel_pcie_link_speed_transfers_per_second{%s}' % I], unit="none", legend="{{device}} {{bound}}"),
-    panel(0, "Pinned and free PUs per node (placement state)", ['polyaccel_placement_pinned_pus{%s}' % I, ('polyaccel_placement_free_pus{%s}' % I, "node {{node}} free")], legend="node {{node}} pinned"),
+    panel(0, "Pinned and free PUs per node (placement state)", ['polyaccel_placement_pinned_pus{%s}' % I, ('polyaccel_placement_free_pus{%s}' % I, "NUMA {{numa_node}} free")], legend="NUMA {{numa_node}} pinned"),
     panel(0, "Tuning audit findings", ['sum by (id, severity) (polyaccel_audit_findings{%s}) > 0 or on() vector(0)' % I], kind="table"),
     panel(0, "Degraded PCIe links", ['polyaccel_pcie_link_width_lanes{%s,bound="current"} < ignoring(bound) polyaccel_pcie_link_width_lanes{%s,bound="max"} or on() vector(0)' % (I, I)], kind="stat"),
 ])

@@ -28,12 +28,13 @@ class DraClaimsCollector : public Collector {
                        "NUMA node.",
                        MetricType::Gauge);
     for (const auto& h : s.claim_holdings) {
-      Labels l = {{"namespace", h.ns}, {"claim", h.name}, {"node", std::to_string(h.numa_node)}};
+      Labels l = {
+          {"namespace", h.ns}, {"claim", h.name}, {"numa_node", std::to_string(h.numa_node)}};
       if (h.cpus) add_sample(cpus, l, h.cpus);
       if (h.memory_bytes) add_sample(memory, l, static_cast<double>(h.memory_bytes));
     }
     for (const auto& [node, n] : s.free_cpus)
-      add_sample(free, {{"node", std::to_string(node)}}, n);
+      add_sample(free, {{"numa_node", std::to_string(node)}}, n);
     emit(out, {&cpus, &memory, &free});
     return Ok{};
   }

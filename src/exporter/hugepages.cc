@@ -18,7 +18,7 @@ class HugepagesCollector : public Collector {
                        MetricType::Gauge);
     for (const auto& n : in.host->host->numa_nodes) {
       for (const auto& h : n.hugepages) {
-        Labels l = {{"node", std::to_string(n.os_index)},
+        Labels l = {{"numa_node", std::to_string(n.os_index)},
                     {"page_size_bytes", std::to_string(h.size_bytes)}};
         add_sample(total, l, static_cast<double>(h.total));
         if (h.free) add_sample(free, l, static_cast<double>(*h.free));

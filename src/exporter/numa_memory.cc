@@ -21,7 +21,7 @@ class NumaMemoryCollector : public Collector {
                          "numa_miss, numa_foreign, interleave_hit, local_node, other_node).",
                          MetricType::Counter);
     for (const auto& n : in.host->numa) {
-      Labels node = {{"node", std::to_string(n.node)}};
+      Labels node = {{"numa_node", std::to_string(n.node)}};
       if (n.memory_total_bytes) add_sample(total, node, static_cast<double>(*n.memory_total_bytes));
       if (n.memory_free_bytes) add_sample(free, node, static_cast<double>(*n.memory_free_bytes));
       for (const auto& [type, count] : n.numastat)

@@ -36,7 +36,7 @@ class PlacementStateCollector : public Collector {
                "1 when a placement holds the device (passthrough), else 0.", MetricType::Gauge);
     add_sample(allocations, {}, static_cast<double>(s.allocations));
     for (const auto& n : s.nodes) {
-      Labels node = {{"node", std::to_string(n.node)}};
+      Labels node = {{"numa_node", std::to_string(n.node)}};
       add_sample(pinned, node, n.pinned_pus);
       add_sample(free, node, n.pinnable_pus - n.pinned_pus);
       add_sample(memory, node, static_cast<double>(n.memory_bytes));
@@ -49,7 +49,7 @@ class PlacementStateCollector : public Collector {
       add_sample(devices,
                  {{"device", d.id},
                   {"pci_bus_id", d.pci_bus_id},
-                  {"node", d.node ? std::to_string(*d.node) : ""}},
+                  {"numa_node", d.node ? std::to_string(*d.node) : ""}},
                  d.held ? 1 : 0);
     }
     emit(out, {&allocations, &pinned, &free, &memory, &pages, &devices});

@@ -305,12 +305,13 @@ TEST_F(Exporter, DraClaimsCpusAndMemoryAndFreeCpusPerNode) {
       {"ns1", "a", 0, 16, 0}, {"ns1", "a", 1, 0, 1ull << 30}, {"ns2", "b\"x", 1, 4, 0}};
   dra_->free_cpus = {{0, 40}, {1, 52}};
   Families f = scraper()->scrape();
-  EXPECT_EQ(
-      value(f, "polyaccel_dra_claim_cpus", {{"namespace", "ns1"}, {"claim", "a"}, {"node", "0"}}),
-      16);
+  EXPECT_EQ(value(f, "polyaccel_dra_claim_cpus",
+                  {{"namespace", "ns1"}, {"claim", "a"}, {"numa_node", "0"}}),
+            16);
   EXPECT_EQ(count(f, "polyaccel_dra_claim_cpus"), 2u) << "no zero sample for memory-only";
-  EXPECT_EQ(value(f, "polyaccel_dra_claim_memory_bytes", {{"claim", "a"}, {"node", "1"}}), 1 << 30);
-  EXPECT_EQ(value(f, "polyaccel_dra_free_cpus", {{"node", "1"}}), 52);
+  EXPECT_EQ(value(f, "polyaccel_dra_claim_memory_bytes", {{"claim", "a"}, {"numa_node", "1"}}),
+            1 << 30);
+  EXPECT_EQ(value(f, "polyaccel_dra_free_cpus", {{"numa_node", "1"}}), 52);
   EXPECT_THAT(text_format(f), HasSubstr("claim=\"b\\\"x\""));
 }
 

@@ -110,7 +110,7 @@ TEST_F(HostCollectors, AbsentStateIsNothingAllocated) {
   auto view = place::build_host_view(model_, {});
   ASSERT_TRUE(view);
   for (const auto& cell : view->cells) {
-    Labels node = {{"node", std::to_string(cell.node)}};
+    Labels node = {{"numa_node", std::to_string(cell.node)}};
     EXPECT_EQ(value(f, "polyaccel_placement_pinned_pus", node), 0.0);
     EXPECT_EQ(value(f, "polyaccel_placement_free_pus", node), cell.pcpus.count());
   }
@@ -140,8 +140,8 @@ TEST_F(HostCollectors, RunningLibvirtGuestCountsWithoutAStateFile) {
   auto f = scrape({state_.string(), 0ms, nullptr, nullptr});
   EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "placement"}}), 1.0);
   EXPECT_EQ(value(f, "polyaccel_placement_allocations", {}), 1.0);
-  EXPECT_EQ(value(f, "polyaccel_placement_pinned_pus", {{"node", "0"}}), 2.0);
-  EXPECT_EQ(value(f, "polyaccel_placement_memory_bytes", {{"node", "0"}}), double(1ull << 30));
+  EXPECT_EQ(value(f, "polyaccel_placement_pinned_pus", {{"numa_node", "0"}}), 2.0);
+  EXPECT_EQ(value(f, "polyaccel_placement_memory_bytes", {{"numa_node", "0"}}), double(1ull << 30));
   EXPECT_FALSE(fs::exists(state_));  // read only: nothing created
 }
 
@@ -160,15 +160,15 @@ TEST_F(HostCollectors, CommittedPlacementShowsPinnedPusPagesAndDevice) {
   EXPECT_EQ(value(f, "polyaccel_collector_success", {{"collector", "placement"}}), 1.0);
   EXPECT_EQ(value(f, "polyaccel_placement_allocations", {}), 1.0);
   unsigned node1_pus = view->cell(1)->pcpus.count();
-  EXPECT_EQ(value(f, "polyaccel_placement_pinned_pus", {{"node", "1"}}), 4.0);
-  EXPECT_EQ(value(f, "polyaccel_placement_free_pus", {{"node", "1"}}), node1_pus - 4.0);
-  EXPECT_EQ(value(f, "polyaccel_placement_pinned_pus", {{"node", "0"}}), 0.0);
-  EXPECT_EQ(value(f, "polyaccel_placement_memory_bytes", {{"node", "1"}}), double(2ull << 30));
+  EXPECT_EQ(value(f, "polyaccel_placement_pinned_pus", {{"numa_node", "1"}}), 4.0);
+  EXPECT_EQ(value(f, "polyaccel_placement_free_pus", {{"numa_node", "1"}}), node1_pus - 4.0);
+  EXPECT_EQ(value(f, "polyaccel_placement_pinned_pus", {{"numa_node", "0"}}), 0.0);
+  EXPECT_EQ(value(f, "polyaccel_placement_memory_bytes", {{"numa_node", "1"}}), double(2ull << 30));
   EXPECT_EQ(value(f, "polyaccel_placement_hugepages_held_pages",
-                  {{"node", "1"}, {"page_size_bytes", "2097152"}}),
+                  {{"numa_node", "1"}, {"page_size_bytes", "2097152"}}),
             1024.0);
   EXPECT_EQ(value(f, "polyaccel_placement_hugepages_held_pages",
-                  {{"node", "0"}, {"page_size_bytes", "2097152"}}),
+                  {{"numa_node", "0"}, {"page_size_bytes", "2097152"}}),
             0.0);
   EXPECT_EQ(value(f, "polyaccel_placement_device_held", {{"pci_bus_id", held_device_}}), 1.0);
   double held = 0;
