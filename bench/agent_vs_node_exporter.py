@@ -16,8 +16,16 @@ capture has 4 ConnectX HCAs; the script writes a copy of it (in a temporary fold
 captured ConnectX-7 of one switch, with its downstream port, is copied to a free port of each of
 the four GPU switches (full_node_topology below), as an HGX board with a NIC per GPU pair has.
 
-node_exporter comes from Debian's prometheus-node-exporter package; when it is not installed the
-script says so and measures the agent alone.
+With --full-node both read the same RDMA port counters: the script builds a sysfs tree whose
+sys/class/infiniband holds the 8 RDMA devices of that topology, each with one ACTIVE HDR port,
+node_exporter's counters/ files and an mlx5 set of hw_counters/ (infiniband_tree below), and
+whose other sys/ entries link to this host's /sys. The agent reads it with --host-root (its RDMA
+port families; nothing else of the host, as with --topology alone), node_exporter with
+--path.sysfs and --collector.infiniband (its host families as usual, and node_infiniband_*).
+
+node_exporter comes from Debian's prometheus-node-exporter package (or --node-exporter PATH, a
+binary unpacked from it); when it is not installed the script says so and measures the agent
+alone.
 """
 import argparse
 import copy
@@ -97,6 +105,68 @@ def full_node_topology(folder):
         f.write(b'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n')
         tree.write(f, encoding="utf-8", xml_declaration=False)
     return path
+
+
+# node_exporter's counters (procfs' InfiniBandCounters) and the hw_counters of an mlx5 port.
+IB_COUNTERS = ["excessive_buffer_overrun_errors", "link_downed", "link_error_recovery",
+               "local_link_integrity_errors", "multicast_rcv_packets", "multicast_xmit_packets",
+               "port_rcv_constraint_errors", "port_rcv_data", "port_rcv_errors", "port_rcv_packets",
+               "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors",
+               "port_xmit_constraint_errors", "port_xmit_data", "port_xmit_discards",
+               "port_xmit_packets", "port_xmit_wait", "symbol_error", "unicast_rcv_packets",
+               "unicast_xmit_packets", "VL15_dropped"]
+MLX5_HW_COUNTERS = ["duplicate_request", "implied_nak_seq_err", "lifespan", "local_ack_timeout_err",
+                    "np_cnp_sent", "np_ecn_marked_roce_packets", "out_of_buffer", "out_of_sequence",
+                    "packet_seq_err", "req_cqe_error", "req_cqe_flush_error",
+                    "req_remote_access_errors", "req_remote_invalid_request", "resp_cqe_error",
+                    "resp_cqe_flush_error", "resp_local_length_error", "resp_remote_access_errors",
+                    "rnr_nak_retry_err", "roce_adp_retrans", "roce_adp_retrans_to",
+                    "roce_slow_restart", "roce_slow_restart_cnps", "roce_slow_restart_trans",
+                    "rp_cnp_handled", "rp_cnp_ignored", "rx_atomic_requests",
+                    "rx_icrc_encapsulated", "rx_read_requests", "rx_write_requests"]
+
+
+def infiniband_tree(folder, topology):
+    """A root whose sys/class/infiniband holds the topology's RDMA devices with counters; the
+    rest of sys/ links to this host's /sys (node_exporter's other collectors read the host)."""
+    root = os.path.join(folder, "root")
+    sys_dir = os.path.join(root, "sys")
+    classes = os.path.join(sys_dir, "class")
+    os.makedirs(classes)
+    for entry in os.listdir("/sys"):
+        if entry != "class":
+            os.symlink(os.path.join("/sys", entry), os.path.join(sys_dir, entry))
+    for entry in os.listdir("/sys/class"):
+        if entry != "infiniband":
+            os.symlink(os.path.join("/sys/class", entry), os.path.join(classes, entry))
+    names = sorted(o.get("name") for o in ET.parse(topology).iter("object")
+                   if o.get("osdev_type") == "3")
+    for n, name in enumerate(names):
+        dev = os.path.join(classes, "infiniband", name)
+        files = {"board_id": "MT_0000000838", "fw_ver": "28.39.1002", "hca_type": "MT4129",
+                 "node_guid": f"a088:c203:0009:{0x7050 + n:04x}"}
+        port = os.path.join(dev, "ports", "1")
+        files.update({"ports/1/state": "4: ACTIVE", "ports/1/phys_state": "5: LinkUp",
+                      "ports/1/rate": "200 Gb/sec (4X HDR)", "ports/1/link_layer": "InfiniBand",
+                      "ports/1/lid": f"0x{n + 1:x}"})
+        for k, c in enumerate(IB_COUNTERS):
+            files["ports/1/counters/" + c] = str(1_000_000_007 * (k + 1) * (n + 1))
+        for k, c in enumerate(MLX5_HW_COUNTERS):
+            files["ports/1/hw_counters/" + c] = str(1009 * (k + 1) * (n + 1))
+        for rel, text in files.items():
+            path = os.path.join(dev, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text + "\n")
+    return root, names
+
+
+def count_lines(port, prefix):
+    """How many sample lines of the scrape start with `prefix`."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request("GET", "/metrics")
+    return sum(1 for line in c.getresponse().read().decode().splitlines()
+               if line.startswith(prefix))
 
 
 def rdma_busids(topology):
@@ -193,6 +263,7 @@ def main():
     ap.add_argument("build", nargs="?", default=os.path.join(SOURCE, "build"))
     ap.add_argument("--scrapes", type=int, default=10000)
     ap.add_argument("--full-node", action="store_true")
+    ap.add_argument("--node-exporter", help="node_exporter binary (default: on PATH)")
     args = ap.parse_args()
 
     polyaccel = os.path.join(args.build, "src/polyaccel")
@@ -200,7 +271,7 @@ def main():
     for f in (polyaccel, nvml):
         if not os.path.exists(f):
             sys.exit(f"{f}: not built (cmake --build {args.build})")
-    node_exporter = shutil.which("prometheus-node-exporter")
+    node_exporter = args.node_exporter or shutil.which("prometheus-node-exporter")
 
     procs, results = [], []
     folder = tempfile.mkdtemp(prefix="agent_vs_node_exporter.")
@@ -215,17 +286,22 @@ def main():
         name = "polyaccel agent (8 GPUs + host)"
         if args.full_node:
             topology = full_node_topology(folder)
-            command += ["--topology", topology]
+            ib_root, ib_devices = infiniband_tree(folder, topology)
+            command += ["--topology", topology, "--host-root", ib_root]
             name = "polyaccel agent (8 GPUs x 7 MIG, GPM, 8 RDMA)"
         agent = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
         procs.append(agent)
         targets = [(name, agent.pid, port)]
         if node_exporter:
             ne_port = free_port()
-            ne = subprocess.Popen([node_exporter, f"--web.listen-address=127.0.0.1:{ne_port}"],
-                                  stderr=subprocess.DEVNULL)
+            ne_command = [node_exporter, f"--web.listen-address=127.0.0.1:{ne_port}"]
+            ne_name = "node_exporter (defaults)"
+            if args.full_node:
+                ne_command += [f"--path.sysfs={ib_root}/sys", "--collector.infiniband"]
+                ne_name = "node_exporter (defaults + infiniband)"
+            ne = subprocess.Popen(ne_command, stderr=subprocess.DEVNULL)
             procs.append(ne)
-            targets.append(("node_exporter (defaults)", ne.pid, ne_port))
+            targets.append((ne_name, ne.pid, ne_port))
         else:
             print("prometheus-node-exporter is not installed (apt-get install "
                   "prometheus-node-exporter): measuring the agent alone\n")
@@ -238,6 +314,13 @@ def main():
             rdma = nics_in_scrape(port, rdma_busids(topology))
             if len(rdma) != 8:
                 sys.exit(f"the scrape lists {len(rdma)} RDMA NICs ({', '.join(rdma)}), not 8")
+            ports = count_lines(port, "polyaccel_rdma_port_data_received_bytes_total{")
+            if ports != len(ib_devices):
+                sys.exit(f"the agent serves {ports} RDMA ports, not {len(ib_devices)}")
+            if node_exporter:
+                ports = count_lines(ne_port, "node_infiniband_port_data_received_bytes_total{")
+                if ports != len(ib_devices):
+                    sys.exit(f"node_exporter serves {ports} InfiniBand ports, not {len(ib_devices)}")
         for name, pid, p in targets:
             results.append(measure(name, pid, p, args.scrapes))
     finally:

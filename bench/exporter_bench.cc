@@ -3,11 +3,17 @@
 #include <benchmark/benchmark.h>
 #include <prometheus/text_serializer.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "discover/accel/backends.h"
 #include "discover/discover.h"
+#include "discover/rdma_ports.h"
+#include "exporter/collector.h"
 #include "exporter/exporter.h"
 #include "exporter/text_format.h"
 
@@ -129,6 +135,120 @@ void BM_RunHostAudit(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RunHostAudit)->Unit(benchmark::kMillisecond);
+
+// A root with 8 RDMA devices (mlx5_0..7), one ACTIVE HDR port each with node_exporter's 21
+// counters/ files and 29 hw_counters/ of an mlx5 port, as bench/agent_vs_node_exporter.py builds.
+struct RdmaTree {
+  std::filesystem::path root;
+  std::vector<std::string> devices;
+  RdmaTree() {
+    namespace fs = std::filesystem;
+    root = fs::temp_directory_path() / ("exporter_bench_rdma." + std::to_string(::getpid()));
+    const char* counters[] = {"excessive_buffer_overrun_errors",
+                              "link_downed",
+                              "link_error_recovery",
+                              "local_link_integrity_errors",
+                              "multicast_rcv_packets",
+                              "multicast_xmit_packets",
+                              "port_rcv_constraint_errors",
+                              "port_rcv_data",
+                              "port_rcv_errors",
+                              "port_rcv_packets",
+                              "port_rcv_remote_physical_errors",
+                              "port_rcv_switch_relay_errors",
+                              "port_xmit_constraint_errors",
+                              "port_xmit_data",
+                              "port_xmit_discards",
+                              "port_xmit_packets",
+                              "port_xmit_wait",
+                              "symbol_error",
+                              "unicast_rcv_packets",
+                              "unicast_xmit_packets",
+                              "VL15_dropped"};
+    const char* hw_counters[] = {"duplicate_request",
+                                 "implied_nak_seq_err",
+                                 "lifespan",
+                                 "local_ack_timeout_err",
+                                 "np_cnp_sent",
+                                 "np_ecn_marked_roce_packets",
+                                 "out_of_buffer",
+                                 "out_of_sequence",
+                                 "packet_seq_err",
+                                 "req_cqe_error",
+                                 "req_cqe_flush_error",
+                                 "req_remote_access_errors",
+                                 "req_remote_invalid_request",
+                                 "resp_cqe_error",
+                                 "resp_cqe_flush_error",
+                                 "resp_local_length_error",
+                                 "resp_remote_access_errors",
+                                 "rnr_nak_retry_err",
+                                 "roce_adp_retrans",
+                                 "roce_adp_retrans_to",
+                                 "roce_slow_restart",
+                                 "roce_slow_restart_cnps",
+                                 "roce_slow_restart_trans",
+                                 "rp_cnp_handled",
+                                 "rp_cnp_ignored",
+                                 "rx_atomic_requests",
+                                 "rx_icrc_encapsulated",
+                                 "rx_read_requests",
+                                 "rx_write_requests"};
+    auto write = [](const fs::path& p, const std::string& text) {
+      fs::create_directories(p.parent_path());
+      std::ofstream(p) << text << "\n";
+    };
+    for (int n = 0; n < 8; ++n) {
+      devices.push_back("mlx5_" + std::to_string(n));
+      fs::path port = root / "sys/class/infiniband" / devices.back() / "ports/1";
+      write(port / "state", "4: ACTIVE");
+      write(port / "phys_state", "5: LinkUp");
+      write(port / "rate", "200 Gb/sec (4X HDR)");
+      int k = 0;
+      for (const char* c : counters)
+        write(port / "counters" / c, std::to_string(1000000007ull * ++k * (n + 1)));
+      k = 0;
+      for (const char* c : hw_counters)
+        write(port / "hw_counters" / c, std::to_string(1009ull * ++k * (n + 1)));
+    }
+  }
+  ~RdmaTree() {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+};
+
+// The RDMA part of one host sample: every file of 8 ports (the sampler's thread, per interval).
+void BM_ReadRdmaPorts(benchmark::State& state) {
+  RdmaTree tree;
+  for (auto _ : state) {
+    size_t n = 0;
+    for (const auto& d : tree.devices)
+      n += read_rdma_ports(tree.root.string(), d).size();
+    benchmark::DoNotOptimize(n);
+  }
+}
+BENCHMARK(BM_ReadRdmaPorts)->Unit(benchmark::kMicrosecond);
+
+// The RDMA port collector over those 8 ports (a scrape's share when the body is rendered).
+void BM_CollectRdmaPorts(benchmark::State& state) {
+  RdmaTree tree;
+  auto sample = std::make_shared<exporter::HostSample>();
+  sample->host = std::make_shared<const HostModel>();
+  for (const auto& d : tree.devices) {
+    for (auto& r : read_rdma_ports(tree.root.string(), d))
+      sample->rdma_ports.push_back({"nic0", "0000:1c:00.0", 0u, "gpu0", std::move(r)});
+  }
+  exporter::ScrapeInput in;
+  in.host = sample;
+  auto collector = exporter::make_rdma_port_collector();
+  for (auto _ : state) {
+    exporter::Families out;
+    (void)collector->collect(in, out);
+    benchmark::DoNotOptimize(out.size());
+  }
+}
+BENCHMARK(BM_CollectRdmaPorts);
 
 }  // namespace
 

@@ -81,6 +81,10 @@ fleet = dashboard("polyaccel-fleet", "polyaccel / Fleet", ["node"], [
     panel(0, "Hottest accelerators", ['topk(10, polyaccel_accelerator_temperature_celsius{%s,sensor="gpu"})' % N], unit="celsius", kind="table"),
     panel(0, "Agents up", ['up{job="%s",%s}' % (JOB, N)], kind="stat", legend="{{node}} {{instance}}"),
     panel(0, "Failing collectors", ['sum by (collector) (1 - polyaccel_collector_success{%s})' % N], legend="{{collector}}"),
+    panel(0, "RDMA ports not ACTIVE", ['count(polyaccel_rdma_state_id{%s} != 4) or vector(0)' % N], kind="stat"),
+    panel(0, "GPU NICs slower than their node's fastest", ['count(polyaccel_rdma_rate_bytes_per_second{%s,gpu!=""} < on(instance) group_left() max by (node, instance) (polyaccel_rdma_rate_bytes_per_second{%s,gpu!=""})) or vector(0)' % (N, N)], kind="stat"),
+    panel(0, "RDMA traffic by node", ['sum by (node, instance) (rate(polyaccel_rdma_port_data_received_bytes_total{%s}[$__rate_interval]) + rate(polyaccel_rdma_port_data_transmitted_bytes_total{%s}[$__rate_interval]))' % (N, N)], unit="Bps", legend="{{node}} {{instance}}"),
+    panel(0, "RDMA link and symbol errors (1h)", ['sum by (node, instance, device, port, gpu) (increase(polyaccel_rdma_symbol_error_total{%s}[1h]) + increase(polyaccel_rdma_link_downed_total{%s}[1h]))' % (N, N)], kind="table"),
 ])
 
 node = dashboard("polyaccel-node", "polyaccel / Node", ["instance"], [
@@ -98,6 +102,10 @@ node = dashboard("polyaccel-node", "polyaccel / Node", ["instance"], [
     panel(0, "Pinned and free PUs per node (placement state)", ['polyaccel_placement_pinned_pus{%s}' % I, ('polyaccel_placement_free_pus{%s}' % I, "NUMA {{numa_node}} free")], legend="NUMA {{numa_node}} pinned"),
     panel(0, "Tuning audit findings", ['sum by (id, severity) (polyaccel_audit_findings{%s}) > 0 or on() vector(0)' % I], kind="table"),
     panel(0, "Degraded PCIe links", ['polyaccel_pcie_link_width_lanes{%s,bound="current"} < ignoring(bound) polyaccel_pcie_link_width_lanes{%s,bound="max"} or on() vector(0)' % (I, I)], kind="stat"),
+    panel(0, "RDMA port throughput", ['rate(polyaccel_rdma_port_data_received_bytes_total{%s}[$__rate_interval])' % I, ('rate(polyaccel_rdma_port_data_transmitted_bytes_total{%s}[$__rate_interval])' % I, "{{device}}/{{port}} {{gpu}} tx")], unit="Bps", legend="{{device}}/{{port}} {{gpu}} rx"),
+    panel(0, "RDMA port rate and state", ['polyaccel_rdma_rate_bytes_per_second{%s}' % I, ('polyaccel_rdma_state_id{%s}' % I, "{{device}}/{{port}} state")], unit="Bps", legend="{{device}}/{{port}} {{gpu}} NUMA {{numa_node}}"),
+    panel(0, "RDMA link errors per second", ['rate(polyaccel_rdma_symbol_error_total{%s}[$__rate_interval])' % I, ('rate(polyaccel_rdma_port_errors_received_total{%s}[$__rate_interval])' % I, "{{device}}/{{port}} rcv errors"), ('rate(polyaccel_rdma_link_downed_total{%s}[$__rate_interval])' % I, "{{device}}/{{port}} link downed")], unit="ops", legend="{{device}}/{{port}} symbol errors"),
+    panel(0, "RDMA retransmissions and congestion per second", ['rate(polyaccel_rdma_hw_out_of_sequence_total{%s}[$__rate_interval])' % I, ('rate(polyaccel_rdma_hw_rnr_nak_retry_err_total{%s}[$__rate_interval])' % I, "{{device}}/{{port}} rnr retry errors"), ('rate(polyaccel_rdma_hw_np_cnp_sent_total{%s}[$__rate_interval])' % I, "{{device}}/{{port}} CNPs sent")], unit="ops", legend="{{device}}/{{port}} out of sequence"),
 ])
 
 gpu = dashboard("polyaccel-gpu", "polyaccel / Accelerator", ["instance", "gpu"], [

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -132,7 +133,18 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   AcceleratorMonitor monitor(
       *model,
       use_backends ? make_all_backends() : std::vector<std::unique_ptr<AcceleratorBackend>>{}, mo);
-  exporter::HostSampler host(*model, filesystem_root(discover), *interval);
+  std::string host_root = filesystem_root(discover);
+  if (!options.host_root.empty()) {
+    // Any directory: the sampler reads what it finds (a tree of sys/class/infiniband alone is
+    // one), each file only when it is a regular file of sane size (core/file_io.h).
+    std::error_code ec;
+    if (!std::filesystem::is_directory(options.host_root, ec)) {
+      return fail(bad_input("--host-root " + options.host_root, "is not a directory",
+                            "give the directory that holds the host's sys/ and proc/"));
+    }
+    host_root = options.host_root;
+  }
+  exporter::HostSampler host(*model, host_root, *interval);
   host.set_extras({options.state, audit_interval,
                    [&] { return exporter::last_samples(*monitor.snapshot()); },
                    [&]() -> std::shared_ptr<const HostModel> {

@@ -111,6 +111,7 @@ struct AgentOptions {
   std::string nfd_features_dir = "/etc/kubernetes/node-feature-discovery/features.d";
   std::string mig_strategy;  // none, single, mixed; empty: the sharing config's, else none
   std::string state = "/var/lib/polyaccel/allocations.json";  // as `place --state`; "" for none
+  std::string host_root;  // --host-root: the host sampler's sys/ and proc/; empty: / or --fsroot
   std::string audit_interval = "1m";  // the tuning audit's own interval; "off" for none
   // The DRA driver (docs/dra.md; agent_dra.cc adds and reads these options).
   bool dra = false;

@@ -284,6 +284,12 @@ int main(int raw_argc, char** raw_argv) {
       ->type_name("FILE")
       ->capture_default_str();
   agent
+      ->add_option("--host-root", agent_options.host_root,
+                   "where the host sampler reads sys/ and proc/ (NUMA memory, hugepages, PCIe "
+                   "links, RDMA ports, the audit), as node_exporter's --path.sysfs; default: / "
+                   "or --fsroot, none with --topology")
+      ->type_name("DIR");
+  agent
       ->add_option("--audit-interval", agent_options.audit_interval,
                    "run the tuning audit every (1m; 100ms..24h, or off: never)")
       ->capture_default_str();

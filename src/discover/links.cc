@@ -8,14 +8,6 @@
 
 namespace polyaccel {
 
-namespace {
-bool share_numa_node(const PciDevice& a, const PciDevice& b) {
-  for (unsigned n : a.numa_nodes) {
-    if (std::find(b.numa_nodes.begin(), b.numa_nodes.end(), n) != b.numa_nodes.end()) return true;
-  }
-  return false;
-}
-
 // The DRAM node of a device (a device may list a DRAM and an HBM node).
 std::optional<unsigned> dram_node(const HostModel& model, const PciDevice& pci) {
   for (unsigned n : pci.numa_nodes) {
@@ -23,6 +15,14 @@ std::optional<unsigned> dram_node(const HostModel& model, const PciDevice& pci) 
     if (node && !node->cpus.empty()) return n;
   }
   return std::nullopt;
+}
+
+namespace {
+bool share_numa_node(const PciDevice& a, const PciDevice& b) {
+  for (unsigned n : a.numa_nodes) {
+    if (std::find(b.numa_nodes.begin(), b.numa_nodes.end(), n) != b.numa_nodes.end()) return true;
+  }
+  return false;
 }
 
 // The SLIT distance between two devices' nodes; 10 on one node, 255 (unreachable) when either

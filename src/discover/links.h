@@ -17,6 +17,9 @@ LinkLevel pcie_level(const HostModel& model, const PciDevice& a, const PciDevice
 // Accelerators then NICs; NV#/XGMI where an accelerator lists the other among its peer links.
 LinkMatrix compute_link_matrix(const HostModel& model);
 
+// The DRAM node a device is local to (hwloc may give a DRAM and an HBM node together).
+std::optional<unsigned> dram_node(const HostModel& model, const PciDevice& pci);
+
 // Fills Accelerator::closest_nics from model.links: the RDMA-capable NICs (all NICs when none
 // is) at the best level; among NICs at one level (SYS: none on the accelerator's node) those at
 // the smallest NUMA distance (the SLIT), so the XE8640's GPU on node 7 gets node 5's HCA on its

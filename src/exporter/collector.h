@@ -63,6 +63,7 @@ std::unique_ptr<Collector> make_habana_collector();       // habana.cc: habanala
 std::unique_ptr<Collector> make_numa_memory_collector();  // numa_memory.cc
 std::unique_ptr<Collector> make_hugepages_collector();    // hugepages.cc
 std::unique_ptr<Collector> make_pcie_link_collector();    // pcie_link.cc
+std::unique_ptr<Collector> make_rdma_port_collector();    // rdma_port.cc: IB/RoCE ports
 std::unique_ptr<Collector> make_kubelet_collector();      // kubelet.cc: pod-resources link state
 std::unique_ptr<Collector> make_dra_collector();          // dra.cc: the DRA driver's state
 std::unique_ptr<Collector> make_agent_parts_collector();  // agent_parts.cc: each thread's work

@@ -14,6 +14,7 @@ std::vector<std::unique_ptr<Collector>> make_all_collectors() {
   all.push_back(make_numa_memory_collector());
   all.push_back(make_hugepages_collector());
   all.push_back(make_pcie_link_collector());
+  all.push_back(make_rdma_port_collector());
   all.push_back(make_placement_state_collector());
   all.push_back(make_audit_findings_collector());
   all.push_back(make_kubelet_collector());

@@ -10,6 +10,7 @@
 #include "core/file_io.h"
 #include "core/number.h"
 #include "discover/discover.h"
+#include "discover/links.h"
 #include "discover/tuning.h"
 #include "place/allocation_store.h"
 #include "place/host_view.h"
@@ -45,6 +46,27 @@ std::map<std::string, std::uint64_t> parse_numastat(const std::string& text) {
   return out;
 }
 
+// The ports of every RDMA device of the model's NICs, labelled with the NIC, its node and the
+// accelerators NCCL pairs it with.
+std::vector<RdmaPortSample> read_rdma_port_samples(const HostModel& host, const std::string& root) {
+  std::vector<RdmaPortSample> out;
+  for (const auto& nic : host.nics) {
+    if (nic.rdma_devices.empty()) continue;
+    std::string gpus;
+    for (const auto& a : host.accelerators) {
+      for (const Nic* n : nccl_nics(host, a)) {
+        if (n->id == nic.id) gpus += (gpus.empty() ? "" : ",") + a.id;
+      }
+    }
+    const auto node = dram_node(host, nic.pci);
+    for (const auto& device : nic.rdma_devices) {
+      for (auto& r : read_rdma_ports(root, device))
+        out.push_back({nic.id, nic.pci.address.to_string(), node, gpus, std::move(r)});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 HostSample read_host_sample(const HostModel& host, const std::string& root) {
@@ -65,6 +87,7 @@ HostSample read_host_sample(const HostModel& host, const std::string& root) {
       if (auto text = read_text_file(dir / "numastat")) ns.numastat = parse_numastat(*text);
       s.numa.push_back(std::move(ns));
     }
+    s.rdma_ports = read_rdma_port_samples(fresh, root);
   }
   s.host = std::make_shared<const HostModel>(std::move(fresh));
   return s;

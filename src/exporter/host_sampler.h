@@ -18,6 +18,7 @@
 #include "audit/finding.h"
 #include "core/host_model.h"
 #include "discover/accel/monitor.h"
+#include "discover/rdma_ports.h"
 
 namespace polyaccel::exporter {
 
@@ -26,6 +27,17 @@ struct NumaNodeSample {
   std::optional<std::uint64_t> memory_total_bytes;  // nodeN/meminfo MemTotal
   std::optional<std::uint64_t> memory_free_bytes;   // nodeN/meminfo MemFree
   std::map<std::string, std::uint64_t> numastat;    // numa_hit, numa_miss, other_node, ...
+};
+
+// One port of an RDMA NIC of the model, with what the rest of the project knows of its NIC.
+struct RdmaPortSample {
+  std::string nic;  // "nic3"
+  std::string pci_bus_id;
+  std::optional<unsigned> numa_node;  // the NIC's DRAM node (discover/links.h dram_node)
+  // The accelerators NCCL pairs with this NIC (discover/links.h nccl_nics: the pairing that
+  // `polyaccel nccl`, `run` and Allocate use), comma-joined ids; empty: no GPU's NIC.
+  std::string gpus;
+  RdmaPortReading reading;
 };
 
 // What the committed placements hold on one NUMA node with CPUs.
@@ -73,6 +85,7 @@ struct HostSample {
   // The model with hugepages and PCIe links as read at `time`; never null.
   std::shared_ptr<const HostModel> host;
   std::vector<NumaNodeSample> numa;
+  std::vector<RdmaPortSample> rdma_ports;  // every port of every RDMA device of the model's NICs
   // Never null: "not read" until the sampler fills them.
   std::shared_ptr<const PlacementSample> placement = std::make_shared<const PlacementSample>();
   std::shared_ptr<const AuditSample> audit = std::make_shared<const AuditSample>();

@@ -36,7 +36,8 @@ TEST(AgentCli, BadOptionsAreOneLineAndExitTwo) {
            {"--audit-interval soon", "--audit-interval soon"},
            // zero is not "never": that is `off`, which the message names
            {"--audit-interval 0", "--audit-interval off to run no audit"},
-           {"--audit-interval 0ms", "--audit-interval off to run no audit"}}) {
+           {"--audit-interval 0ms", "--audit-interval off to run no audit"},
+           {"--host-root /nonexistent/root", "--host-root /nonexistent/root"}}) {
     auto r = run_command(agent(args));
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
     EXPECT_THAT(r.output, HasSubstr(word)) << args;

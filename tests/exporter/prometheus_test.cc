@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "support/fake_pod_resources.h"
+#include "support/infiniband_tree.h"
 #include "support/prometheus_server.h"
 #include "support/test_pki.h"
 #include "support/test_support.h"
@@ -68,6 +69,11 @@ struct Stack {
                                          "other_node "
                                       << 7 * node << "\n";
     }
+    // Its two InfiniBand HCAs as RDMA devices with port counters (the capture has none).
+    polyaccel::testing::add_infiniband_device(fsroot, polyaccel::testing::kNecIbHca0Dir, "mlx5_0",
+                                              "100 Gb/sec (4X EDR)", 1000);
+    polyaccel::testing::add_infiniband_device(fsroot, polyaccel::testing::kNecIbHca1Dir, "mlx5_1",
+                                              "56 Gb/sec (4X FDR)", 3000);
     std::string socket = (tmp.path() / "kubelet.sock").string();
     kubelet = std::make_unique<polyaccel::testing::FakePodResources>(socket);
     kubelet->set({{"infer-a",
@@ -214,6 +220,14 @@ void every_family_with_the_scenario_values() {
             7);
   EXPECT_EQ(scalar("count(polyaccel_hugepages_pages{page_size_bytes=\"2097152\"})"), 4);
   EXPECT_GT(scalar("count(polyaccel_pcie_link_width_lanes{kind=\"accelerator\"})"), 8);
+  // RDMA ports: port_rcv_data's 4-byte words as bytes, the rate file's Gb/s as bytes/s; both
+  // agents read the tree: 2 ports each.
+  const std::string first = "instance=\"127.0.0.1:" + std::to_string(env_->agent_ports[0]) + "\"";
+  EXPECT_EQ(
+      scalar("polyaccel_rdma_port_data_received_bytes_total{device=\"mlx5_1\"," + first + "}"),
+      12000);
+  EXPECT_EQ(scalar("polyaccel_rdma_rate_bytes_per_second{device=\"mlx5_1\"," + first + "}"), 7e9);
+  EXPECT_EQ(scalar("count(polyaccel_rdma_state_id == 4)"), 4);
   EXPECT_EQ(scalar("min(polyaccel_collector_success)"), 1);
 }
 
