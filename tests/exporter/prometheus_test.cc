@@ -475,18 +475,19 @@ json discovered_target(int port, const json& service, const std::string& port_na
 }
 
 // The rendered device plugin with monitoring beside it, as docs/install.md composes them, with
-// the kubectl on PATH (else Debian 12's; manifests_test renders with both).
+// the kubectl on PATH (else kubectl 1.22, the oldest supported; manifests_test renders with both).
 std::vector<json> render_monitoring_beside_device_plugin(const fs::path& dir) {
-  const fs::path kube = fs::path(POLYACCEL_SOURCE_DIR) / "deploy/kubernetes/overlays";
-  polyaccel::testing::write_text(dir / "kustomization.yaml",
-                                 "bases:\n  - " +
-                                     fs::relative(kube / "device-plugin", dir).string() + "\n  - " +
-                                     fs::relative(kube / "monitoring", dir).string() + "\n");
+  const fs::path kube = fs::path(POLYACCEL_SOURCE_DIR) / "deploy/kubernetes";
+  polyaccel::testing::write_text(
+      dir / "kustomization.yaml",
+      "resources:\n  - " + fs::relative(kube / "overlays/device-plugin", dir).string() +
+          "\ncomponents:\n  - " + fs::relative(kube / "components/monitoring", dir).string() +
+          "\n");
   std::string kubectl = "kubectl";
   if (const char* k = std::getenv("POLYACCEL_KUBECTL"); k && *k)
     kubectl = k;
   else if (run_command("command -v kubectl >/dev/null").exit_code != 0)
-    kubectl = "/usr/local/lib/polyaccel-test/kubectl-1.20/kubectl";
+    kubectl = "/usr/local/lib/polyaccel-test/kubectl-1.22/kubectl";
   auto r = run_command("'" + kubectl + "' kustomize '" + dir.string() + "' 2>&1");
   if (r.exit_code != 0) throw std::runtime_error(kubectl + " kustomize: " + r.output);
   return polyaccel::testing::yaml_documents(r.output);
