@@ -543,6 +543,11 @@ TEST(PrometheusOperator, ServiceMonitorKeepsTheNumaNodeBesideTheKubernetesNode) 
     std::ofstream(dir / "numastat") << "numa_hit 1000\nnuma_miss 3\nother_node 2\n";
   }
   std::ofstream(node_dir / "node1/hugepages/hugepages-2048kB/free_hugepages") << "0\n";
+  // Its two HCAs with port counters, for the fabric panels.
+  polyaccel::testing::add_infiniband_device(fsroot, polyaccel::testing::kNecIbHca0Dir, "mlx5_0",
+                                            "100 Gb/sec (4X EDR)", 1000);
+  polyaccel::testing::add_infiniband_device(fsroot, polyaccel::testing::kNecIbHca1Dir, "mlx5_1",
+                                            "56 Gb/sec (4X FDR)", 3000);
   const std::string state = (tmp.path() / "allocations.json").string();
   auto placed = run_command("'" + polyaccel::testing::polyaccel_binary() + "' place --fsroot '" +
                             fsroot.string() + "' --state '" + state +
@@ -654,7 +659,7 @@ TEST(PrometheusOperator, ServiceMonitorKeepsTheNumaNodeBesideTheKubernetesNode) 
       }
     }
   }
-  EXPECT_EQ(numa_targets, 7);
+  EXPECT_EQ(numa_targets, 8);  // 7 NUMA panels' queries and the RDMA ports' rate
 
   // The alerts, evaluated by Prometheus from the PrometheusRule: pending, with the NUMA node of
   // the exhausted pool and of the full node, and the Kubernetes node.
@@ -704,7 +709,7 @@ TEST(PrometheusOperator, ServiceMonitorKeepsTheNumaNodeBesideTheKubernetesNode) 
       }
     }
   }
-  EXPECT_EQ(fleet_targets, 10);
+  EXPECT_EQ(fleet_targets, 14);
 }
 
 }  // namespace
