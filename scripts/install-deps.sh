@@ -86,7 +86,8 @@ fi
 # under /usr/local/lib/polyaccel-test/<package>: apt-get with a private sources list, lists and
 # cache in a temporary directory, so the host's apt sources and dpkg database stay as they are.
 # opentelemetry-proto: OpenTelemetry's published .proto files, with which tests/exporter/otlp_test
-# decodes the agent's OTLP requests.
+# decodes the agent's OTLP requests; prometheus (3.5): the scraper of UTF-8 names
+# (escaping=allow-utf-8) in tests/exporter/utf8_names_test (Debian 12's is 2.42).
 forky_unpack() {
   local package=$1 dest=/usr/local/lib/polyaccel-test/$1
   [ -f "$dest/.unpacked" ] && return 0
@@ -105,6 +106,7 @@ forky_unpack() {
   rm -rf "$tmp"
 }
 forky_unpack opentelemetry-proto
+forky_unpack prometheus
 
 # A CEL evaluator, pinned, for tests/deploy: the DRA overlay's ValidatingAdmissionPolicy has its
 # expressions evaluated on requests for the agent's own node and for another. npm comes with a

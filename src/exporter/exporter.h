@@ -59,6 +59,11 @@ struct ExporterOptions {
 struct ScrapeBody {
   std::string text;
   std::string gzip;  // empty when zlib failed: the text is served uncompressed
+  // The hw.* families with UTF-8 names (text_format.h hw_text_format) and their gzip member,
+  // served after `text` (and `gzip`: two members make one gzip stream, RFC 1952 2.2) to a
+  // scraper that asks for escaping=allow-utf-8 (accept_header.h).
+  std::string hw_text;
+  std::string hw_gzip;
 };
 
 // A cached body is served for at most this long even when no source changed, because of the
