@@ -95,15 +95,9 @@ TEST(Utf8Names, Prometheus35ScrapesHwNamesAsUtf8AndDcgmNamesAsEver) {
           "' --web.listen-address=127.0.0.1:" + std::to_string(port) + " --log.level=warn",
       tmp.path() / "prometheus.log");
   auto query = [&](const std::string& promql) {
-    fs::path q = tmp.path() / "query.txt";
-    std::ofstream(q) << promql;
-    auto r =
-        run_command("curl -sS --max-time 20 -G --data-urlencode query@'" + q.string() +
-                    "' http://127.0.0.1:" + std::to_string(port) + "/api/v1/query 2>/dev/null");
-    json j = json::parse(r.output, nullptr, false);
-    if (j.is_discarded() || j.value("status", "") != "success") return json::array();
-    return j["data"]["result"];
+    return polyaccel::testing::prometheus_query(port, tmp.path(), promql);
   };
+
   // Two scrapes of each job.
   bool scraped = false;
   for (auto deadline = std::chrono::steady_clock::now() + 60s;
