@@ -201,4 +201,19 @@ void BM_OtlpRequestFullNode(benchmark::State& state) {
 }
 BENCHMARK(BM_OtlpRequestFullNode);
 
+// What every render of /metrics adds for the scrapers that ask escaping=allow-utf-8: the hw.*
+// families of the same full node in UTF-8 text, and their gzip member.
+void BM_HwTextFullNode(benchmark::State& state) {
+  const AcceleratorSnapshot snap = full_node_snapshot();
+  size_t bytes = 0, gzipped = 0;
+  for (auto _ : state) {
+    std::string text = exporter::hw_text_format(exporter::hw_metrics(snap));
+    gzipped = exporter::gzip(text).size();
+    bytes = text.size();
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+  state.counters["gzip_bytes"] = static_cast<double>(gzipped);
+}
+BENCHMARK(BM_HwTextFullNode);
+
 BENCHMARK_MAIN();

@@ -97,13 +97,14 @@ int answer_request(mg_connection* conn) {
     const char* types = mg_get_header(conn, "Accept");
     const bool utf8 = types && accepts_utf8_names(types);
     const std::string_view type = utf8 ? kUtf8TextContentType : "text/plain; charset=utf-8";
+    const std::string_view hw_text = utf8 ? body->hw_text() : std::string_view();
+    const std::string_view hw_gzip = utf8 ? body->hw_gzip() : std::string_view();
     if (accept && std::strstr(accept, "gzip") && !body->gzip.empty() &&
-        (!utf8 || !body->hw_gzip.empty() || body->hw_text.empty())) {
-      answer(conn, 200, fields + "Content-Encoding: gzip\r\n", body->gzip, head, type,
-             utf8 ? body->hw_gzip : std::string_view());
+        (hw_text.empty() || !hw_gzip.empty())) {
+      answer(conn, 200, fields + "Content-Encoding: gzip\r\n", body->gzip, head, type, hw_gzip);
       return 200;
     }
-    answer(conn, 200, fields, body->text, head, type, utf8 ? body->hw_text : std::string_view());
+    answer(conn, 200, fields, body->text, head, type, hw_text);
     return 200;
   }
   if (std::strcmp(ri->local_uri, "/healthz") == 0) {
@@ -193,6 +194,24 @@ ScrapeInput Scraper::input_from(Snapshots snapshots) const {
   return in;
 }
 
+void ScrapeBody::render_hw() const {
+  std::call_once(hw_once_, [this] {
+    if (!accelerators) return;
+    hw_text_ = hw_text_format(hw_metrics(*accelerators));
+    if (!hw_text_.empty()) hw_gzip_ = exporter::gzip(hw_text_);
+  });
+}
+
+const std::string& ScrapeBody::hw_text() const {
+  render_hw();
+  return hw_text_;
+}
+
+const std::string& ScrapeBody::hw_gzip() const {
+  render_hw();
+  return hw_gzip_;
+}
+
 std::shared_ptr<const ScrapeBody> Scraper::body() const {
   Snapshots now = take_snapshots();
   auto rendered_at = Clock::now();
@@ -204,8 +223,7 @@ std::shared_ptr<const ScrapeBody> Scraper::body() const {
   auto body = std::make_shared<ScrapeBody>();
   ScrapeInput in = input_from(now);
   body->text = text_format(scrape(in));
-  body->hw_text = hw_text_format(hw_metrics(*in.accelerators));
-  if (!body->hw_text.empty()) body->hw_gzip = gzip(body->hw_text);
+  body->accelerators = in.accelerators;
   // The text grew by doubling (400 KB of capacity for the full node's 200 KB), and the cached
   // body keeps it until the next render.
   body->text.shrink_to_fit();
