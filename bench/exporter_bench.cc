@@ -15,6 +15,8 @@
 #include "discover/rdma_ports.h"
 #include "exporter/collector.h"
 #include "exporter/exporter.h"
+#include "exporter/hw_metrics.h"
+#include "exporter/otlp.h"
 #include "exporter/text_format.h"
 
 namespace {
@@ -251,5 +253,87 @@ void BM_CollectRdmaPorts(benchmark::State& state) {
 BENCHMARK(BM_CollectRdmaPorts);
 
 }  // namespace
+
+// One OTLP push of the full node: 8 H200 GPUs with 7 MIG instances each, every value the hw.*
+// conventions take set: the hw.* metrics from the snapshot and the serialized
+// ExportMetricsServiceRequest, as the push thread builds them every --otlp-interval.
+AcceleratorSnapshot full_node_snapshot() {
+  AcceleratorSnapshot snap;
+  snap.generation = 1;
+  for (unsigned g = 0; g < 8; ++g) {
+    MonitoredDevice d;
+    d.id = "gpu" + std::to_string(g);
+    d.pci_bus_id = "0000:" + std::to_string(10 + g) + ":00.0";
+    d.vendor = Vendor::nvidia;
+    d.name = "NVIDIA H200";
+    d.inventory.uuid = "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(g);
+    d.inventory.serial = "165492200" + std::to_string(g);
+    d.inventory.driver_version = "570.86.15";
+    d.inventory.memory_total_bytes = 143771ull << 20;
+    d.inventory.mig_enabled = true;
+    AcceleratorSample s;
+    s.gpu_utilization_percent = 97;
+    s.encoder_utilization_percent = 0;
+    s.decoder_utilization_percent = 12;
+    s.memory_used_bytes = 120000ull << 20;
+    s.gpu_temperature_c = 67;
+    s.memory_temperature_c = 79;
+    s.power_watts = 652.3;
+    s.energy_millijoules = 4131814000;
+    s.ecc_corrected_volatile = 3;
+    s.ecc_uncorrected_volatile = 0;
+    s.pcie_replay_count = 0;
+    for (unsigned i = 0; i < 7; ++i) {
+      MigInstance m;
+      m.gpu_instance_id = 7 + i;
+      m.profile_name = "1g.18gb";
+      m.uuid =
+          "MIG-a000000" + std::to_string(g) + "-0000-5000-8000-00000000000" + std::to_string(i);
+      m.memory_bytes = 17432ull << 20;
+      d.inventory.mig_instances.push_back(m);
+      MigInstanceSample ms;
+      ms.gpu_instance_id = m.gpu_instance_id;
+      ms.memory_used_bytes = 9000ull << 20;
+      ms.profiling.graphics_active_percent = 55;
+      s.mig_instances.push_back(ms);
+    }
+    d.sample = s;
+    snap.devices.push_back(std::move(d));
+  }
+  return snap;
+}
+
+void BM_OtlpRequestFullNode(benchmark::State& state) {
+  const AcceleratorSnapshot snap = full_node_snapshot();
+  const exporter::OtlpResource resource{"node-7", "node-7", "0.1.0"};
+  const auto start = std::chrono::system_clock::now();
+  size_t bytes = 0, points = 0;
+  for (auto _ : state) {
+    auto metrics = exporter::hw_metrics(snap);
+    points = 0;
+    for (const auto& m : metrics)
+      points += m.points.size();
+    bytes =
+        exporter::otlp_request(metrics, resource, start, std::chrono::system_clock::now()).size();
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+  state.counters["points"] = static_cast<double>(points);
+}
+BENCHMARK(BM_OtlpRequestFullNode);
+
+// What every render of /metrics adds for the scrapers that ask escaping=allow-utf-8: the hw.*
+// families of the same full node in UTF-8 text, and their gzip member.
+void BM_HwTextFullNode(benchmark::State& state) {
+  const AcceleratorSnapshot snap = full_node_snapshot();
+  size_t bytes = 0, gzipped = 0;
+  for (auto _ : state) {
+    std::string text = exporter::hw_text_format(exporter::hw_metrics(snap));
+    gzipped = exporter::gzip(text).size();
+    bytes = text.size();
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+  state.counters["gzip_bytes"] = static_cast<double>(gzipped);
+}
+BENCHMARK(BM_HwTextFullNode);
 
 BENCHMARK_MAIN();

@@ -91,6 +91,32 @@ if [ ${#missing[@]} -ne 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Packages of Debian forky (testing) that tests read but Debian 12 lacks, unpacked (dpkg-deb -x)
+# under /usr/local/lib/polyaccel-test/<package>: apt-get with a private sources list, lists and
+# cache in a temporary directory, so the host's apt sources and dpkg database stay as they are.
+# opentelemetry-proto: OpenTelemetry's published .proto files, with which tests/exporter/otlp_test
+# decodes the agent's OTLP requests; prometheus (3.5): the scraper of UTF-8 names
+# (escaping=allow-utf-8) in tests/exporter/utf8_names_test (Debian 12's is 2.42).
+forky_unpack() {
+  local package=$1 dest=/usr/local/lib/polyaccel-test/$1
+  [ -f "$dest/.unpacked" ] && return 0
+  local tmp
+  tmp=$(mktemp -d)
+  chmod 0755 "$tmp"  # apt's download user writes there
+  mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial"
+  echo "deb ${POLYACCEL_DEBIAN_MIRROR:-http://deb.debian.org/debian} forky main" > "$tmp/sources.list"
+  local opts=(-o Dir::Etc::SourceList="$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o Dir::State::Lists="$tmp/lists" -o Dir::Cache="$tmp/cache" -o Debug::NoLocking=1)
+  ( cd "$tmp" && apt-get "${opts[@]}" update -qq && apt-get "${opts[@]}" download -qq "$package" ) >&2
+  $sudo rm -rf "$dest"
+  $sudo mkdir -p "$dest"
+  $sudo dpkg-deb -x "$tmp/${package}"_*.deb "$dest"
+  $sudo touch "$dest/.unpacked"
+  rm -rf "$tmp"
+}
+forky_unpack opentelemetry-proto
+forky_unpack prometheus
+
 # A CEL evaluator, pinned, for tests/deploy: the DRA overlay's ValidatingAdmissionPolicy has its
 # expressions evaluated on requests for the agent's own node and for another. npm comes with a
 # nodejs from elsewhere (NodeSource); Debian's nodejs needs Debian's npm.

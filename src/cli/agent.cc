@@ -14,6 +14,7 @@
 
 #include "cli/agent_cdi.h"
 #include "cli/agent_dra.h"
+#include "cli/agent_otlp.h"
 #include "cli/agent_partition.h"
 #include "cli/agent_plugin.h"
 #include "cli/build_info.h"
@@ -86,6 +87,13 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   }
   auto interval = parse_duration("--interval", options.interval);
   if (!interval) return fail(interval.error());
+  // The OTLP flags are checked before anything starts: a bad one exits 2 at once.
+  auto otlp_interval = parse_duration("--otlp-interval", options.otlp_interval);
+  if (!otlp_interval) return fail(otlp_interval.error());
+  if (!options.otlp_endpoint.empty()) {
+    auto endpoint = exporter::parse_otlp_endpoint(options.otlp_endpoint);
+    if (!endpoint) return fail(endpoint.error());
+  }
   // "off" is the only way to run no audit: 0 (in any unit) is refused as for --interval, since
   // a zero period reads as "all the time" as easily as "never".
   std::chrono::milliseconds audit_interval{0};
@@ -216,6 +224,19 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   auto partitions = start_partition_agent(monitor, options, discover, plugin.get(), dra->get());
   if (!partitions) return fail(partitions.error());
   dra_runner = dra->get();
+  std::unique_ptr<OtlpPusher> otlp;
+  if (!options.otlp_endpoint.empty()) {
+    OtlpPushOptions po;
+    po.endpoint = options.otlp_endpoint;
+    po.interval = *otlp_interval;
+    po.resource.host_name = eo.hostname;
+    const char* node = std::getenv("NODE_NAME");
+    po.resource.k8s_node_name = !options.node_name.empty() ? options.node_name : node ? node : "";
+    po.resource.service_version = kBuildVersion;
+    auto pusher = OtlpPusher::start(std::move(po), [&] { return monitor.snapshot(); });
+    if (!pusher) return fail(pusher.error());
+    otlp = std::move(*pusher);
+  }
   say_why_no_node_labels(options);
   if (!global.quiet) {
     // With port 0 the kernel chose: this line is where people (and scripts) read which.
@@ -226,6 +247,8 @@ int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ost
   std::vector<std::string> sockets;
   if (*dra) sockets = {(*dra)->plugin().registration_socket(), (*dra)->plugin().endpoint()};
   wait_for_signal(signals, std::move(sockets));
+  g_stopping = "the OTLP push";
+  if (otlp) otlp->stop();
   g_stopping = "the HTTP server";
   http->reset();
   g_stopping = "the NRI plugin";

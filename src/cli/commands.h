@@ -92,6 +92,8 @@ int run_audit_command(const GlobalOptions& options, const AuditCommandOptions& a
 struct AgentOptions {
   std::string listen = ":9477";  // exporter::kDefaultPort, every IPv6 and IPv4 address
   std::string web_config_file;  // exporter-toolkit's web config: TLS, basic auth (docs/exporter.md)
+  std::string otlp_endpoint;  // OTLP/HTTP push of the hw.* metrics (cli/agent_otlp.h); empty: none
+  std::string otlp_interval = "10s";
   std::string interval = "10s";
   std::string compat = "all";
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";

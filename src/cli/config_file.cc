@@ -28,6 +28,8 @@ constexpr ConfigKey kKeys[] = {
     {"listen", "--listen"},
     {"web_config_file", "--web-config-file"},
     {"interval", "--interval"},
+    {"otlp_endpoint", "--otlp-endpoint"},
+    {"otlp_interval", "--otlp-interval"},
     {"audit_interval", "--audit-interval"},
 };
 

@@ -223,6 +223,13 @@ int main(int raw_argc, char** raw_argv) {
   agent->add_option("--interval", agent_options.interval, "sample every (10s, 500ms, 1m)")
       ->capture_default_str();
   agent
+      ->add_option("--otlp-endpoint", agent_options.otlp_endpoint,
+                   "also push the hw.* metrics (OpenTelemetry's conventions) over OTLP/HTTP "
+                   "protobuf to URL/v1/metrics (an OpenTelemetry Collector's :4318)")
+      ->type_name("URL");
+  agent->add_option("--otlp-interval", agent_options.otlp_interval, "push every (10s, 1m)")
+      ->capture_default_str();
+  agent
       ->add_option("--compat", agent_options.compat,
                    "name sets: all, none, or a list of polyaccel,dcgm,amd,habana")
       ->capture_default_str();

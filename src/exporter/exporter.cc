@@ -10,9 +10,11 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include "exporter/accept_header.h"
 #include "exporter/device_series.h"
 #include "exporter/families.h"
 #include "exporter/http_front.h"
+#include "exporter/hw_metrics.h"
 #include "exporter/listen_address.h"
 #include "exporter/text_format.h"
 #include "exporter/web_security.h"
@@ -43,13 +45,18 @@ const char* status_text(int status) {
 }
 
 // `fields`: more header fields, each ending in CRLF.
+// `more`: a second part of the body, sent after `body`.
 void answer(mg_connection* conn, int status, const std::string& fields, const std::string& body,
-            bool head) {
+            bool head, std::string_view content_type = "text/plain; charset=utf-8",
+            std::string_view more = {}) {
   mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n%s"
+            "HTTP/1.1 %d %s\r\nContent-Type: %.*s\r\n%s"
             "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-            status, status_text(status), fields.c_str(), body.size());
-  if (!head) mg_write(conn, body.data(), body.size());
+            status, status_text(status), static_cast<int>(content_type.size()), content_type.data(),
+            fields.c_str(), body.size() + more.size());
+  if (head) return;
+  mg_write(conn, body.data(), body.size());
+  if (!more.empty()) mg_write(conn, more.data(), more.size());
 }
 
 int answer_request(mg_connection* conn) {
@@ -87,11 +94,17 @@ int answer_request(mg_connection* conn) {
   if (std::strcmp(ri->local_uri, "/metrics") == 0) {
     std::shared_ptr<const ScrapeBody> body = exporter->metrics_body();
     const char* accept = mg_get_header(conn, "Accept-Encoding");
-    if (accept && std::strstr(accept, "gzip") && !body->gzip.empty()) {
-      answer(conn, 200, fields + "Content-Encoding: gzip\r\n", body->gzip, head);
+    const char* types = mg_get_header(conn, "Accept");
+    const bool utf8 = types && accepts_utf8_names(types);
+    const std::string_view type = utf8 ? kUtf8TextContentType : "text/plain; charset=utf-8";
+    const std::string_view hw_text = utf8 ? body->hw_text() : std::string_view();
+    const std::string_view hw_gzip = utf8 ? body->hw_gzip() : std::string_view();
+    if (accept && std::strstr(accept, "gzip") && !body->gzip.empty() &&
+        (hw_text.empty() || !hw_gzip.empty())) {
+      answer(conn, 200, fields + "Content-Encoding: gzip\r\n", body->gzip, head, type, hw_gzip);
       return 200;
     }
-    answer(conn, 200, fields, body->text, head);
+    answer(conn, 200, fields, body->text, head, type, hw_text);
     return 200;
   }
   if (std::strcmp(ri->local_uri, "/healthz") == 0) {
@@ -181,6 +194,24 @@ ScrapeInput Scraper::input_from(Snapshots snapshots) const {
   return in;
 }
 
+void ScrapeBody::render_hw() const {
+  std::call_once(hw_once_, [this] {
+    if (!accelerators) return;
+    hw_text_ = hw_text_format(hw_metrics(*accelerators));
+    if (!hw_text_.empty()) hw_gzip_ = exporter::gzip(hw_text_);
+  });
+}
+
+const std::string& ScrapeBody::hw_text() const {
+  render_hw();
+  return hw_text_;
+}
+
+const std::string& ScrapeBody::hw_gzip() const {
+  render_hw();
+  return hw_gzip_;
+}
+
 std::shared_ptr<const ScrapeBody> Scraper::body() const {
   Snapshots now = take_snapshots();
   auto rendered_at = Clock::now();
@@ -190,7 +221,9 @@ std::shared_ptr<const ScrapeBody> Scraper::body() const {
       return cache_->body;
   }
   auto body = std::make_shared<ScrapeBody>();
-  body->text = text_format(scrape(input_from(now)));
+  ScrapeInput in = input_from(now);
+  body->text = text_format(scrape(in));
+  body->accelerators = in.accelerators;
   // The text grew by doubling (400 KB of capacity for the full node's 200 KB), and the cached
   // body keeps it until the next render.
   body->text.shrink_to_fit();

@@ -59,6 +59,19 @@ struct ExporterOptions {
 struct ScrapeBody {
   std::string text;
   std::string gzip;  // empty when zlib failed: the text is served uncompressed
+  // The snapshot the body was rendered from, for the hw.* part below.
+  std::shared_ptr<const AcceleratorSnapshot> accelerators;
+  // The hw.* families with UTF-8 names (text_format.h hw_text_format) and their gzip member,
+  // served after `text` (and `gzip`: two members make one gzip stream, RFC 1952 2.2) to a
+  // scraper that asks for escaping=allow-utf-8 (accept_header.h). Rendered by the first such
+  // scrape of this body, not by every render (it would add 0.4 ms of CPU to each at full size).
+  const std::string& hw_text() const;
+  const std::string& hw_gzip() const;  // empty when zlib failed
+
+ private:
+  void render_hw() const;
+  mutable std::once_flag hw_once_;
+  mutable std::string hw_text_, hw_gzip_;
 };
 
 // A cached body is served for at most this long even when no source changed, because of the

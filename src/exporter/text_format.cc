@@ -183,6 +183,42 @@ std::string text_format(const std::vector<MetricFamily>& families) {
   return out;
 }
 
+std::string hw_text_format(const std::vector<HwMetric>& metrics) {
+  std::string out;
+  for (const auto& m : metrics) {
+    out += "# HELP \"";
+    append_escaped(out, m.name);
+    out += "\" ";
+    for (char c : m.description) {
+      if (c == '\\')
+        out += "\\\\";
+      else if (c == '\n')
+        out += "\\n";
+      else
+        out += c;
+    }
+    out += "\n# TYPE \"";
+    append_escaped(out, m.name);
+    out += m.instrument == HwInstrument::counter ? "\" counter\n" : "\" gauge\n";
+    for (const auto& p : m.points) {
+      out += "{\"";
+      append_escaped(out, m.name);
+      out += '"';
+      for (const auto& [key, value] : p.attributes) {
+        out += ",\"";
+        append_escaped(out, key);
+        out += "\"=\"";
+        append_escaped(out, value);
+        out += '"';
+      }
+      out += "} ";
+      append_value(out, p.value);
+      out += '\n';
+    }
+  }
+  return out;
+}
+
 std::string gzip(std::string_view data) {
   // zlib counts input and output in uInt: a body past half of it (its compressed bound must fit
   // too) is not compressed, and the answer goes out plain.

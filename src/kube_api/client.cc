@@ -527,9 +527,10 @@ Result<HttpResponse> KubeClient::perform(const std::string& method, const std::s
   if (!token.empty()) headers = curl.slist_append(headers, auth.c_str());
   if (method == "POST" || method == "PUT" || method == "PATCH") {
     // The API server takes a PATCH only as a named patch type: a JSON merge patch here.
-    headers =
-        curl.slist_append(headers, method == "PATCH" ? "Content-Type: application/merge-patch+json"
-                                                     : "Content-Type: application/json");
+    std::string type =
+        "Content-Type: " +
+        (method == "PATCH" ? std::string("application/merge-patch+json") : config_.content_type);
+    headers = curl.slist_append(headers, type.c_str());
     curl.easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
     curl.easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
   }

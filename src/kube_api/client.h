@@ -27,6 +27,9 @@ struct KubeConfig {
   // "user ci's token in the kubeconfig /etc/k.yaml"): what a 401 blames. Empty: none.
   std::string credential;
   std::chrono::milliseconds timeout{10000};
+  // The Content-Type of a POST or PUT body (a PATCH is always a JSON merge patch); the OTLP push
+  // (cli/agent_otlp.h) sends application/x-protobuf.
+  std::string content_type = "application/json";
 };
 
 // In a pod: KUBERNETES_SERVICE_HOST/PORT, the service account's token and ca.crt under `sa_dir`.

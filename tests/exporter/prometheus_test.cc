@@ -126,14 +126,7 @@ struct Stack {
 
   // Runs an instant query; the result vector, or an empty one when Prometheus is not ready.
   json query(const std::string& promql) const {
-    fs::path q = tmp.path() / "query.txt";
-    std::ofstream(q) << promql;
-    auto r = run_command("curl -sS --max-time 20 -G --data-urlencode query@'" + q.string() +
-                         "' http://127.0.0.1:" + std::to_string(prometheus_port) +
-                         "/api/v1/query 2>/dev/null");
-    json j = json::parse(r.output, nullptr, false);
-    if (j.is_discarded() || j.value("status", "") != "success") return json::array();
-    return j["data"]["result"];
+    return polyaccel::testing::prometheus_query(prometheus_port, tmp.path(), promql);
   }
 };
 class PrometheusServer : public ::testing::Test {
@@ -319,14 +312,7 @@ TEST(PrometheusOverTls, ScrapesTheAgentWithClientCertificateAndBasicAuth) {
           "' --web.listen-address=127.0.0.1:" + std::to_string(port) + " --log.level=warn",
       tmp.path() / "prometheus.log");
   auto query = [&](const std::string& promql) {
-    fs::path q = tmp.path() / "query.txt";
-    std::ofstream(q) << promql;
-    auto r =
-        run_command("curl -sS --max-time 20 -G --data-urlencode query@'" + q.string() +
-                    "' http://127.0.0.1:" + std::to_string(port) + "/api/v1/query 2>/dev/null");
-    json j = json::parse(r.output, nullptr, false);
-    if (j.is_discarded() || j.value("status", "") != "success") return json::array();
-    return j["data"]["result"];
+    return polyaccel::testing::prometheus_query(port, tmp.path(), promql);
   };
   auto value = [&](const std::string& promql) -> std::string {
     json r = query(promql);

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "support/background.h"
 #include "support/test_support.h"
 
@@ -50,6 +52,20 @@ inline int agent_port(const Background& agent, const std::string& what = "") {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   if (m.empty()) throw std::runtime_error(what + "agent did not start: " + log);
   return std::stoi(m[1]);
+}
+
+// An instant query to the Prometheus server on loopback `port` (the query text goes through a
+// file in `dir`, so no quoting is needed): the result vector, or an empty one when Prometheus is
+// not ready or refuses the query.
+inline nlohmann::json prometheus_query(int port, const std::filesystem::path& dir,
+                                       const std::string& promql) {
+  std::filesystem::path q = dir / "query.txt";
+  std::ofstream(q) << promql;
+  auto r = run_command("curl -sS --max-time 20 -G --data-urlencode query@'" + q.string() +
+                       "' http://127.0.0.1:" + std::to_string(port) + "/api/v1/query 2>/dev/null");
+  nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+  if (j.is_discarded() || j.value("status", "") != "success") return nlohmann::json::array();
+  return j["data"]["result"];
 }
 
 // Debian's Prometheus server on a free loopback port, scraping `targets` (loopback ports) every
