@@ -230,8 +230,10 @@ int main(int raw_argc, char** raw_argv) {
   agent->add_option("--otlp-interval", agent_options.otlp_interval, "push every (10s, 1m)")
       ->capture_default_str();
   agent
-      ->add_option("--compat", agent_options.compat,
-                   "name sets: all, none, or a list of polyaccel,dcgm,amd,habana")
+      ->add_option(
+          "--compat", agent_options.compat,
+          "name sets: all, none, or a list of polyaccel,dcgm,amd,habana,otel (otel: the hw.* names "
+          "to a scraper that negotiates UTF-8 names; not in all)")
       ->capture_default_str();
   agent
       ->add_option("--pod-resources-socket", agent_options.pod_resources_socket,

@@ -22,7 +22,10 @@
 namespace polyaccel::exporter {
 
 // Name sets `--compat` chooses from.
-enum class NameSet { polyaccel, dcgm, amd, habana };
+// otel: OpenTelemetry's hw.* names with UTF-8 characters, on /metrics only to a scraper that
+// negotiates them (accept_header.h) and only when asked for by name: Prometheus 3 negotiates them
+// by default, and they would double every accelerator's series of its existing jobs.
+enum class NameSet { polyaccel, dcgm, amd, habana, otel };
 const char* to_string(NameSet set);
 // "dcgm,amd,habana,polyaccel", "all" or "none" (only polyaccel_*): an Error names the bad word.
 Result<std::set<NameSet>> parse_compat(const std::string& text);

@@ -95,7 +95,7 @@ int answer_request(mg_connection* conn) {
     std::shared_ptr<const ScrapeBody> body = exporter->metrics_body();
     const char* accept = mg_get_header(conn, "Accept-Encoding");
     const char* types = mg_get_header(conn, "Accept");
-    const bool utf8 = types && accepts_utf8_names(types);
+    const bool utf8 = types && exporter->serves_otel_names() && accepts_utf8_names(types);
     const std::string_view type = utf8 ? kUtf8TextContentType : "text/plain; charset=utf-8";
     const std::string_view hw_text = utf8 ? body->hw_text() : std::string_view();
     const std::string_view hw_gzip = utf8 ? body->hw_gzip() : std::string_view();
@@ -382,6 +382,10 @@ int HttpExporter::port() const {
 
 std::string HttpExporter::metrics_text() const {
   return metrics_body()->text;
+}
+
+bool HttpExporter::serves_otel_names() const {
+  return scraper_->options().names.count(NameSet::otel) != 0;
 }
 
 std::shared_ptr<const ScrapeBody> HttpExporter::metrics_body() const {

@@ -155,6 +155,8 @@ class HttpExporter {
   std::string metrics_text() const;                          // a scrape in the text format
   std::shared_ptr<const ScrapeBody> metrics_body() const;    // Scraper::body()
   WebSecurity* security() const { return security_.get(); }  // null without --web-config-file
+  // --compat has otel: the hw.* names go to a scraper that negotiates UTF-8 names.
+  bool serves_otel_names() const;
 
  private:
   HttpExporter() = default;

@@ -28,7 +28,8 @@ struct Agent {
   polyaccel::testing::TempDir tmp;
   std::unique_ptr<Background> process;
   int port = 0;
-  Agent() {
+  // COMPAT: the agent's --compat (otel: the hw.* names for a scraper that negotiates them).
+  explicit Agent(const std::string& compat = "all,otel") {
     process = std::make_unique<Background>(
         "NVML_INJECT_STEP=4 POLYACCEL_HLML_LIB=/nonexistent POLYACCEL_ROCM_SMI_LIB=/nonexistent "
         "POLYACCEL_AMD_SMI_LIB=/nonexistent POLYACCEL_NVML_LIB=" +
@@ -36,7 +37,8 @@ struct Agent {
             "/nvml/libnvidia-ml.so.1 NVML_INJECT_SCENARIO=" + SCENARIO_DIR +
             "/nvml/scenarios/hgx-8xh100.json exec '" + polyaccel::testing::polyaccel_binary() +
             "' agent --accel-backends on --interval 250ms --listen 127.0.0.1:0 --hostname node-7 "
-            "--pod-resources-socket '' --kubelet-dir '' --state ''",
+            "--pod-resources-socket '' --kubelet-dir '' --state '' --compat " +
+            compat,
         tmp.path() / "agent.log");
     port = polyaccel::testing::agent_port(*process);
     // The first samples.
@@ -71,6 +73,16 @@ TEST(Utf8Names, AnAllowUtf8ScraperAlsoGetsTheHwFamiliesOthersTheBodyOfBefore) {
     EXPECT_THAT(plain, ::testing::HasSubstr("DCGM_FI_DEV_GPU_TEMP{"));
     EXPECT_THAT(plain, ::testing::Not(::testing::HasSubstr("hw.")));
   }
+}
+
+// Prometheus 3 negotiates UTF-8 names by default: without otel in --compat its jobs get the body
+// every other scraper gets, not each accelerator's series twice.
+TEST(Utf8Names, WithoutOtelInCompatAnAllowUtf8ScraperGetsTheBodyOfBefore) {
+  Agent agent("all");
+  std::string utf8 = agent.get(kUtf8Accept);
+  EXPECT_THAT(utf8, ::testing::HasSubstr("Content-Type: text/plain; charset=utf-8\r\n"));
+  EXPECT_THAT(utf8, ::testing::HasSubstr("DCGM_FI_DEV_GPU_TEMP{"));
+  EXPECT_THAT(utf8, ::testing::Not(::testing::HasSubstr("hw.")));
 }
 
 TEST(Utf8Names, Prometheus35ScrapesHwNamesAsUtf8AndDcgmNamesAsEver) {
