@@ -60,6 +60,7 @@ else
 fi
 # /proc and /dev for the compilers, in a mount namespace of its own: nothing stays mounted.
 start=$SECONDS
+# shellcheck disable=SC2016 # (the inner shell expands $1)
 unshare --mount --fork bash -euo pipefail -c '
   root=$1
   mount -t proc proc "$root/proc"

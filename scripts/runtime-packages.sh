@@ -16,8 +16,9 @@ binary=$(realpath "$binary")
 # that holds it (Debian 12's libcurl4, 13's libcurl4t64), found with its loader cache and dpkg. The
 # vendors' libraries (NVML, ROCm SMI, HLML) are not listed: the driver on the host provides them
 # (docs/install.md).
+dlopened_sonames=(libcurl.so.4)
 dlopened=()
-for soname in libcurl.so.4; do
+for soname in "${dlopened_sonames[@]}"; do
   # awk reads the whole list: an early exit would kill ldconfig with SIGPIPE (pipefail).
   path=$(ldconfig -p | awk -v s="$soname" '$1 == s && /x86-64/ && !p {print $NF; p = 1}')
   [ -n "$path" ] || { echo "runtime-packages: $soname is not installed (its -dev package: scripts/install-deps.sh)" >&2; exit 2; }

@@ -11,8 +11,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd -P)
 top=$(git -C "$src" rev-parse --show-toplevel 2> /dev/null || true)
-[ -n "$top" ] && [ "$(cd "$top" && pwd -P)" = "$src" ] ||
-  { echo "tarball_test: SKIP: $src is not a git checkout, there is no tarball to make"; exit 77; }
+if [ -z "$top" ] || [ "$(cd "$top" && pwd -P)" != "$src" ]; then
+  echo "tarball_test: SKIP: $src is not a git checkout, there is no tarball to make"
+  exit 77
+fi
 for tool in make dpkg-deb openssl python3; do
   command -v "$tool" > /dev/null || { echo "tarball_test: $tool is missing (scripts/install-deps.sh)" >&2; exit 2; }
 done
@@ -96,7 +98,7 @@ missing=()
 for p in $packages; do
   [ -f "$work/layer/usr/share/doc/$p/copyright" ] || missing+=("$p")
 done
-check "the image keeps /usr/share/doc/<package>/copyright of $(echo "$packages" | wc -w) packages ($(echo $packages | cut -c1-60)...)" \
+check "the image keeps /usr/share/doc/<package>/copyright of $(echo "$packages" | wc -w) packages ($(echo "$packages" | paste -sd ' ' | cut -c1-60)...)" \
   sh -c "[ -z '${missing[*]}' ] || { echo 'missing: ${missing[*]}'; exit 1; }"
 check "the image holds polyaccel's own copyright file" test -s "$work/layer/usr/share/doc/polyaccel/copyright"
 check "the image holds no other documentation than copyright files" \
