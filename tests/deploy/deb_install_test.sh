@@ -20,18 +20,8 @@ for tool in mmdebstrap dpkg-deb systemd-analyze; do
 done
 work=$(mktemp -d /tmp/polyaccel-deb-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-failures=0
-check() {  # check WHAT COMMAND...: one line, ok or FAIL
-  local what=$1
-  shift
-  if "$@" > "$work/check.out" 2>&1; then
-    echo "ok   $what"
-  else
-    echo "FAIL $what"
-    sed 's/^/     /' "$work/check.out" | tail -20
-    failures=$((failures + 1))
-  fi
-}
+# shellcheck source=tests/deploy/check.sh
+. "$here/check.sh"
 
 start=$SECONDS
 if [ "$suite" = bookworm ]; then

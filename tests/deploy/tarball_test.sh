@@ -20,18 +20,8 @@ for tool in make dpkg-deb openssl python3; do
 done
 work=$(mktemp -d /tmp/polyaccel-tarball-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-failures=0
-check() {  # check WHAT COMMAND...: one line, ok or FAIL
-  local what=$1
-  shift
-  if "$@" > "$work/check.out" 2>&1; then
-    echo "ok   $what"
-  else
-    echo "FAIL $what"
-    sed 's/^/     /' "$work/check.out" | tail -20
-    failures=$((failures + 1))
-  fi
-}
+# shellcheck source=tests/deploy/check.sh
+. "$here/check.sh"
 
 commit=$(git -C "$src" rev-parse HEAD)
 start=$SECONDS
