@@ -8,11 +8,11 @@
 # Checked there: polyaccel --version names the build's commit and runs a command on a captured
 # topology; the units pass `systemd-analyze verify`; the agent is enabled, the MIG unit is not;
 # the conffiles are in place; `apt-get purge` leaves none of the package's files.
-# Usage: deb_install_test.sh BUILD_DIR TOPOLOGY_XML [SUITE]   (SUITE: default bookworm, this
+# Usage: deb_install_test.sh BUILD_DIR TOPOLOGY_XML [SUITE [DEB]]   (SUITE: default bookworm, this
 #   machine's release, whose package is built from BUILD_DIR; another is built by
-#   scripts/build-deb-suite.sh from the committed HEAD)
+#   scripts/build-deb-suite.sh from the committed HEAD; DEB: that package, already built)
 set -euo pipefail
-build=$1 topology=$2 suite=${3:-bookworm}
+build=$1 topology=$2 suite=${3:-bookworm} prebuilt=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 for tool in mmdebstrap dpkg-deb systemd-analyze; do
@@ -32,8 +32,10 @@ if [ "$suite" = bookworm ]; then
     [ -s "$f" ] && sources+=("$f")
   done
 else
-  deb=$("$src/scripts/build-deb-suite.sh" "$suite" "$work")
-  read -r revision _ <<< "$("$src/scripts/source-revision.sh" "$src")"
+  deb=$prebuilt
+  [ -n "$deb" ] || deb=$("$src/scripts/build-deb-suite.sh" "$suite" "$work")
+  # The commit its README names (scripts/build-deb.sh).
+  revision=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/polyaccel/README | sed -n 's/^Commit: //p')
   revision=${revision:0:12}
   sources=("${POLYACCEL_DEBIAN_MIRROR:-http://deb.debian.org/debian}")
 fi
