@@ -65,7 +65,7 @@ unshare --mount --fork bash -euo pipefail -c '
   root=$1
   mount -t proc proc "$root/proc"
   mount --rbind /dev "$root/dev"
-  chroot "$root" env -i PATH=/usr/bin:/bin HOME=/root CCACHE_DIR=/var/cache/ccache \
+  chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root CCACHE_DIR=/var/cache/ccache \
     CCACHE_BASEDIR=/src CCACHE_NOHASHDIR=true bash -euo pipefail -c "
       cmake -S /src -B /src/build -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF > /dev/null
       cmake --build /src/build -j2 > /src/build.log 2>&1 || { tail -40 /src/build.log >&2; exit 1; }
