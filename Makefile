@@ -7,7 +7,7 @@ export CCACHE_NOHASHDIR := true
 
 PREFIX ?= /usr/local
 
-.PHONY: deps configure build install image deb run test build-asan test-asan test-tsan test-sanitize \
+.PHONY: deps configure build install image deb deb-suite dist run test build-asan test-asan test-tsan test-sanitize \
   fuzz bench bench-check format clean
 
 deps:
@@ -34,6 +34,24 @@ image: build
 # polyaccel_<version>_amd64.deb for hypervisors and other hosts (scripts/build-deb.sh).
 deb: build
 	bash scripts/build-deb.sh $(BUILD_DIR) $(BUILD_DIR)
+
+# The .deb for another Debian release, built in a cached root of it from the committed HEAD:
+# $(BUILD_DIR)/$(SUITE)/polyaccel_<version>_amd64.deb (scripts/build-deb-suite.sh). Root, network
+# to the Debian archive; the first build compiles everything in that root.
+SUITE ?= trixie
+deb-suite:
+	bash scripts/build-deb-suite.sh $(SUITE) $(BUILD_DIR)
+
+# A source tarball of the committed HEAD, polyaccel-<version>-<commit>.tar.gz in $(BUILD_DIR):
+# `git archive` writes the commit and its time into scripts/revision.txt (.gitattributes), so
+# `make build`, `make image` and `make deb` in the unpacked tree, which has no .git, know it.
+# Uncommitted changes are not in it.
+dist:
+	@mkdir -p $(BUILD_DIR)
+	@set -e; version=$$(sed -n 's/^project(polyaccel VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt); \
+	  commit=$$(git rev-parse --short=12 HEAD); name=polyaccel-$$version-$$commit; \
+	  git archive --format=tar.gz --prefix=$$name/ -o $(BUILD_DIR)/$$name.tar.gz HEAD; \
+	  echo $(BUILD_DIR)/$$name.tar.gz
 
 run: build
 	./$(BUILD_DIR)/src/polyaccel report

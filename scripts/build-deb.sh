@@ -16,11 +16,13 @@ binary="$build/src/polyaccel"
 version=$("$binary" --version | awk '{print $2}')
 # The binary names the commit it was configured at; an image or package of a stale build would
 # carry a revision its binary does not have.
-built=$("$binary" --version | sed -n 's/.*commit \([0-9a-f]*\).*/\1/p')
-head=$(git -C "$src" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
-[ "$built" = "$head" ] || { echo "build-deb: $binary is of commit $built, the tree is at $head: make build first" >&2; exit 2; }
+# In a tree without .git (a tarball of `make dist`) the commit is the one the tarball names
+# (scripts/source-revision.sh), as it was for the binary's configure.
+built=$("$binary" --version | sed -n 's/.*commit \([0-9a-z]*\).*/\1/p')
+read -r revision commit_time <<< "$("$here/source-revision.sh" "$src")"
+[ "$built" = "${revision:0:12}" ] || { echo "build-deb: $binary is of commit ${built:-(none)}, the tree is at ${revision:0:12}: make build first" >&2; exit 2; }
 arch=$(dpkg --print-architecture)
-epoch=${SOURCE_DATE_EPOCH:-$(git -C "$src" log -1 --format=%ct 2> /dev/null || date +%s)}
+epoch=${SOURCE_DATE_EPOCH:-${commit_time:-$(date +%s)}}
 export SOURCE_DATE_EPOCH=$epoch
 
 work=$(mktemp -d /tmp/polyaccel-deb.XXXXXX)
@@ -30,10 +32,15 @@ DESTDIR="$stage" cmake --install "$build" --prefix /usr --strip > /dev/null
 install -D -m 0644 "$src/deploy/debian/config.yaml" "$stage/etc/polyaccel/config.yaml"
 install -D -m 0644 "$src/deploy/debian/polyaccel-agent.default" "$stage/etc/default/polyaccel-agent"
 gzip -9n "$stage"/usr/share/man/man1/*.1
-install -d "$stage/usr/share/doc/polyaccel"
-printf 'polyaccel %s\nSource: %s\nDocumentation: docs/install.md of the source tree.\n' \
-  "$version" "$(git -C "$src" rev-parse HEAD 2> /dev/null || echo unknown)" \
-  > "$stage/usr/share/doc/polyaccel/README"
+# Debian policy 12.5: every package has /usr/share/doc/<package>/copyright.
+install -D -m 0644 "$src/deploy/debian/copyright" "$stage/usr/share/doc/polyaccel/copyright"
+source_url=${IMAGE_SOURCE-$("$here/source-url.sh" "$src")}
+{
+  echo "polyaccel $version"
+  echo "Commit: $revision"
+  [ -z "$source_url" ] || echo "Source: $source_url"
+  echo "Documentation: docs/install.md of the source tree."
+} > "$stage/usr/share/doc/polyaccel/README"
 
 install -d "$stage/DEBIAN"
 depends=$("$here/runtime-packages.sh" "$binary" --versioned)

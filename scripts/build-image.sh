@@ -7,8 +7,10 @@
 # Usage: build-image.sh BUILD_DIR OUTPUT.tar
 # Environment: IMAGE_NAME (default localhost/polyaccel: built here, pulled from no registry; the
 #   name deploy/kubernetes/base sets), IMAGE_SOURCE (org.opencontainers.image.source; default the
-#   git remote "origin", else the local path), SOURCE_DATE_EPOCH (the image's dates; default the
-#   commit's time).
+#   git remote "origin" when it is a network URL, without credentials; else no such label: never a
+#   path of the build host), SOURCE_DATE_EPOCH (the image's dates; default the commit's time).
+# Works in a tree without .git: the commit then comes from a tarball of `make dist`/`git archive`
+# (scripts/source-revision.sh).
 set -euo pipefail
 # A step that fails names itself: mmdebstrap --quiet and umoci can fail without a word (an
 # Image.build in CI once failed after 46 s with no output).
@@ -27,13 +29,14 @@ done
 version=$("$binary" --version | awk '{print $2}')
 # The binary names the commit it was configured at; an image or package of a stale build would
 # carry a revision its binary does not have.
-built=$("$binary" --version | sed -n 's/.*commit \([0-9a-f]*\).*/\1/p')
-head=$(git -C "$src" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
-[ "$built" = "$head" ] || { echo "build-image: $binary is of commit $built, the tree is at $head: make build first" >&2; exit 2; }
-revision=$(git -C "$src" rev-parse HEAD 2> /dev/null || echo unknown)
+built=$("$binary" --version | sed -n 's/.*commit \([0-9a-z]*\).*/\1/p')
+read -r revision commit_time <<< "$("$here/source-revision.sh" "$src")"
+[ "$built" = "${revision:0:12}" ] || { echo "build-image: $binary is of commit ${built:-(none)}, the tree is at ${revision:0:12}: make build first" >&2; exit 2; }
+[ "$revision" != unknown ] || revision=  # a copy without .git and not of `make dist`: no label
 name=${IMAGE_NAME:-localhost/polyaccel}
-source_url=${IMAGE_SOURCE:-$(git -C "$src" remote get-url origin 2> /dev/null || echo "file://$src")}
-epoch=${SOURCE_DATE_EPOCH:-$(git -C "$src" log -1 --format=%ct 2> /dev/null || date +%s)}
+# Where the source is, for a reader of the image: a URL anyone can open, not this host's folder.
+source_url=${IMAGE_SOURCE-$("$here/source-url.sh" "$src")}
+epoch=${SOURCE_DATE_EPOCH:-${commit_time:-$(date +%s)}}
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 export SOURCE_DATE_EPOCH=$epoch
 
@@ -52,14 +55,39 @@ done
 # host can be mounted instead; docs/install.md). NVML comes with NVIDIA's container runtime or a
 # mount of the driver; HLML is not in Debian.
 packages=$({ "$here/runtime-packages.sh" "$binary"; echo librocm-smi64-1; } | paste -sd, -)
-mmdebstrap --quiet --variant=extract --format=directory --include="$packages" \
-  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+mmdebstrap --quiet --variant=extract --format=directory --include="$packages" --skip=cleanup/apt/lists \
+  --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*' \
   bookworm "$root" "${sources[@]}"
+
+# Of /usr/share/doc only the copyright files (the packages' licenses, which their terms want
+# shipped with the binaries) and Debian's links from one package's folder to its source's
+# (libstdc++6 -> gcc-12-base).
+find "$root/usr/share/doc" -mindepth 2 ! -type d ! -name copyright -delete
+find "$root/usr/share/doc" -mindepth 1 -depth -type d -empty -delete
+# Debian's CA bundle (ca-certificates): the agent's only TLS client, the API-server client of the
+# DRA driver (src/kube_api/client.cc), trusts the cluster's CA alone when the service account or
+# the kubeconfig names one; a kubeconfig without one (an API server with a publicly signed
+# certificate) leaves it to libcurl's default, /etc/ssl/certs/ca-certificates.crt. Only the
+# package's certificates and copyright, not what it depends on (openssl, debconf and Perl): the
+# bundle as its postinst's update-ca-certificates writes it, each certificate in name order.
+ca="$work/ca-certificates"
+mkdir -p "$ca"
+(cd "$ca" && apt-get -q -o Dir="$root" -o Dir::State::Status="$root/var/lib/dpkg/status" \
+  -o APT::Sandbox::User=root download ca-certificates > /dev/null)
+dpkg-deb --fsys-tarfile "$ca"/ca-certificates_*.deb |
+  tar -x -C "$ca" ./usr/share/ca-certificates ./usr/share/doc/ca-certificates/copyright
+install -D -m 0644 "$ca/usr/share/doc/ca-certificates/copyright" "$root/usr/share/doc/ca-certificates/copyright"
+mkdir -p "$root/etc/ssl/certs"
+find "$ca/usr/share/ca-certificates" -name '*.crt' -print0 | LC_ALL=C sort -z |
+  xargs -0 cat > "$root/etc/ssl/certs/ca-certificates.crt"
+grep -q 'BEGIN CERTIFICATE' "$root/etc/ssl/certs/ca-certificates.crt" ||
+  { echo "build-image: the CA bundle is empty" >&2; exit 2; }
 
 # 2. polyaccel itself, where the package puts it; the systemd units are for hosts, not the image.
 DESTDIR="$root" cmake --install "$build" --prefix /usr --strip > /dev/null
 rm -rf "$root/usr/lib/systemd"
+install -D -m 0644 "$src/deploy/debian/copyright" "$root/usr/share/doc/polyaccel/copyright"
 
 # 3. Only what the binary can load: the shared libraries it needs and those it dlopens (libcurl,
 #    ROCm SMI, and their own needs), found by the root's dynamic loader; every other library and every
@@ -138,11 +166,11 @@ annotations=(
   "org.opencontainers.image.title=polyaccel"
   "org.opencontainers.image.description=polyaccel node agent: device plugin, DRA driver, exporter"
   "org.opencontainers.image.version=$version"
-  "org.opencontainers.image.revision=$revision"
-  "org.opencontainers.image.source=$source_url"
   "org.opencontainers.image.created=$created"
   "org.opencontainers.image.base.name=debian:bookworm (packages, extracted)"
 )
+[ -z "$revision" ] || annotations+=("org.opencontainers.image.revision=$revision")
+[ -z "$source_url" ] || annotations+=("org.opencontainers.image.source=$source_url")
 config_args=(--image "$layout:$version" --created "$created" --author polyaccel
   --config.entrypoint /usr/bin/polyaccel --config.cmd agent
   --config.env PATH=/usr/bin
@@ -172,4 +200,4 @@ tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner -C "$layou
 mv "$output.tmp" "$output"
 uncompressed=$(du -sb "$root" | cut -f1)
 compressed=$(stat -c %s "$output")
-echo "build-image: $output: $name:$version (revision ${revision:0:12}), root $((uncompressed / 1024 / 1024)) MiB, archive (gzip layers) $((compressed / 1024 / 1024)) MiB"
+echo "build-image: $output: $name:$version (revision ${revision:0:12}${source_url:+, source $source_url}), root $((uncompressed / 1024 / 1024)) MiB, archive (gzip layers) $((compressed / 1024 / 1024)) MiB"

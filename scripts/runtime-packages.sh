@@ -12,9 +12,20 @@ binary=${1:?usage: runtime-packages.sh BINARY [--versioned]}
 binary=$(realpath "$binary")
 
 # Loaded with dlopen, so dpkg-shlibdeps cannot see them: libcurl (the DRA driver's API-server
-# client, src/kube_api/client.cc). The vendors' libraries (NVML, ROCm SMI, HLML) are not listed:
-# the driver on the host provides them (docs/install.md).
-dlopened=(libcurl4)
+# client, src/kube_api/client.cc), by soname; its package is the one of the build machine's release
+# that holds it (Debian 12's libcurl4, 13's libcurl4t64), found with its loader cache and dpkg. The
+# vendors' libraries (NVML, ROCm SMI, HLML) are not listed: the driver on the host provides them
+# (docs/install.md).
+dlopened_sonames=(libcurl.so.4)
+dlopened=()
+for soname in "${dlopened_sonames[@]}"; do
+  # awk reads the whole list: an early exit would kill ldconfig with SIGPIPE (pipefail).
+  path=$(ldconfig -p | awk -v s="$soname" '$1 == s && /x86-64/ && !p {print $NF; p = 1}')
+  [ -n "$path" ] || { echo "runtime-packages: $soname is not installed (its -dev package: scripts/install-deps.sh)" >&2; exit 2; }
+  package=$(dpkg-query -S "$path" "$(realpath "$path")" 2> /dev/null | sed -n '1s/:.*//p' || true)
+  [ -n "$package" ] || { echo "runtime-packages: no package holds $path" >&2; exit 2; }
+  dlopened+=("$package")
+done
 # Read at run time: PCI vendor and device names (src/discover/pci_ids.cc).
 data=(pci.ids)
 

@@ -57,7 +57,7 @@ Error field_error(const std::string& path, const Error& e) {
   return bad_input(path, e.input + " " + e.problem);
 }
 
-Result<FlavorFile> from_json(const std::string& path, const nlohmann::json& j) {
+Result<FlavorFile> flavor_file_from_json(const std::string& path, const nlohmann::json& j) {
   FlavorFile f;
   if (!j.is_object()) return bad_input(path, "a flavor must be a JSON object");
   if (j.contains("name") && j["name"].is_string()) f.name = j["name"].get<std::string>();
@@ -139,7 +139,7 @@ Result<FlavorFile> parse_flavor_file(const std::string& path, const std::string&
   if (first != std::string::npos && text[first] == '{') {
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded()) return bad_input(path, "not valid JSON");
-    return from_json(path, j);
+    return flavor_file_from_json(path, j);
   }
   try {
     return from_yaml(path, YAML::Load(text));
