@@ -172,8 +172,13 @@ def check_image(n, ref):
     notes = manifest.get("annotations", {})
     check(revision and notes.get("org.opencontainers.image.revision") == revision,
           "image: containerd's manifest of %s has the annotation revision %s (%s)" % (ref, revision, notes))
-    for key in ("org.opencontainers.image.version", "org.opencontainers.image.source"):
-        check(bool(notes.get(key)), "image: annotation %s: %s" % (key, notes.get(key)))
+    check(bool(notes.get("org.opencontainers.image.version")),
+          "image: annotation org.opencontainers.image.version: %s" % notes.get("org.opencontainers.image.version"))
+    # The source is the checkout's remote as https, or none (a clone of a local folder, as CI's):
+    # never a file:// URL or a path of the build host (scripts/source-url.sh).
+    source = notes.get("org.opencontainers.image.source")
+    check(source is None or source.startswith("https://"),
+          "image: annotation org.opencontainers.image.source is an https URL or absent: %s" % source)
     r = n.run_container(ref, "", [], argv=["/usr/bin/polyaccel", "--version"])
     check("error" not in r and r["exit"] == 0 and revision[:12] in r["out"],
           "image: polyaccel --version names commit %s: %s" % (revision[:12], r.get("error") or r["out"].strip()))
