@@ -76,7 +76,9 @@ Result<std::chrono::milliseconds> parse_duration(const std::string& option,
   return d;
 }
 
-int run_agent(const GlobalOptions& global, const AgentOptions& options, std::ostream& out) {
+int run_agent(const GlobalOptions& global, const AgentOptions& given, std::ostream& out) {
+  AgentOptions options = given;
+  use_gpu_operator_driver(options);
   // Two malloc arenas, not glibc's 8 per core: the agent's ten threads each allocate a little
   // (a scrape, a sample), and an arena per thread kept 2 MiB more resident for nothing. Set
   // before any thread starts; MALLOC_ARENA_MAX in the environment still wins.

@@ -139,6 +139,17 @@ Result<std::unique_ptr<nri::NriPlugin>> start_nri(const std::string& root, const
   return plugin;
 }
 
+void use_gpu_operator_driver(AgentOptions& o) {
+  if (o.driver_root.empty() || o.driver_root == "/") return;
+  dra::DriverRoots roots = dra::find_gpu_operator_driver(o.driver_root, o.host_driver_root);
+  if (!roots.gpu_operator) return;
+  log_line("polyaccel agent: no NVIDIA driver under --driver-root " + o.driver_root +
+           ", the GPU Operator's under " + roots.driver_root + " (on the host " +
+           roots.host_driver_root + "): using it");
+  o.driver_root = roots.driver_root;
+  o.host_driver_root = roots.host_driver_root;
+}
+
 void use_driver_root_nvml(const AgentOptions& o) {
   const char* set = std::getenv("POLYACCEL_NVML_LIB");
   if (o.driver_root.empty() || o.driver_root == "/" || (set && *set)) return;

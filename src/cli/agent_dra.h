@@ -21,6 +21,11 @@ void add_dra_agent_options(CLI::App* agent, AgentOptions& options);
 // starts (it sets the variable).
 void use_driver_root_nvml(const AgentOptions& options);
 
+// --driver-root without an NVIDIA driver, and the GPU Operator's under its run/nvidia/driver:
+// both roots moved there (dra/cdi_driver.h find_gpu_operator_driver), said in the log, so that
+// the same DaemonSet serves nodes with the host's driver and nodes with the operator's.
+void use_gpu_operator_driver(AgentOptions& options);
+
 // With --nri-socket: the NRI plugin (nri/plugin.h) started, connecting in the background; an
 // Error when kubelet's CPU Manager policy (--cpu-manager-state) is not none. Null without.
 // `root`: where the kernel's online CPU and node lists are read (/ or --fsroot).

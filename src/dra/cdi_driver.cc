@@ -141,6 +141,20 @@ void add_unique(std::vector<std::string>& v, const std::string& s) {
 
 }  // namespace
 
+DriverRoots find_gpu_operator_driver(const std::string& driver_root,
+                                     const std::string& host_driver_root) {
+  DriverRoots out{driver_root, host_driver_root, false};
+  if (driver_root.empty() || !read_nvidia_driver(driver_root).version.empty()) return out;
+  const std::string operator_root = (fs::path(driver_root) / "run/nvidia/driver").string();
+  if (read_nvidia_driver(operator_root).version.empty()) return out;
+  out.driver_root = operator_root;
+  out.host_driver_root =
+      (fs::path(host_driver_root.empty() ? driver_root : host_driver_root) / "run/nvidia/driver")
+          .string();
+  out.gpu_operator = true;
+  return out;
+}
+
 NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root,
                                      const std::string& host_driver_root) {
   NvidiaDriverFiles out;

@@ -66,6 +66,18 @@ inline constexpr std::size_t kMaxDirEntries = 100000;
 NvidiaDriverFiles read_nvidia_driver(const std::string& driver_root,
                                      const std::string& host_driver_root = {});
 
+// The GPU Operator's driver container installs the driver under the host's /run/nvidia/driver,
+// not in the host's root. When `driver_root` holds no NVIDIA driver and its run/nvidia/driver
+// does, that is the driver root, and `host_driver_root`'s (or `driver_root`'s) run/nvidia/driver
+// the host's path of it; otherwise both are given back as they are.
+struct DriverRoots {
+  std::string driver_root;
+  std::string host_driver_root;
+  bool gpu_operator = false;  // moved to run/nvidia/driver
+};
+DriverRoots find_gpu_operator_driver(const std::string& driver_root,
+                                     const std::string& host_driver_root);
+
 // The hooks a spec with these driver files runs: create-symlinks (when there are links) and
 // update-ldcache (its --folder per library directory), both run as `hook_path ...`, the static
 // polyaccel-cdi-hook (src/cdi_hook/hook.h).

@@ -328,6 +328,38 @@ struct DriverRootTree {
   }
 };
 
+// The GPU Operator's driver container: the host's root has no driver, its /run/nvidia/driver
+// has one. The agent's --driver-root /host (the base DaemonSet's) moves there by itself.
+TEST_F(Cdi, TheGpuOperatorsDriverIsFoundUnderRunNvidiaDriverWhenTheRootHasNone) {
+  const fs::path host = dir_.path() / "host";
+  fs::create_directories(host / "usr/lib/x86_64-linux-gnu");
+  DriverRootTree operator_driver(host / "run/nvidia");
+  dra::DriverRoots r = dra::find_gpu_operator_driver(host.string(), "/");
+  EXPECT_TRUE(r.gpu_operator);
+  EXPECT_EQ(r.driver_root, (host / "run/nvidia/driver").string());
+  EXPECT_EQ(r.host_driver_root, "/run/nvidia/driver");
+  EXPECT_EQ(dra::read_nvidia_driver(r.driver_root).version, DriverRootTree::kVersion);
+  // Without --host-driver-root: the same root's path.
+  EXPECT_EQ(dra::find_gpu_operator_driver(host.string(), "").host_driver_root,
+            (host / "run/nvidia/driver").string());
+
+  // A root with a driver of its own keeps it, even with the operator's beside it.
+  const fs::path own = dir_.path() / "own";
+  DriverRootTree host_driver(own);
+  DriverRootTree beside(own / "driver/run/nvidia");
+  r = dra::find_gpu_operator_driver((own / "driver").string(), "/");
+  EXPECT_FALSE(r.gpu_operator);
+  EXPECT_EQ(r.driver_root, (own / "driver").string());
+  EXPECT_EQ(r.host_driver_root, "/");
+
+  // No driver anywhere (a node before the operator's driver is installed): unchanged.
+  const fs::path none = dir_.path() / "none";
+  fs::create_directories(none / "run/nvidia/driver");
+  r = dra::find_gpu_operator_driver(none.string(), "/");
+  EXPECT_FALSE(r.gpu_operator);
+  EXPECT_EQ(r.driver_root, none.string());
+}
+
 TEST_F(Cdi, NvidiaDriverFilesAreFoundUnderTheDriverRoot) {
   DriverRootTree t(dir_.path());
   NvidiaDriverFiles d = read_nvidia_driver(t.root.string());

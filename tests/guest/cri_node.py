@@ -255,7 +255,7 @@ serial = 0
 def run_container(image, command, devices, timeout=180, envs=(), mounts=(), linux_devices=(), argv=None):
     """CreateContainer + StartContainer, ContainerStatus until it exited, its log, RemoveContainer.
     IMAGE is one of node_images.sh's images (a name) or a full reference; COMMAND runs under its
-    /bin/sh, or ARGV alone. {"error": ...} or {"exit": code, "out": log, "started": s, "exited": s}
+    /bin/sh, or ARGV alone. {"error": ...} or {"exit": code, "out": log, "stdout": its stdout lines, "started": s, "exited": s}
     (seconds from CreateContainer to StartContainer's answer, and until the status said exited)."""
     global serial
     serial += 1
@@ -281,12 +281,13 @@ def run_container(image, command, devices, timeout=180, envs=(), mounts=(), linu
         exited = time.monotonic() - t0
         if st is None or st.state != cri.CONTAINER_EXITED:
             return {"error": "not exited after %d s" % timeout}
-        out = ""
+        out, stdout = "", ""
         if os.path.exists(st.log_path):
             # CRI log lines: TIMESTAMP STREAM P|F TEXT
-            out = "\n".join(l.split(" ", 3)[3] if l.count(" ") >= 3 else ""
-                            for l in open(st.log_path).read().splitlines())
-        return {"exit": st.exit_code, "out": out, "started": started, "exited": exited,
+            lines = [l.split(" ", 3) for l in open(st.log_path).read().splitlines()]
+            out = "\n".join(f[3] if len(f) == 4 else "" for f in lines)
+            stdout = "\n".join(f[3] for f in lines if len(f) == 4 and f[1] == "stdout")
+        return {"exit": st.exit_code, "out": out, "stdout": stdout, "started": started, "exited": exited,
                 "reason": st.reason, "log_path": st.log_path}
     except grpc.RpcError as e:
         return {"error": "%s: %s" % (e.code().name, e.details())}

@@ -547,11 +547,10 @@ def cpu_claims(n, kubelet, rendered, label, ca_crt, scenario):
         # the claim: the CPUs and node the NRI plugin gave the container, none outside.
         r = n.run_container(normalized(pod[2]["image"]), None, ids,
                             argv=["/usr/bin/polyaccel", "run", "--dry-run", "--json", "--", "true"])
-        # ROCm SMI, in the image for AMD nodes, prints its own complaint first on a node without
-        # /sys/class/drm: the plan is the JSON after it.
-        out = r.get("out", "")
+        # The plan is what it printed on stdout: ROCm SMI, in the image for AMD nodes, prints its
+        # own complaint to stderr on a node without /sys/class/drm, interleaved in the log.
         try:
-            plan = json.loads(out[out.index("\n{") + 1:] if not out.startswith("{") else out)
+            plan = json.loads(r.get("stdout", ""))
         except ValueError:
             plan = {}
         check(plan.get("cpus") and set(plan["cpus"]) <= core and plan.get("mems") == [3],
