@@ -15,8 +15,8 @@ void check(const polyaccel::RdmaPortReading& r) {
   POLYACCEL_FUZZ_CHECK(!r.phys_state || *r.phys_state <= 7);
   // Finite, never negative, at most 100 Tb/s: "nan Gb/sec" or "1e308 Gb/sec" is no rate.
   POLYACCEL_FUZZ_CHECK(!r.rate_bytes_per_second ||
-                       (std::isfinite(*r.rate_bytes_per_second) &&
-                        *r.rate_bytes_per_second >= 0 && *r.rate_bytes_per_second <= 100e12 / 8));
+                       (std::isfinite(*r.rate_bytes_per_second) && *r.rate_bytes_per_second >= 0 &&
+                        *r.rate_bytes_per_second <= 100e12 / 8));
 }
 
 }  // namespace
