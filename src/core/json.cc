@@ -14,7 +14,35 @@ Error out_of_range(const nlohmann::json& v, std::string_view what, const std::st
                    quote_input(json_text(v, -1)) + " is out of range (" + range + ")");
 }
 
+const nlohmann::json* member(const nlohmann::json& object, std::string_view key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
 }  // namespace
+
+std::string json_string(const nlohmann::json& object, std::string_view key, std::string fallback) {
+  const nlohmann::json* m = member(object, key);
+  return m && m->is_string() ? m->get<std::string>() : fallback;
+}
+
+bool json_bool(const nlohmann::json& object, std::string_view key, bool fallback) {
+  const nlohmann::json* m = member(object, key);
+  return m && m->is_boolean() ? m->get<bool>() : fallback;
+}
+
+const nlohmann::json& json_object(const nlohmann::json& object, std::string_view key) {
+  static const nlohmann::json empty = nlohmann::json::object();
+  const nlohmann::json* m = member(object, key);
+  return m && m->is_object() ? *m : empty;
+}
+
+const nlohmann::json& json_array(const nlohmann::json& object, std::string_view key) {
+  static const nlohmann::json empty = nlohmann::json::array();
+  const nlohmann::json* m = member(object, key);
+  return m && m->is_array() ? *m : empty;
+}
 
 std::string json_text(const nlohmann::json& j, int indent) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -26,6 +26,16 @@ Result<std::uint64_t> json_unsigned(const nlohmann::json& v, std::string_view wh
 Result<std::int64_t> json_signed(const nlohmann::json& v, std::string_view what, std::int64_t min,
                                  std::int64_t max);
 
+// The member `key` of `object` with the type asked, or the fallback: when `object` is no object,
+// lacks the member or holds it with another type. For what a server or a file says, where a field
+// of another type is no field; nlohmann's value() would throw (type_error 302 or 306) on either.
+std::string json_string(const nlohmann::json& object, std::string_view key,
+                        std::string fallback = {});
+bool json_bool(const nlohmann::json& object, std::string_view key, bool fallback);
+// An empty object or array when the member is not one; the reference lives as long as `object`.
+const nlohmann::json& json_object(const nlohmann::json& object, std::string_view key);
+const nlohmann::json& json_array(const nlohmann::json& object, std::string_view key);
+
 template <class T>
 Result<T> json_integer(const nlohmann::json& v, std::string_view what,
                        T min = std::numeric_limits<T>::min(),

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/file_io.h"
+#include "core/json.h"
 #include "dra/publisher.h"
 
 namespace polyaccel::dra {
@@ -154,10 +155,7 @@ std::vector<json> nic_device_statuses(
 json merge_device_statuses(const json& current, const std::string& driver,
                            const std::vector<json>& ours) {
   // What the server answers is not trusted: a field of another type is no key of ours.
-  auto text = [](const json& e, const char* field) {
-    auto it = e.find(field);
-    return it != e.end() && it->is_string() ? it->get<std::string>() : std::string("\x01");
-  };
+  auto text = [](const json& e, const char* field) { return json_string(e, field, "\x01"); };
   auto key = [&](const json& e) {
     return text(e, "driver") + "/" + text(e, "pool") + "/" + text(e, "device") + "/" +
            (e.contains("shareID") ? text(e, "shareID") : "");
@@ -189,11 +187,11 @@ Status write_claim_device_status(kube_api::KubeClient& client, const std::string
     json claim = json::parse(got->body, nullptr, false);
     if (!claim.is_object() || !claim["metadata"].is_object())
       return Error{ErrorCode::io, "GET " + path, "is not a ResourceClaim", {}};
-    if (claim["metadata"].value("uid", "") != uid) {
+    const std::string stored_uid = json_string(claim["metadata"], "uid");
+    if (stored_uid != uid) {
       return Error{ErrorCode::not_found,
                    "claim " + ns + "/" + name,
-                   "is not the one prepared (uid " + claim["metadata"].value("uid", "") + ", not " +
-                       uid + ")",
+                   "is not the one prepared (uid " + stored_uid + ", not " + uid + ")",
                    {}};
     }
     json& status = claim["status"];

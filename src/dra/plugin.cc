@@ -133,8 +133,8 @@ std::string checkpoint_json(const std::map<std::string, PreparedClaim>& claims) 
 Result<std::map<std::string, PreparedClaim>> parse_checkpoint(const std::string& text,
                                                               const std::string& input) {
   json j = json::parse(text, nullptr, false);
-  if (!j.is_object() || j.value("version", 0) != kCheckpointVersion || !j.contains("claims") ||
-      !j["claims"].is_object())
+  if (!j.is_object() || !j.contains("version") || j["version"] != kCheckpointVersion ||
+      !j.contains("claims") || !j["claims"].is_object())
     return bad_input(input, "is not a polyaccel DRA checkpoint (version 1)");
   std::map<std::string, PreparedClaim> out;
   try {
@@ -208,14 +208,15 @@ Result<std::vector<PreparedClaim>> read_prepared_claims(const std::string& plugi
 }
 
 Result<ClaimInfo> parse_claim(const json& claim) {
-  if (!claim.is_object() || claim.value("kind", "") != "ResourceClaim")
+  // The server's answer: a field of another type is no field (json_string), never a throw.
+  if (json_string(claim, "kind") != "ResourceClaim")
     return bad_input("ResourceClaim", "the answer is not a ResourceClaim");
   ClaimInfo info;
-  const json meta = claim.value("metadata", json::object());
-  info.uid = meta.is_object() ? meta.value("uid", "") : "";
-  const json status = claim.value("status", json::object());
-  if (!status.is_object() || !status.contains("allocation"))
-    return bad_input("ResourceClaim " + meta.value("name", ""), "is not allocated");
+  const json& meta = json_object(claim, "metadata");
+  info.uid = json_string(meta, "uid");
+  const std::string what = "ResourceClaim " + json_string(meta, "name");
+  const json& status = json_object(claim, "status");
+  if (!status.contains("allocation")) return bad_input(what, "is not allocated");
   try {
     const json& results = status.at("allocation").at("devices").at("results");
     for (const auto& r : results) {
@@ -228,16 +229,13 @@ Result<ClaimInfo> parse_claim(const json& claim) {
       // Goes into CDI device names: a UID's characters only.
       if (r.contains("shareID")) {
         d.share_id = r.at("shareID").get<std::string>();
-        if (!valid_uid(d.share_id)) {
-          return bad_input("ResourceClaim " + meta.value("name", ""),
-                           "has an allocation result whose shareID is not a UID");
-        }
+        if (!valid_uid(d.share_id))
+          return bad_input(what, "has an allocation result whose shareID is not a UID");
       }
       info.devices.push_back(std::move(d));
     }
   } catch (const json::exception& e) {
-    return bad_input("ResourceClaim " + meta.value("name", ""),
-                     std::string("has a bad allocation result: ") + e.what());
+    return bad_input(what, std::string("has a bad allocation result: ") + e.what());
   }
   return info;
 }

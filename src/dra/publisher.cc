@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "core/json.h"
+
 namespace polyaccel::dra {
 
 namespace {
@@ -49,7 +51,7 @@ size_t set_count(const json& spec) {
 
 bool has_counters(const json& spec) {
   if (set_count(spec) > 0) return true;
-  for (const auto& d : spec.value("devices", json::array()))
+  for (const auto& d : json_array(spec, "devices"))
     if (d.is_object() && d.contains("consumesCounters") && !d["consumesCounters"].empty())
       return true;
   return false;
@@ -57,7 +59,7 @@ bool has_counters(const json& spec) {
 
 size_t taint_count(const json& spec) {
   size_t n = 0;
-  for (const auto& d : spec.value("devices", json::array()))
+  for (const auto& d : json_array(spec, "devices"))
     if (d.is_object() && d.contains("taints") && d["taints"].is_array()) n += d["taints"].size();
   return n;
 }
@@ -65,9 +67,9 @@ size_t taint_count(const json& spec) {
 // Devices that allow multiple allocations, and capacities with a requestPolicy.
 size_t sharing_count(const json& spec) {
   size_t n = 0;
-  for (const auto& d : spec.value("devices", json::array())) {
+  for (const auto& d : json_array(spec, "devices")) {
     if (!d.is_object()) continue;
-    if (d.value("allowMultipleAllocations", false)) ++n;
+    if (json_bool(d, "allowMultipleAllocations", false)) ++n;
     if (!d.contains("capacity") || !d["capacity"].is_object()) continue;
     for (const auto& [name, c] : d["capacity"].items())
       if (c.is_object() && c.contains("requestPolicy")) ++n;
@@ -77,7 +79,7 @@ size_t sharing_count(const json& spec) {
 
 size_t consumer_count(const json& spec) {
   size_t n = 0;
-  for (const auto& d : spec.value("devices", json::array()))
+  for (const auto& d : json_array(spec, "devices"))
     if (d.is_object() && d.contains("consumesCounters") && d["consumesCounters"].is_array())
       n += d["consumesCounters"].size();
   return n;
@@ -88,7 +90,7 @@ size_t consumer_count(const json& spec) {
 void note_stored(const json& sent, const json& stored, std::optional<bool>& counters,
                  std::optional<bool>& taints, std::optional<bool>& shares) {
   if (!stored.is_object()) return;
-  const json& s = stored.value("spec", json::object());
+  const json& s = json_object(stored, "spec");
   if (has_counters(sent)) {
     bool kept = set_count(s) == set_count(sent) && consumer_count(s) == consumer_count(sent);
     counters = counters.value_or(true) && kept;
@@ -166,10 +168,10 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
   std::optional<std::int64_t> seen_generation;
   for (const auto& item : list["items"]) {
     if (!item.is_object()) continue;
-    const json& spec = item.value("spec", json::object());
-    if (spec.value("driver", "") != pool.driver || spec.value("nodeName", "") != pool.node)
+    const json& spec = json_object(item, "spec");
+    if (json_string(spec, "driver") != pool.driver || json_string(spec, "nodeName") != pool.node)
       continue;
-    std::string name = item.value("metadata", json::object()).value("name", "");
+    std::string name = json_string(json_object(item, "metadata"), "name");
     if (name.empty()) continue;
     std::int64_t g = 0;
     if (spec.contains("pool") && spec["pool"].is_object() && spec["pool"].contains("generation") &&
@@ -190,7 +192,7 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
     if (!same) break;
     auto it = existing.find(d["metadata"]["name"].get<std::string>());
     same = it != existing.end() &&
-           comparable_spec(it->second.value("spec", json::object())) == comparable_spec(d["spec"]);
+           comparable_spec(json_object(it->second, "spec")) == comparable_spec(d["spec"]);
   }
   SyncResult result;
   if (same) {
@@ -204,9 +206,10 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
   for (const auto& [name, item] : existing) {
     auto sent = sent_.find(name);
     if (sent == sent_.end()) continue;
-    const json& stored = item.value("spec", json::object());
-    if (stored.value("pool", json::object()).value("generation", std::int64_t{-1}) !=
-        sent->second.value("pool", json::object()).value("generation", std::int64_t{-2}))
+    const json& stored = json_object(item, "spec");
+    const json stored_generation = json_object(stored, "pool").value("generation", json());
+    if (!stored_generation.is_number_integer() ||
+        stored_generation != json_object(sent->second, "pool").value("generation", json()))
       continue;
     if (comparable_spec(without_gated_fields(stored)) ==
         comparable_spec(without_gated_fields(sent->second)))
@@ -229,7 +232,7 @@ Result<SyncResult> SlicePublisher::sync_once(const Pool& pool, bool& conflict) {
     const bool update = it != existing.end();
     if (update) {
       d["metadata"]["resourceVersion"] =
-          it->second["metadata"].value("resourceVersion", std::string());
+          json_string(json_object(it->second, "metadata"), "resourceVersion");
       what = "PUT " + std::string(kResourceSlicesPath) + "/" + name;
       r = client_.request("PUT", std::string(kResourceSlicesPath) + "/" + name,
                           d.dump(-1, ' ', false, json::error_handler_t::replace));

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/agent_parts.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "dra/claim_status.h"
 #include "dra/cpu_devices.h"
@@ -421,15 +422,15 @@ void DraRunner::watch_slices() {
         path,
         [this, &ended](const std::string& line) {
           auto event = nlohmann::json::parse(line, nullptr, false);
-          std::string type = event.is_object() ? event.value("type", "") : "";
+          std::string type = json_string(event, "type");
           // ADDED at the start are the slices that exist; MODIFIED and ADDED later are ours or
           // the pool's next generation. A delete that is not ours (the kubelet's wipe) is put
           // back; one that is ours finds nothing to do.
           if (type == "DELETED") resync_now_ = true;
           if (type != "ERROR") return true;
           // 410 Gone and the like: watch again (after the backoff, should it repeat).
-          ended = "the server ended the watch: " +
-                  event.value("object", nlohmann::json::object()).value("message", std::string());
+          ended =
+              "the server ended the watch: " + json_string(json_object(event, "object"), "message");
           return false;
         },
         [this] { return !stopping_.load(); }, options_.watch_timeout + std::chrono::seconds(30));

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/file_io.h"
+#include "core/json.h"
 #include "core/strings.h"
 
 namespace polyaccel {
@@ -36,21 +37,14 @@ namespace {
 
 std::map<std::string, std::string> labels_of(const nlohmann::json& node) {
   std::map<std::string, std::string> labels;
-  const auto& meta = node.value("metadata", nlohmann::json::object());
-  if (meta.is_object() && meta.contains("labels") && meta["labels"].is_object()) {
-    for (const auto& [k, v] : meta["labels"].items()) {
-      if (v.is_string()) labels[k] = v.get<std::string>();
-    }
+  for (const auto& [k, v] : json_object(json_object(node, "metadata"), "labels").items()) {
+    if (v.is_string()) labels[k] = v.get<std::string>();
   }
   return labels;
 }
 
 std::string resource_version_of(const nlohmann::json& node) {
-  const auto& meta = node.value("metadata", nlohmann::json::object());
-  if (!meta.is_object() || !meta.contains("resourceVersion") ||
-      !meta["resourceVersion"].is_string())
-    return "";
-  return meta["resourceVersion"].get<std::string>();
+  return json_string(json_object(node, "metadata"), "resourceVersion");
 }
 
 }  // namespace
@@ -86,12 +80,11 @@ Status watch_node(KubeClient& client, const std::string& node, const std::string
       [&](const std::string& line) {
         auto event = nlohmann::json::parse(line, nullptr, false);
         if (!event.is_object()) return true;  // not an event: ignored, as a blank line
-        std::string type = event.value("type", "");
-        auto object = event.value("object", nlohmann::json::object());
+        std::string type = json_string(event, "type");
+        const auto& object = json_object(event, "object");
         if (type == "ERROR") {
           // 410 Gone (the resourceVersion is older than what the server keeps) and the like.
-          ended = "the server ended the watch: " +
-                  (object.is_object() ? object.value("message", std::string()) : std::string());
+          ended = "the server ended the watch: " + json_string(object, "message");
           return false;
         }
         if (type == "BOOKMARK" || !object.is_object()) return true;
@@ -127,11 +120,11 @@ Result<std::string> get_config_map_key(KubeClient& client, const std::string& na
   auto doc = nlohmann::json::parse(r->body, nullptr, false);
   if (!doc.is_object())
     return Error{ErrorCode::io, what, "the API server's answer is not JSON", ""};
-  const auto data = doc.value("data", nlohmann::json::object());
-  if (!data.is_object() || !data.contains(key))
+  const auto& data = json_object(doc, "data");
+  if (!data.contains(key))
     return Error{ErrorCode::not_found, what, "has no key " + key, "add data." + key};
-  if (!data[key].is_string()) return bad_input(what, "data." + key + " is not a string");
-  std::string text = data[key].get<std::string>();
+  if (!data.at(key).is_string()) return bad_input(what, "data." + key + " is not a string");
+  std::string text = data.at(key).get<std::string>();
   if (text.size() > kMaxConfigFileBytes)
     return bad_input(
         what, "data." + key + " is larger than " + std::to_string(kMaxConfigFileBytes) + " bytes");

@@ -82,6 +82,27 @@ TEST(JsonInteger, RefusesWhatGetWouldWrap) {
   EXPECT_EQ(*json_integer<unsigned>(nlohmann::json(5), "n"), 5u);  // built in code: signed
 }
 
+// What a server says is read field by field with the type asked: a member of another type, a
+// missing one or a parent that is no object gives the fallback, never nlohmann's type_error (an
+// API server's `"kind": 1` threw out of parse_claim, found by fuzz_dra_claim in CI).
+TEST(JsonMember, AnotherTypeIsNoMember) {
+  auto parse = [](const char* text) { return nlohmann::json::parse(text); };
+  const auto claim =
+      parse(R"({"kind":"ResourceClaim","n":1,"meta":{"name":"a"},"list":[1],"b":true})");
+  EXPECT_EQ(json_string(claim, "kind"), "ResourceClaim");
+  EXPECT_EQ(json_string(claim, "n", "none"), "none");
+  EXPECT_EQ(json_string(claim, "absent"), "");
+  EXPECT_EQ(json_string(parse("[1]"), "kind", "x"), "x");
+  EXPECT_EQ(json_string(json_object(claim, "meta"), "name"), "a");
+  EXPECT_TRUE(json_object(claim, "kind").is_object() && json_object(claim, "kind").empty());
+  EXPECT_TRUE(json_object(parse("3"), "meta").empty());
+  EXPECT_EQ(json_array(claim, "list").size(), 1u);
+  EXPECT_TRUE(json_array(claim, "meta").is_array() && json_array(claim, "meta").empty());
+  EXPECT_TRUE(json_bool(claim, "b", false));
+  EXPECT_FALSE(json_bool(claim, "n", false));
+  EXPECT_TRUE(json_bool(parse("null"), "b", true));
+}
+
 }  // namespace
 }  // namespace polyaccel
 
