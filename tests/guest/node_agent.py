@@ -282,6 +282,8 @@ def run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology, extra
         return None
     sc = c.get("securityContext", {})
     privileged = bool(sc.get("privileged"))
+    check(not privileged, "%s: the rendered DaemonSet's agent is not privileged (the least-privilege "
+          "component): %s" % (label, sc))
     pod_dir = "/run/polyaccel-test/pods/" + label  # kubelet's /var/lib/kubelet/pods/<uid>
     os.makedirs(n.node + pod_dir)
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
