@@ -142,12 +142,17 @@ void check_acs(const AuditContext& c, Findings& out) {
     f.severity = Severity::info;
     f.subject = "pcie.acs-redirect";
     f.observed = std::to_string(unreadable.size()) +
-                 " bridges between GPUs and NICs show only 256 bytes of config space";
+                 " bridges between GPUs and NICs show no extended config space (256 bytes or "
+                 "fewer)";
     f.expected = "the 4096-byte extended config space, to read the ACS capability";
-    // On the live host only root reads past 256 bytes; a capture holds what its gatherer read.
+    // On the live host only a reader with CAP_SYS_ADMIN gets past the first 64 bytes (the
+    // kernel's pci_read_config), root without it too: the agent of the least-privilege component
+    // (docs/kubernetes.md). A capture holds what its gatherer read.
     f.remedy.summary =
         c.facts.root == "/"
-            ? "run the audit as root to check ACS on these bridges"
+            ? "run the audit as root with CAP_SYS_ADMIN to check ACS on these bridges (the "
+              "kernel shows any other reader 64 bytes, root in an unprivileged container too, "
+              "as the agent of the least-privilege component: run `polyaccel audit` on the host)"
             : "this capture holds 256 of the 4096 config-space bytes of these bridges (gathered "
               "without root): gather it again as root (sudo hwloc-gather-topology --io, or sudo "
               "cp of sys/bus/pci/devices/*/config) to check ACS";

@@ -481,6 +481,26 @@ TEST(AuditChecks, AmdIommuRemedyIsIommuPtOnly) {
   EXPECT_EQ(f[0].remedy.kernel_args, std::vector<std::string>{"iommu=pt"});
 }
 
+// issue 42: on the live host, root without CAP_SYS_ADMIN (the agent unprivileged, its
+// least-privilege component) reads 64 bytes of a bridge's config space: the remedy names the
+// capability, not root alone, which such an agent already is.
+TEST(AuditChecks, AcsUnreadableOnTheLiveHostNamesTheCapability) {
+  FakeHost h;
+  boot(h);
+  xe8640_switch(h, 0x001d, 0x001d);
+  h.write(h.device_dir("0000:4a:01.0") + "/config", std::string(64, '\0'));
+  h.write(h.device_dir("0000:4a:00.0") + "/config", std::string(64, '\0'));
+  TuningFacts facts = read_tuning_facts(h.root_string());
+  facts.root = "/";  // as read on the live host
+  std::vector<AcceleratorSample> none;
+  auto limits = with_id(run_audit({xe8640(), facts, none, {}}, {}), "audit.limits");
+  ASSERT_EQ(limits.size(), 1u);
+  EXPECT_THAT(limits[0].observed, HasSubstr("2 bridges"));
+  EXPECT_THAT(limits[0].observed, HasSubstr("no extended config space"));
+  EXPECT_THAT(limits[0].remedy.summary, HasSubstr("as root with CAP_SYS_ADMIN"));
+  EXPECT_THAT(limits[0].remedy.summary, HasSubstr("least-privilege"));
+}
+
 // issue 32: a capture's 256-byte config files say so, and how to gather the 4096 bytes.
 TEST(AuditChecks, AcsUnreadableInACaptureSaysHowToGatherIt) {
   FakeHost h;

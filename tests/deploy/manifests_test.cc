@@ -3,7 +3,8 @@
 // PATH, which embeds v5 when it is current; or $POLYACCEL_KUBECTL alone) with nothing on stderr,
 // every rendered object is valid against the Kubernetes OpenAPI schemas and the Prometheus
 // Operator's CRDs, the components compose (any compatible pair and a few triples; the
-// incompatible ones fail the render, naming the check; DRA in place of the device plugin), the
+// incompatible ones fail the render, naming the check; DRA in place of the device plugin; the
+// least-privilege component without the partition managers), the
 // DaemonSet of each variant passes flags the agent takes and mounts what they name, and the alert
 // rules and dashboards select the scrape job the Prometheus Operator gives the agent.
 #include <yaml-cpp/yaml.h>
@@ -1228,6 +1229,9 @@ std::set<std::string> daemonset_change(const json& with, const json& without) {
     if (with["spec"]["template"]["spec"].value(field, json()) !=
         without["spec"]["template"]["spec"].value(field, json()))
       out.insert(std::string("+") + field);
+  const json& a_sc = with["spec"]["template"]["spec"]["containers"][0]["securityContext"];
+  const json& b_sc = without["spec"]["template"]["spec"]["containers"][0]["securityContext"];
+  if (a_sc.value("privileged", true) != b_sc.value("privileged", true)) out.insert("+unprivileged");
   return out;
 }
 
@@ -1246,7 +1250,16 @@ const std::vector<Conflict> kConflicts = {
     {"mig-manager", "amd-partition-manager", "already registered id"},
     {"mig-manager-evict", "amd-partition-manager", "already registered id"},
     // monitoring-tls holds monitoring.
-    {"monitoring", "monitoring-tls", "already registered id"}};
+    {"monitoring", "monitoring-tls", "already registered id"},
+    // The partition managers stay privileged (NVML's MIG changes make /dev/nvidia-caps nodes;
+    // AMD's partitions are sysfs writes): least-privilege checks for the base's securityContext,
+    // they check for privileged.
+    {"least-privilege", "mig-manager",
+     "testing value /spec/template/spec/containers/0/securityContext"},
+    {"least-privilege", "mig-manager-evict",
+     "testing value /spec/template/spec/containers/0/securityContext"},
+    {"least-privilege", "amd-partition-manager",
+     "testing value /spec/template/spec/containers/0/securityContext"}};
 
 bool conflict(const std::string& a, const std::string& b) {
   for (const auto& c : kConflicts)
@@ -1314,6 +1327,9 @@ void components_compose(size_t shard) {
   sets.push_back(
       {"gpu-operator-driver", "mig-manager-evict", "time-slicing", "rdma", "monitoring"});
   sets.push_back({"amd-partition-manager", "runtime-class-nvidia", "rdma", "monitoring-tls"});
+  sets.push_back(
+      {"gpu-operator-driver", "dra", "least-privilege", "runtime-class-nvidia", "monitoring-tls"});
+  sets.push_back({"least-privilege", "time-slicing", "rdma", "gpu-operator-driver", "monitoring"});
   for (size_t k = 0; k < sets.size(); ++k) {
     if (k % 2 != shard) continue;
     const auto& set = sets[k];
@@ -1429,6 +1445,63 @@ TEST(Manifests, RuntimeClassAndGpuOperatorDriverComponents) {
       if (v["name"] == "host-root") host_root = v["hostPath"]["path"] == "/";
     EXPECT_TRUE(host_root);
   }
+}
+
+// least-privilege (issue 42 item 5): on nodes whose runtime injects the GPUs, the agent runs with
+// NVIDIA's device plugin's securityContext and more (drop ALL, no escalation, read-only root,
+// seccomp RuntimeDefault, uid 0 said), without the host's /dev, and nothing else of the base
+// changes; with dra (whole GPUs) the same. Every overlay as shipped stays privileged (AMD, Gaudi
+// and CDI-only nodes need it), the partition managers too, and the namespace admits privileged
+// pods: hostPath volumes are forbidden by the Pod Security Standards' baseline level already.
+TEST(Manifests, LeastPrivilegeComponentTakesEveryPrivilegeAwayAndTheDevMount) {
+  const json base_ds = one(render(kKube / "base"), "DaemonSet");
+  const json least = {{"privileged", false},
+                      {"allowPrivilegeEscalation", false},
+                      {"capabilities", {{"drop", {"ALL"}}}},
+                      {"readOnlyRootFilesystem", true},
+                      {"runAsUser", 0},
+                      {"runAsNonRoot", false},
+                      {"seccompProfile", {{"type", "RuntimeDefault"}}}};
+  for (const auto& parts : std::vector<std::vector<std::string>>{
+           {"least-privilege"}, {"dra", "least-privilege"}, {"least-privilege", "dra"}}) {
+    SCOPED_TRACE(parts.front() + " " + parts.back());
+    TempDir tmp;
+    write_combination(tmp, parts);
+    const json ds = one(render(tmp.path()), "DaemonSet");
+    const json& pod = ds["spec"]["template"]["spec"];
+    EXPECT_EQ(pod["containers"][0]["securityContext"], least);
+    for (const auto& m : pod["containers"][0]["volumeMounts"])
+      EXPECT_FALSE(m["mountPath"] == "/dev" || m["name"] == "dev") << m;
+    for (const auto& v : pod["volumes"])
+      EXPECT_FALSE(v["name"] == "dev" ||
+                   v.value("hostPath", json::object()).value("path", "") == "/dev")
+          << v;
+    for (const char* key : {"hostPID", "hostIPC", "hostNetwork"})
+      EXPECT_FALSE(pod.value(key, false)) << key;
+    if (parts.size() == 1) {
+      json want = base_ds;
+      json& c = want["spec"]["template"]["spec"]["containers"][0];
+      c["securityContext"] = least;
+      auto drop_dev = [](json& list) {
+        json kept = json::array();
+        for (const auto& e : list)
+          if (e["name"] != "dev") kept.push_back(e);
+        list = kept;
+      };
+      drop_dev(c["volumeMounts"]);
+      drop_dev(want["spec"]["template"]["spec"]["volumes"]);
+      EXPECT_TRUE(ds == want) << "only the securityContext and the /dev mount change";
+    }
+  }
+  for (const auto& o : overlays()) {
+    auto all = render(kKube / "overlays" / o);
+    for (const auto& ds : of_kind(all, "DaemonSet"))
+      EXPECT_TRUE(ds["spec"]["template"]["spec"]["containers"][0]["securityContext"].value(
+          "privileged", false))
+          << o << ": as shipped, every overlay runs on every node kind";
+  }
+  const json ns = one(render(kKube / "base"), "Namespace");
+  EXPECT_EQ(ns["metadata"]["labels"].value("pod-security.kubernetes.io/enforce", ""), "privileged");
 }
 
 // monitoring-tls: the agent reads a web config (exporter-toolkit's format, checked by the

@@ -6,7 +6,8 @@
 # (tests/guest/cri_node.py says what is checked and measured). Here, on the host: the node root
 # (node_root.sh, cached; exit 77, a skip, when it is not cached and there is no network), the
 # images (node_images.sh), the CRI client (cri_api.proto, protoc'd with grpc_tools), the initramfs.
-# The DRA and device-plugin overlays are rendered here (kubectl kustomize) for the agent's pods.
+# The DRA and device-plugin overlays are rendered here (kubectl kustomize) for the agent's pods,
+# with the least-privilege component.
 # Usage: guest_node_test.sh SUITE POLYACCEL INJECT_NVML NVML_SCENARIO TOPOLOGY_XML INJECT_CUDA HOOK
 #   NODE_KUBELET IMAGE_ARCHIVE
 # Environment: GUEST_TIMEOUT (s, default 1000), NODE_TEST_RUNS (containers per start-time median,
@@ -36,8 +37,16 @@ mkdir "$work/pb"
   "$here/cri_api.proto"
 "$here/node_images.sh" "$work/images.tar" "$guest_work/victim"
 [ -s "$archive" ] || { echo "guest_node_test: $archive is missing (the Image.build test makes it)" >&2; exit 2; }
+# Each with the least-privilege component (docs/kubernetes.md, "What each variant needs, and
+# why"), as an operator combines them: the agents run unprivileged, with the GPUs the NVIDIA
+# runtime would give them (node_agent.py).
 for overlay in dra device-plugin; do
-  kubectl kustomize "$src/deploy/kubernetes/overlays/$overlay" 2> /dev/null > "$work/$overlay.yaml"
+  mkdir "$work/k-$overlay"
+  printf 'resources:\n  - %s\ncomponents:\n  - %s\n' \
+    "$(realpath --relative-to="$work/k-$overlay" "$src/deploy/kubernetes/overlays/$overlay")" \
+    "$(realpath --relative-to="$work/k-$overlay" "$src/deploy/kubernetes/components/least-privilege")" \
+    > "$work/k-$overlay/kustomization.yaml"
+  kubectl kustomize "$work/k-$overlay" 2> /dev/null > "$work/$overlay.yaml"
   /usr/bin/python3 -c 'import json, sys, yaml; json.dump([d for d in yaml.safe_load_all(open(sys.argv[1])) if d], open(sys.argv[2], "w"))' \
     "$work/$overlay.yaml" "$work/$overlay.json"
 done

@@ -4,7 +4,10 @@ runs it, over CRI, with node_kubelet (tests/guest/node_kubelet.cc) playing kubel
 watcher, device manager and the API server over the real gRPC and HTTP protocols.
 
 The pod is made from the rendered DaemonSet itself: image reference, command, args, env
-(fieldRef spec.nodeName included), privileged, every volumeMount with its hostPath (type
+(fieldRef spec.nodeName included), the container's securityContext as kubelet maps it into CRI
+(privileged, capabilities, runAsUser, readOnlyRootFilesystem, no_new_privs from
+allowPrivilegeEscalation, kubelet's masked and read-only /proc and /sys paths, seccomp), every
+volumeMount with its hostPath (type
 Directory checked, DirectoryOrCreate made, propagation kept) or ConfigMap, and what kubelet adds to
 every pod: the service account's token, ca.crt and namespace at
 /var/run/secrets/kubernetes.io/serviceaccount, KUBERNETES_SERVICE_HOST/PORT (the API server behind
@@ -16,9 +19,17 @@ TLS, socat, with a CA of the test's own). What the test changes, and why (printe
 - the DRA agent reads the GPUs' minors under --dra-root /test-root, the test's
   /proc/driver/nvidia tree (gpu_fixture): the guest's kernel has no nvidia driver (the
   device-plugin agent asks NVML);
+- both overlays are rendered with the least-privilege component (guest_node_test.sh): the agent
+  unprivileged, and the GPUs' device nodes (/dev/nvidia0-7, /dev/nvidiactl) given to it as CRI
+  devices, as the NVIDIA container runtime adds them for NVIDIA_VISIBLE_DEVICES=all (the guest
+  has no NVIDIA runtime).
 The driver (gpu_fixture.make_driver_root) is installed in the node's own root, as on a host with
 the NVIDIA driver.
 
+Checked, each agent unprivileged (from the node, /proc/<pid>: the image has no shell): CapEff,
+CapPrm and CapBnd 0, NoNewPrivs 1, Seccomp 2 (filter), uid 0, its root mounted read-only, its
+/dev with the GPUs' nodes the runtime gave and nothing else of the host's; and all of the
+following works so.
 Checked, DRA overlay: the agent registers polyaccel.io (v1.DRAPlugin) with the plugin watcher,
 loads NVML from the driver root, installs polyaccel-cdi-hook on the node where --cdi-hook-path
 says and it runs there, publishes the node's GPUs as ResourceSlices (schema-valid); a claim the
@@ -186,6 +197,74 @@ def check_image(n, ref):
     check("error" in r or r["exit"] != 0, "image: it has no shell (%s)" % (r.get("error") or r.get("exit")))
 
 
+# kubelet's /proc and /sys paths masked and made read-only in a container that is not privileged
+# (kubernetes pkg/securitycontext/util.go, ConvertToRuntimeMaskedPaths and
+# ConvertToRuntimeReadonlyPaths for the Default procMount; containerd drops them when privileged).
+MASKED_PATHS = ["/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+                "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+                "/sys/firmware", "/sys/devices/virtual/powercap"]
+READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
+# What the NVIDIA container runtime gives a container of NVIDIA_VISIBLE_DEVICES=all and
+# NVIDIA_DRIVER_CAPABILITIES=utility: every GPU's node and nvidiactl.
+RUNTIME_GPU_NODES = ["/dev/nvidia%d" % i for i in range(8)] + ["/dev/nvidiactl"]
+
+
+def security_context(cri, sc):
+    """The container's securityContext as kubelet passes it to the runtime (kuberuntime's
+    convertToRuntimeSecurityContext): capabilities as named, runAsUser, readOnlyRootFilesystem,
+    no_new_privs = allowPrivilegeEscalation false, the default masked and read-only paths, and
+    the seccomp profile (Unconfined where none is named: kubelet without --seccomp-default)."""
+    caps = sc.get("capabilities", {})
+    seccomp = {"RuntimeDefault": cri.SecurityProfile.RuntimeDefault,
+               "Localhost": cri.SecurityProfile.Localhost}.get(
+        sc.get("seccompProfile", {}).get("type"), cri.SecurityProfile.Unconfined)
+    out = cri.LinuxContainerSecurityContext(
+        privileged=bool(sc.get("privileged")),
+        capabilities=cri.Capability(add_capabilities=caps.get("add", []),
+                                    drop_capabilities=caps.get("drop", [])),
+        readonly_rootfs=bool(sc.get("readOnlyRootFilesystem")),
+        no_new_privs=sc.get("allowPrivilegeEscalation") is False,
+        masked_paths=MASKED_PATHS, readonly_paths=READONLY_PATHS,
+        seccomp=cri.SecurityProfile(profile_type=seccomp))
+    if "runAsUser" in sc:
+        out.run_as_user.value = sc["runAsUser"]
+    return out
+
+
+def check_unprivileged(n, label, cid, sc):
+    """The agent's process as the kernel sees it, from the node (the image has no shell): no
+    effective, permitted or bounding capability but those the securityContext adds back,
+    no_new_privs, seccomp filtering, uid 0, a read-only root, the GPUs' nodes the runtime gave
+    and no other node of the host's /dev."""
+    tasks = n.in_node("ctr", "--address", "/run/containerd/containerd.sock", "-n", "k8s.io", "tasks",
+                      "ls").stdout.splitlines()
+    pid = next((int(t.split()[1]) for t in tasks if t.split()[:1] == [cid]), 0)
+    check(pid > 0, "%s: the agent's process on the node: pid %d" % (label, pid))
+    if not pid:
+        return
+    status = dict(l.split(":", 1) for l in open("/proc/%d/status" % pid).read().splitlines() if ":" in l)
+    status = {k: v.strip() for k, v in status.items()}
+    want = 0
+    for cap in sc.get("capabilities", {}).get("add", []):
+        want |= 1 << {"SYS_ADMIN": 21}[cap]
+    for field in ("CapEff", "CapPrm", "CapBnd"):
+        check(int(status.get(field, "-1"), 16) == want, "%s: the agent's %s is %#x: %s" % (
+            label, field, want, status.get(field)))
+    check(status.get("NoNewPrivs") == "1", "%s: the agent runs with no_new_privs: %s" % (
+        label, status.get("NoNewPrivs")))
+    check(status.get("Seccomp") == "2", "%s: the agent runs under a seccomp filter (RuntimeDefault): "
+          "Seccomp %s" % (label, status.get("Seccomp")))
+    check(status.get("Uid", "").split()[:2] == ["0", "0"], "%s: the agent runs as uid 0: %s" % (
+        label, status.get("Uid")))
+    root = [l.split() for l in open("/proc/%d/mountinfo" % pid) if l.split()[4:5] == ["/"]]
+    check(root and root[-1][5].split(",")[0] == "ro", "%s: the container's root is mounted read-only: %s" % (
+        label, root[-1][5] if root else "no root mount"))
+    dev = "/proc/%d/root/dev/" % pid
+    given = sorted("/dev/" + f for f in os.listdir(dev) if f.startswith("nvidia"))
+    check(given == sorted(p for p in RUNTIME_GPU_NODES), "%s: the container's /dev has the GPUs' nodes "
+          "the runtime gave and not the host's /dev (nvidia-uvm, nvidia-caps): %s" % (label, given))
+
+
 def run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology, extra_mounts=(), extra_args=()):
     """The DaemonSet of RENDERED (kubectl kustomize's objects) as kubelet runs it: its pod
     sandbox and container, started. (sandbox id, container id, the DaemonSet's container) or
@@ -201,7 +280,10 @@ def run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology, extra
     check(st.image.id != "", "%s: CRI ImageStatus knows the DaemonSet's image %s" % (label, image))
     if not st.image.id:
         return None
-    privileged = bool(c.get("securityContext", {}).get("privileged"))
+    sc = c.get("securityContext", {})
+    privileged = bool(sc.get("privileged"))
+    check(not privileged, "%s: the rendered DaemonSet's agent is not privileged (the least-privilege "
+          "component): %s" % (label, sc))
     pod_dir = "/run/polyaccel-test/pods/" + label  # kubelet's /var/lib/kubelet/pods/<uid>
     os.makedirs(n.node + pod_dir)
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
@@ -284,7 +366,11 @@ def run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology, extra
             metadata=cri.ContainerMetadata(name=c["name"]), image=cri.ImageSpec(image=image),
             command=c.get("command", []), args=args, envs=envs, mounts=mounts,
             log_path=c["name"] + ".log",
-            linux=cri.LinuxContainerConfig(security_context=cri.LinuxContainerSecurityContext(privileged=privileged)))
+            # Not privileged: the GPUs' nodes as the NVIDIA container runtime adds them (the module's
+            # docstring).
+            devices=[] if privileged else [cri.Device(container_path=p, host_path=p, permissions="rw")
+                                           for p in RUNTIME_GPU_NODES],
+            linux=cri.LinuxContainerConfig(security_context=security_context(cri, sc)))
         cid = n.runtime.CreateContainer(cri.CreateContainerRequest(
             pod_sandbox_id=sandbox_id, config=config, sandbox_config=sandbox), timeout=300).container_id
         n.runtime.StartContainer(cri.StartContainerRequest(container_id=cid), timeout=300)
@@ -293,6 +379,8 @@ def run_daemonset(n, kubelet, rendered, label, ca_crt, scenario, topology, extra
         return None
     check(True, "%s: the DaemonSet's pod and container run (privileged=%s, %d mounts)" % (
         label, privileged, len(mounts)))
+    if not privileged:
+        check_unprivileged(n, label, cid, sc)
     return sandbox_id, cid, c
 
 
