@@ -52,9 +52,12 @@ HwAttributes sensor_attributes(const MonitoredDevice& d, const std::string& loca
           {"hw.sensor_location", location}};
 }
 
-HwAttributes plus(HwAttributes base, const HwAttributes& more) {
-  base.insert(base.end(), more.begin(), more.end());
-  return base;
+HwAttributes plus(const HwAttributes& base, const HwAttributes& more) {
+  HwAttributes out;
+  out.reserve(base.size() + more.size());  // one allocation: a full node has 400 points
+  out.insert(out.end(), base.begin(), base.end());
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
 }
 
 // OpenTelemetry's Kubernetes attributes of the pod holding a device.
