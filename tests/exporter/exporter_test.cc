@@ -9,6 +9,7 @@
 #include <atomic>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <regex>
@@ -293,6 +294,25 @@ TEST_F(Exporter, PodLabelsOfDraClaimDevices) {
       hw, gpu1,
       std::regex("\\{\"hw.power\",\"hw.id\"=\"" + gpu_2a->inventory.uuid + "\"[^\n]*\n")));
   EXPECT_THAT(gpu1.str(), Not(HasSubstr("k8s.")));
+}
+
+// hw.gpu.io from each vendor's sources: NVIDIA's NVLink counters and GPM's PCIe rates, AMD's
+// XGMI read (receive) and write (transmit) counters; every GPU both ways, from 0 up.
+TEST_F(Exporter, HwGpuIoOfNvidiaAndAmdGpus) {
+  start_monitor();
+  wait_sampled();
+  std::string hw = scraper()->body()->hw_text();
+  EXPECT_THAT(hw, HasSubstr("# TYPE \"hw.gpu.io\" counter\n"));
+  for (const std::string vendor : {"NVIDIA", "AMD"}) {
+    for (const std::string direction : {"receive", "transmit"}) {
+      SCOPED_TRACE(vendor + " " + direction);
+      std::regex point("\\{\"hw.gpu.io\",[^\n]*\"hw.vendor\"=\"" + vendor +
+                       "\"[^\n]*\"network.io.direction\"=\"" + direction + "\"\\} [0-9.e+]+\n");
+      EXPECT_EQ(
+          std::distance(std::sregex_iterator(hw.begin(), hw.end(), point), std::sregex_iterator()),
+          8);
+    }
+  }
 }
 
 // The DRA driver's state: nothing without --dra; with it, whether the API server keeps counters
