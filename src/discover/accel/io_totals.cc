@@ -1,5 +1,6 @@
 #include "discover/accel/io_totals.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -12,6 +13,7 @@ namespace {
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
 // 100 TB/s: above any link of any device; a rate past it (or negative, or NaN) is garbage.
 constexpr double kMaxRate = 1e14;
+constexpr std::chrono::hours kMaxGap{25};
 
 std::uint64_t add(std::uint64_t a, std::uint64_t b) {
   return a > kMax - b ? kMax : a + b;
@@ -85,9 +87,11 @@ void add_io(const std::optional<AcceleratorSample>& previous, AcceleratorSample&
   add_rate(tx, next.profiling.pcie_tx_bytes_per_second);
   add_rate(rx, next.pcie_rx_bytes_per_second);
   add_rate(tx, next.pcie_tx_bytes_per_second);
-  // Rates count only between two answered samples, over the time between them.
+  // Rates count only between two answered samples, over the time between them. A gap past the
+  // longest --interval (24 h) is a clock step or a library that hung: its rates add nothing.
   double seconds = 0;
-  if (prev && prev->reachable && next.reachable && next.time > prev->time)
+  if (prev && prev->reachable && next.reachable && next.time > prev->time &&
+      next.time - prev->time <= kMaxGap)
     seconds = std::chrono::duration<double>(next.time - prev->time).count();
   next.io_received_bytes = total(rx, prev ? prev->io_received_bytes : std::nullopt, seconds);
   next.io_transmitted_bytes = total(tx, prev ? prev->io_transmitted_bytes : std::nullopt, seconds);

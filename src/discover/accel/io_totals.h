@@ -3,7 +3,8 @@
 // (NVLink's data counters, AMD's XGMI data per link) or a rate (NVIDIA GPM's PCIe rates, HLML's
 // PCIe throughput). The monitor calls add_io for each new sample of a device with the one before
 // it: a counter adds its increase (a counter that went back was reset, and adds what it counted
-// since), a rate adds rate x the seconds between the two samples. The first sample starts the
+// since), a rate adds rate x the seconds between the two samples (none over a gap of more than
+// 25 h: a clock step). The first sample starts the
 // totals at 0; nothing wraps (the totals stop at 2^64 - 1).
 #pragma once
 

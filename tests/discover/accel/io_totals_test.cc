@@ -81,11 +81,16 @@ TEST(IoTotals, GarbageRatesClockStepsAndHugeValuesNeverWrapOrFall) {
     add_io(a, b);
     EXPECT_EQ(b.io_received_bytes, 0u) << bad;
   }
-  // The clock went back: no time between the samples, nothing added.
+  // The clock went back: no time between the samples, nothing added; a step a year forward
+  // adds nothing either (past the longest --interval).
   AcceleratorSample back = at(t0 - 10s);
   back.pcie_rx_bytes_per_second = 100;
   add_io(a, back);
   EXPECT_EQ(back.io_received_bytes, 0u);
+  AcceleratorSample year = at(t0 + std::chrono::hours(24 * 365));
+  year.pcie_rx_bytes_per_second = 100;
+  add_io(a, year);
+  EXPECT_EQ(year.io_received_bytes, 0u);
   // An unreachable device's sample keeps the totals; the next reachable one adds nothing for
   // the time it did not answer.
   AcceleratorSample gone = at(t0 + 5s);
