@@ -283,6 +283,8 @@ AcceleratorSnapshot full_node_snapshot() {
     s.ecc_corrected_volatile = 3;
     s.ecc_uncorrected_volatile = 0;
     s.pcie_replay_count = 0;
+    s.io_received_bytes = 91'284'553'728'000;  // hw.gpu.io
+    s.io_transmitted_bytes = 88'114'212'864'000;
     for (unsigned i = 0; i < 7; ++i) {
       MigInstance m;
       m.gpu_instance_id = 7 + i;
@@ -303,13 +305,25 @@ AcceleratorSnapshot full_node_snapshot() {
   return snap;
 }
 
+// Arg 1: each MIG instance held by a pod (its k8s.* attributes on the instance's points).
+PodAssignments full_node_pods(const AcceleratorSnapshot& snap, bool held) {
+  PodAssignments pods;
+  if (!held) return pods;
+  for (const auto& d : snap.devices)
+    for (const auto& m : d.inventory.mig_instances)
+      pods.by_device[m.uuid].push_back(
+          {"trainer-" + m.uuid.substr(4, 12), "ml-team", "main", "nvidia.com/mig-1g.18gb"});
+  return pods;
+}
+
 void BM_OtlpRequestFullNode(benchmark::State& state) {
   const AcceleratorSnapshot snap = full_node_snapshot();
+  const PodAssignments pods = full_node_pods(snap, state.range(0) != 0);
   const exporter::OtlpResource resource{"node-7", "node-7", "0.1.0"};
   const auto start = std::chrono::system_clock::now();
   size_t bytes = 0, points = 0;
   for (auto _ : state) {
-    auto metrics = exporter::hw_metrics(snap);
+    auto metrics = exporter::hw_metrics(snap, pods);
     points = 0;
     for (const auto& m : metrics)
       points += m.points.size();
@@ -319,15 +333,16 @@ void BM_OtlpRequestFullNode(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(bytes);
   state.counters["points"] = static_cast<double>(points);
 }
-BENCHMARK(BM_OtlpRequestFullNode);
+BENCHMARK(BM_OtlpRequestFullNode)->Arg(0)->Arg(1);
 
 // What every render of /metrics adds for the scrapers that ask escaping=allow-utf-8: the hw.*
 // families of the same full node in UTF-8 text, and their gzip member.
 void BM_HwTextFullNode(benchmark::State& state) {
   const AcceleratorSnapshot snap = full_node_snapshot();
+  const PodAssignments pods;
   size_t bytes = 0, gzipped = 0;
   for (auto _ : state) {
-    std::string text = exporter::hw_text_format(exporter::hw_metrics(snap));
+    std::string text = exporter::hw_text_format(exporter::hw_metrics(snap, pods));
     gzipped = exporter::gzip(text).size();
     bytes = text.size();
   }

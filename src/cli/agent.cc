@@ -235,7 +235,10 @@ int run_agent(const GlobalOptions& global, const AgentOptions& given, std::ostre
     const char* node = std::getenv("NODE_NAME");
     po.resource.k8s_node_name = !options.node_name.empty() ? options.node_name : node ? node : "";
     po.resource.service_version = kBuildVersion;
-    auto pusher = OtlpPusher::start(std::move(po), [&] { return monitor.snapshot(); });
+    auto pusher = OtlpPusher::start(std::move(po), [&] {
+      exporter::ScrapeInput in = scraper->input();  // the pods with DRA claims joined
+      return OtlpSources{in.accelerators, in.pods};
+    });
     if (!pusher) return fail(pusher.error());
     otlp = std::move(*pusher);
   }

@@ -10,21 +10,19 @@ struct OtlpPusher::Client {
   kube_api::KubeClient http;
 };
 
-Result<std::unique_ptr<OtlpPusher>> OtlpPusher::start(
-    OtlpPushOptions options,
-    std::function<std::shared_ptr<const AcceleratorSnapshot>()> accelerators) {
+Result<std::unique_ptr<OtlpPusher>> OtlpPusher::start(OtlpPushOptions options,
+                                                      std::function<OtlpSources()> sources) {
   auto endpoint = exporter::parse_otlp_endpoint(options.endpoint);
   if (!endpoint) return endpoint.error();
   options.endpoint = *endpoint;
-  std::unique_ptr<OtlpPusher> p(new OtlpPusher(std::move(options), std::move(accelerators)));
+  std::unique_ptr<OtlpPusher> p(new OtlpPusher(std::move(options), std::move(sources)));
   p->thread_ = std::thread([raw = p.get()] { raw->run(); });
   return p;
 }
 
-OtlpPusher::OtlpPusher(OtlpPushOptions options,
-                       std::function<std::shared_ptr<const AcceleratorSnapshot>()> accelerators)
+OtlpPusher::OtlpPusher(OtlpPushOptions options, std::function<OtlpSources()> sources)
     : options_(std::move(options)),
-      accelerators_(std::move(accelerators)),
+      sources_(std::move(sources)),
       started_(std::chrono::system_clock::now()) {
   kube_api::KubeConfig config;
   config.server = options_.endpoint;
@@ -65,10 +63,12 @@ void OtlpPusher::run() {
       std::unique_lock<std::mutex> lock(mu_);
       if (wake_.wait_for(lock, options_.interval, [&] { return stopping_; })) return;
     }
-    auto snapshot = accelerators_();
-    if (!snapshot || snapshot->generation == 0) continue;  // nothing sampled yet
-    std::string body = exporter::otlp_request(exporter::hw_metrics(*snapshot), options_.resource,
-                                              started_, std::chrono::system_clock::now());
+    OtlpSources sources = sources_();
+    if (!sources.accelerators || sources.accelerators->generation == 0) continue;  // not sampled
+    std::string body = exporter::otlp_request(
+        exporter::hw_metrics(*sources.accelerators,
+                             sources.pods ? *sources.pods : PodAssignments{}),
+        options_.resource, started_, std::chrono::system_clock::now());
     auto response = client_->http.request("POST", "/v1/metrics", body);
     if (!response) {
       report(response.error().problem);

@@ -14,10 +14,18 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/pod_assignments.h"
 #include "discover/accel/monitor.h"
 #include "exporter/otlp.h"
 
 namespace polyaccel::cli {
+
+// What a push is made of: the accelerators and the pods holding them (DRA claims joined), as a
+// scrape sees them (exporter::Scraper::input).
+struct OtlpSources {
+  std::shared_ptr<const AcceleratorSnapshot> accelerators;
+  std::shared_ptr<const PodAssignments> pods;
+};
 
 struct OtlpPushOptions {
   std::string endpoint;  // checked by exporter::parse_otlp_endpoint
@@ -28,18 +36,16 @@ struct OtlpPushOptions {
 class OtlpPusher {
  public:
   // Starts the thread; the first push is one interval after the first sample.
-  static Result<std::unique_ptr<OtlpPusher>> start(
-      OtlpPushOptions options,
-      std::function<std::shared_ptr<const AcceleratorSnapshot>()> accelerators);
+  static Result<std::unique_ptr<OtlpPusher>> start(OtlpPushOptions options,
+                                                   std::function<OtlpSources()> sources);
   ~OtlpPusher();
   void stop();
 
  private:
-  OtlpPusher(OtlpPushOptions options,
-             std::function<std::shared_ptr<const AcceleratorSnapshot>()> accelerators);
+  OtlpPusher(OtlpPushOptions options, std::function<OtlpSources()> sources);
   void run();
   OtlpPushOptions options_;
-  std::function<std::shared_ptr<const AcceleratorSnapshot>()> accelerators_;
+  std::function<OtlpSources()> sources_;
   std::chrono::system_clock::time_point started_;
   std::mutex mu_;
   std::condition_variable wake_;

@@ -143,6 +143,10 @@ struct AcceleratorSample {
   // NVIDIA: NVLink data sent + received over all links since the last sample, in DCGM's unit
   // (KiB/s divided by 1000: DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL), 0 on the first sample.
   std::optional<double> nvlink_bandwidth_mb_per_second;
+  // NVIDIA: NVLink data received and sent over all links since the driver loaded, KiB (NVML's
+  // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX/TX counters, which the bandwidth above is made from).
+  std::optional<std::uint64_t> nvlink_rx_kib;
+  std::optional<std::uint64_t> nvlink_tx_kib;
   // PCIe counters the device keeps itself (AMD MI300: the metrics table's v1.4+ fields).
   std::optional<double> pcie_link_speed_gts;
   std::optional<unsigned> pcie_link_width;
@@ -194,7 +198,12 @@ struct AcceleratorSample {
   std::vector<std::vector<std::pair<unsigned, double>>> partition_gfx_busy_percent;
   std::vector<std::pair<unsigned, double>> vcn_busy_percent;
   std::vector<std::pair<unsigned, double>> jpeg_busy_percent;
-  ProfilingSample profiling;                     // the whole device
+  ProfilingSample profiling;  // the whole device
+  // Bytes the device received and transmitted since the agent started (OpenTelemetry's
+  // hw.gpu.io), over PCIe and its device links: the monitor adds each sample's share to the last
+  // sample's totals (discover/accel/io_totals.h). Absent when the device has no such source.
+  std::optional<std::uint64_t> io_received_bytes;
+  std::optional<std::uint64_t> io_transmitted_bytes;
   std::vector<MigInstanceSample> mig_instances;  // MIG mode: per GPU instance
   std::vector<PartitionSample> partitions;       // AMD partition mode: partitions 1..N-1
 };

@@ -22,15 +22,19 @@ void add_per_pod(std::vector<DeviceSeries>& out, DeviceSeries base, std::vector<
 std::vector<DeviceSeries> device_series(const MonitoredDevice& device, const PodAssignments& pods,
                                         bool with_mig_instances) {
   std::vector<DeviceSeries> out;
-  // A device plugin names a whole device by its UUID, bus id or our id.
-  std::vector<std::string> ids = {device.pci_bus_id, device.id};
-  if (!device.inventory.uuid.empty()) ids.push_back(device.inventory.uuid);
-  add_per_pod(out, DeviceSeries{&device, nullptr, std::nullopt}, pods.pods_of(ids));
+  add_per_pod(out, DeviceSeries{&device, nullptr, std::nullopt}, device_pods(device, pods));
   if (!with_mig_instances || !device.inventory.mig_enabled.value_or(false)) return out;
   for (const auto& mig : device.inventory.mig_instances) {
     add_per_pod(out, DeviceSeries{&device, &mig, std::nullopt}, pods.pods_of({mig.uuid}));
   }
   return out;
+}
+
+std::vector<PodRef> device_pods(const MonitoredDevice& device, const PodAssignments& pods) {
+  // A device plugin names a whole device by its UUID, bus id or our id.
+  std::vector<std::string> ids = {device.pci_bus_id, device.id};
+  if (!device.inventory.uuid.empty()) ids.push_back(device.inventory.uuid);
+  return pods.pods_of(ids);
 }
 
 PodAssignments with_claim_devices(const PodAssignments& pods, const DraStatus& dra) {

@@ -23,6 +23,10 @@ struct DeviceSeries {
 std::vector<DeviceSeries> device_series(const MonitoredDevice& device, const PodAssignments& pods,
                                         bool with_mig_instances);
 
+// The pods holding the whole `device`, named by any id a device plugin gives it (its UUID, bus
+// id or our id), each once.
+std::vector<PodRef> device_pods(const MonitoredDevice& device, const PodAssignments& pods);
+
 // `pods` with the devices of DRA claims joined in: each claim device of the DRA driver's own
 // pool (by_claim_device) counts as held on the ids the driver knows it by (dra.device_ids), so
 // a GPU or MIG instance allocated through a claim gets its pod's labels as one a device plugin

@@ -197,7 +197,7 @@ ScrapeInput Scraper::input_from(Snapshots snapshots) const {
 void ScrapeBody::render_hw() const {
   std::call_once(hw_once_, [this] {
     if (!accelerators) return;
-    hw_text_ = hw_text_format(hw_metrics(*accelerators));
+    hw_text_ = hw_text_format(hw_metrics(*accelerators, pods ? *pods : PodAssignments{}));
     if (!hw_text_.empty()) hw_gzip_ = exporter::gzip(hw_text_);
   });
 }
@@ -224,6 +224,7 @@ std::shared_ptr<const ScrapeBody> Scraper::body() const {
   ScrapeInput in = input_from(now);
   body->text = text_format(scrape(in));
   body->accelerators = in.accelerators;
+  body->pods = in.pods;
   // The text grew by doubling (400 KB of capacity for the full node's 200 KB), and the cached
   // body keeps it until the next render.
   body->text.shrink_to_fit();

@@ -61,6 +61,7 @@ struct ScrapeBody {
   std::string gzip;  // empty when zlib failed: the text is served uncompressed
   // The snapshot the body was rendered from, for the hw.* part below.
   std::shared_ptr<const AcceleratorSnapshot> accelerators;
+  std::shared_ptr<const PodAssignments> pods;  // with the DRA claims' devices joined in
   // The hw.* families with UTF-8 names (text_format.h hw_text_format) and their gzip member,
   // served after `text` (and `gzip`: two members make one gzip stream, RFC 1952 2.2) to a
   // scraper that asks for escaping=allow-utf-8 (accept_header.h). Rendered by the first such

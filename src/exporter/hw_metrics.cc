@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "exporter/device_series.h"
+
 namespace polyaccel::exporter {
 namespace {
 
@@ -11,6 +13,8 @@ const char* hw_vendor(Vendor vendor) {
       return "NVIDIA";
     case Vendor::amd:
       return "AMD";
+    case Vendor::intel_gaudi:
+      return "Intel";  // Habana Labs, Intel's since 2019; hl-smi and HLML say "Habana Labs"
     default:
       return "";
   }
@@ -37,24 +41,59 @@ HwAttributes mig_attributes(const MonitoredDevice& d, const MigInstance& mig) {
           {"hw.parent", hw_id(d)}};
 }
 
-HwAttributes plus(HwAttributes base, const HwAttributes& more) {
-  base.insert(base.end(), more.begin(), more.end());
-  return base;
+// A temperature sensor is a component of its own (hw.type "temperature"), whose parent is the
+// GPU: the conventions' hw.temperature describes sensors, the way hw.status with hw.type
+// "temperature" does.
+HwAttributes sensor_attributes(const MonitoredDevice& d, const std::string& location) {
+  return {{"hw.id", hw_id(d) + ":temperature:" + location},
+          {"hw.type", "temperature"},
+          {"hw.name", d.id + " " + location},
+          {"hw.parent", hw_id(d)},
+          {"hw.sensor_location", location}};
+}
+
+HwAttributes plus(const HwAttributes& base, const HwAttributes& more) {
+  HwAttributes out;
+  out.reserve(base.size() + more.size());  // one allocation: a full node has 400 points
+  out.insert(out.end(), base.begin(), base.end());
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+// OpenTelemetry's Kubernetes attributes of the pod holding a device.
+HwAttributes k8s_attributes(const PodRef& pod) {
+  return {{"k8s.namespace.name", pod.pod_namespace},
+          {"k8s.pod.name", pod.pod},
+          {"k8s.container.name", pod.container}};
+}
+
+// The attributes of one device's points: `base` once per pod holding it (as the DCGM names get
+// one series per pod), or once without pod attributes.
+std::vector<HwAttributes> per_pod(const HwAttributes& base, const std::vector<PodRef>& pods) {
+  if (pods.empty()) return {base};
+  std::vector<HwAttributes> out;
+  out.reserve(pods.size());
+  for (const auto& p : pods)
+    out.push_back(plus(base, k8s_attributes(p)));
+  return out;
 }
 
 class Builder {
  public:
   Builder() { metrics_.reserve(kMetrics); }  // metric() hands out references into it
-  static constexpr std::size_t kMetrics = 9;
+  static constexpr std::size_t kMetrics = 10;
   HwMetric& metric(const std::string& name, const std::string& description, const std::string& unit,
                    HwInstrument instrument) {
     metrics_.push_back({name, description, unit, instrument, {}});
     return metrics_.back();
   }
+  // One point per element of `holders` (a device's attributes, once per pod), with `more`.
   template <typename T>
-  void add(HwMetric& m, const HwAttributes& attributes, const std::optional<T>& value,
-           double scale = 1) {
-    if (value) m.points.push_back({attributes, static_cast<double>(*value) * scale});
+  void add(HwMetric& m, const std::vector<HwAttributes>& holders, const HwAttributes& more,
+           const std::optional<T>& value, double scale = 1) {
+    if (!value) return;
+    for (const auto& h : holders)
+      m.points.push_back({plus(h, more), static_cast<double>(*value) * scale});
   }
   std::vector<HwMetric> take() {
     std::vector<HwMetric> out;
@@ -73,7 +112,7 @@ std::string hw_id(const MonitoredDevice& device) {
   return device.inventory.uuid.empty() ? device.pci_bus_id : device.inventory.uuid;
 }
 
-std::vector<HwMetric> hw_metrics(const AcceleratorSnapshot& snapshot) {
+std::vector<HwMetric> hw_metrics(const AcceleratorSnapshot& snapshot, const PodAssignments& pods) {
   Builder b;
   // The order of the conventions' tables; created up front so the order does not depend on
   // which device has which value.
@@ -85,6 +124,8 @@ std::vector<HwMetric> hw_metrics(const AcceleratorSnapshot& snapshot) {
                                 HwInstrument::up_down_counter);
   auto& memory_utilization = b.metric("hw.gpu.memory.utilization", "Fraction of GPU memory used.",
                                       "1", HwInstrument::gauge);
+  auto& io = b.metric("hw.gpu.io", "Received and transmitted bytes by the GPU.", "By",
+                      HwInstrument::counter);
   auto& errors = b.metric("hw.errors", "Number of errors encountered by the GPU.", "{error}",
                           HwInstrument::counter);
   auto& status = b.metric("hw.status", "Operational status: 1 (true) or 0 (false) for each state.",
@@ -94,59 +135,63 @@ std::vector<HwMetric> hw_metrics(const AcceleratorSnapshot& snapshot) {
   auto& energy = b.metric("hw.energy", "Energy consumed by the GPU since its driver loaded.", "J",
                           HwInstrument::counter);
   auto& temperature =
-      b.metric("hw.temperature", "Temperature of the GPU.", "Cel", HwInstrument::gauge);
+      b.metric("hw.temperature", "Temperature of the GPU's sensors.", "Cel", HwInstrument::gauge);
   for (const auto& d : snapshot.devices) {
-    if (d.vendor != Vendor::nvidia && d.vendor != Vendor::amd) continue;
+    if (d.vendor != Vendor::nvidia && d.vendor != Vendor::amd && d.vendor != Vendor::intel_gaudi)
+      continue;
     if (!d.sample) continue;
     const AcceleratorSample& s = *d.sample;
-    HwAttributes gpu = gpu_attributes(d);
+    const std::vector<PodRef> holders = device_pods(d, pods);
+    const std::vector<HwAttributes> gpu = per_pod(gpu_attributes(d), holders);
     // hw.status: one point per state, 1 on the current one (ok, degraded, failed).
     const char* state = !s.reachable || !d.listed ? "failed" : d.health.healthy ? "ok" : "degraded";
     for (const char* st : {"ok", "degraded", "failed"})
-      status.points.push_back(
-          {plus(gpu, {{"hw.state", st}}), std::string(st) == state ? 1.0 : 0.0});
+      b.add(status, gpu, {{"hw.state", st}}, std::optional(std::string(st) == state ? 1.0 : 0.0));
     if (!s.reachable) continue;
-    b.add(utilization, plus(gpu, {{"hw.gpu.task", "general"}}), s.gpu_utilization_percent, 0.01);
-    b.add(utilization, plus(gpu, {{"hw.gpu.task", "encoder"}}), s.encoder_utilization_percent,
-          0.01);
-    b.add(utilization, plus(gpu, {{"hw.gpu.task", "decoder"}}), s.decoder_utilization_percent,
-          0.01);
-    b.add(memory_usage, gpu, s.memory_used_bytes);
+    b.add(utilization, gpu, {{"hw.gpu.task", "general"}}, s.gpu_utilization_percent, 0.01);
+    b.add(utilization, gpu, {{"hw.gpu.task", "encoder"}}, s.encoder_utilization_percent, 0.01);
+    b.add(utilization, gpu, {{"hw.gpu.task", "decoder"}}, s.decoder_utilization_percent, 0.01);
+    b.add(memory_usage, gpu, {}, s.memory_used_bytes);
     std::optional<std::uint64_t> total;
     if (d.inventory.memory_total_bytes > 0) total = d.inventory.memory_total_bytes;
-    b.add(memory_limit, gpu, total);
+    b.add(memory_limit, gpu, {}, total);
     if (total && s.memory_used_bytes)
-      memory_utilization.points.push_back(
-          {gpu, static_cast<double>(*s.memory_used_bytes) / static_cast<double>(*total)});
-    b.add(errors, plus(gpu, {{"error.type", "ecc_corrected"}}), s.ecc_corrected_volatile);
-    b.add(errors, plus(gpu, {{"error.type", "ecc_uncorrected"}}), s.ecc_uncorrected_volatile);
-    b.add(errors, plus(gpu, {{"error.type", "pcie_replay"}}), s.pcie_replay_count);
+      b.add(memory_utilization, gpu, {},
+            std::optional(static_cast<double>(*s.memory_used_bytes) / static_cast<double>(*total)));
+    b.add(io, gpu, {{"network.io.direction", "receive"}}, s.io_received_bytes);
+    b.add(io, gpu, {{"network.io.direction", "transmit"}}, s.io_transmitted_bytes);
+    b.add(errors, gpu, {{"error.type", "ecc_corrected"}}, s.ecc_corrected_volatile);
+    b.add(errors, gpu, {{"error.type", "ecc_uncorrected"}}, s.ecc_uncorrected_volatile);
+    b.add(errors, gpu, {{"error.type", "pcie_replay"}}, s.pcie_replay_count);
     if (d.vendor == Vendor::nvidia) {
       std::uint64_t xids = 0;
       for (const auto& [xid, count] : d.xid_count)
         xids += count;
-      b.add(errors, plus(gpu, {{"error.type", "xid"}}), std::optional(xids));
+      b.add(errors, gpu, {{"error.type", "xid"}}, std::optional(xids));
     }
-    b.add(power, gpu, s.power_watts);
-    b.add(energy, gpu, s.energy_millijoules, 1e-3);
-    b.add(temperature, plus(gpu, {{"hw.sensor_location", "gpu"}}), s.gpu_temperature_c);
-    b.add(temperature, plus(gpu, {{"hw.sensor_location", "memory"}}), s.memory_temperature_c);
+    b.add(power, gpu, {}, s.power_watts);
+    b.add(energy, gpu, {}, s.energy_millijoules, 1e-3);
+    b.add(temperature, per_pod(sensor_attributes(d, "gpu"), holders), {}, s.gpu_temperature_c);
+    b.add(temperature, per_pod(sensor_attributes(d, "memory"), holders), {},
+          s.memory_temperature_c);
+    b.add(temperature, per_pod(sensor_attributes(d, "board"), holders), {}, s.board_temperature_c);
     if (!d.inventory.mig_enabled.value_or(false)) continue;
     for (const auto& mig : d.inventory.mig_instances) {
-      HwAttributes m = mig_attributes(d, mig);
+      const std::vector<HwAttributes> m = per_pod(mig_attributes(d, mig), pods.pods_of({mig.uuid}));
       const MigInstanceSample* ms = nullptr;
       for (const auto& x : s.mig_instances)
         if (x.gpu_instance_id == mig.gpu_instance_id) ms = &x;
       std::optional<std::uint64_t> limit;
       if (mig.memory_bytes > 0) limit = mig.memory_bytes;
-      b.add(memory_limit, m, limit);
+      b.add(memory_limit, m, {}, limit);
       if (!ms) continue;
-      b.add(utilization, plus(m, {{"hw.gpu.task", "general"}}),
-            ms->profiling.graphics_active_percent, 0.01);
-      b.add(memory_usage, m, ms->memory_used_bytes);
+      b.add(utilization, m, {{"hw.gpu.task", "general"}}, ms->profiling.graphics_active_percent,
+            0.01);
+      b.add(memory_usage, m, {}, ms->memory_used_bytes);
       if (limit && ms->memory_used_bytes)
-        memory_utilization.points.push_back(
-            {m, static_cast<double>(*ms->memory_used_bytes) / static_cast<double>(*limit)});
+        b.add(memory_utilization, m, {},
+              std::optional(static_cast<double>(*ms->memory_used_bytes) /
+                            static_cast<double>(*limit)));
     }
   }
   return b.take();

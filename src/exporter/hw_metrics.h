@@ -1,15 +1,19 @@
 // The accelerators under OpenTelemetry's hardware semantic conventions (semconv hardware/gpu.md
 // and hardware/common.md): hw.gpu.utilization, hw.gpu.memory.{usage,limit,utilization},
-// hw.errors, hw.status, hw.power, hw.energy and hw.temperature, each with the instrument and
-// unit the conventions give it, and the attributes hw.id, hw.type="gpu", hw.vendor, hw.model,
-// hw.name (and hw.parent on a MIG instance: its GPU's hw.id). Plain values: the OTLP push
-// (otlp.h) encodes them. docs/exporter.md has the table of names beside DCGM's and AMD's.
+// hw.gpu.io, hw.errors, hw.status, hw.power, hw.energy and hw.temperature, each with the
+// instrument and unit the conventions give it, and the attributes hw.id, hw.type="gpu",
+// hw.vendor, hw.model, hw.name (and hw.parent on a MIG instance: its GPU's hw.id). A temperature
+// sensor is a component of its own: hw.type="temperature", its GPU as hw.parent. A device held
+// by pods (device plugin or DRA claim) has its points once per pod, with k8s.namespace.name,
+// k8s.pod.name and k8s.container.name. Plain values: the OTLP push (otlp.h) encodes them.
+// docs/exporter.md has the table of names beside DCGM's and AMD's.
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/pod_assignments.h"
 #include "discover/accel/monitor.h"
 
 namespace polyaccel::exporter {
@@ -33,9 +37,10 @@ struct HwMetric {
   std::vector<HwPoint> points;
 };
 
-// The GPUs (NVIDIA, AMD) of `snapshot` that have a sample, and their MIG instances. A metric
-// without any point is left out.
-std::vector<HwMetric> hw_metrics(const AcceleratorSnapshot& snapshot);
+// The accelerators (NVIDIA, AMD, Gaudi) of `snapshot` that have a sample, and their MIG
+// instances, with the pods of `pods` that hold them (DRA claims joined: with_claim_devices). A
+// metric without any point is left out.
+std::vector<HwMetric> hw_metrics(const AcceleratorSnapshot& snapshot, const PodAssignments& pods);
 
 // The hw.id of a GPU: its UUID, else its PCI bus id.
 std::string hw_id(const MonitoredDevice& device);

@@ -9,8 +9,10 @@
 #include <atomic>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -269,6 +271,48 @@ TEST_F(Exporter, PodLabelsOfDraClaimDevices) {
       0u);
   EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pod", "other-driver"}}), 0u);
   EXPECT_EQ(count(f, "DCGM_FI_DEV_GPU_UTIL", {{"pod", "other-node"}}), 0u);
+  // The hw.* families (UTF-8 names, and the OTLP push from the same input) carry OpenTelemetry's
+  // k8s.* attributes on the claimed GPU's and MIG instance's points.
+  std::string hw = scraper()->body()->hw_text();
+  EXPECT_THAT(hw,
+              HasSubstr("{\"hw.power\",\"hw.id\"=\"GPU-5b2e7a1c-3f0d-8e94-61c2-0a7d4f9b1e21\""));
+  std::smatch gpu0, mig;
+  ASSERT_TRUE(
+      std::regex_search(hw, gpu0, std::regex("\\{\"hw.power\",\"hw.id\"=\"GPU-5b2e7a1c-[^\n]*\n")));
+  EXPECT_THAT(gpu0.str(), HasSubstr(",\"k8s.namespace.name\"=\"ml\",\"k8s.pod.name\"=\"train-0\","
+                                    "\"k8s.container.name\"=\"main\"} "));
+  ASSERT_TRUE(std::regex_search(
+      hw, mig, std::regex("\\{\"hw.gpu.memory.usage\",\"hw.id\"=\"" + three_g + "\"[^\n]*\n")));
+  EXPECT_THAT(mig.str(), HasSubstr("\"k8s.pod.name\"=\"infer-0\""));
+  EXPECT_THAT(hw, Not(HasSubstr("other-driver")));
+  EXPECT_THAT(hw, Not(HasSubstr("other-node")));
+  // gpu-1 (2a:00.0) is no pod's here.
+  const MonitoredDevice* gpu_2a = monitor_->snapshot()->device("0000:2a:00.0");
+  ASSERT_NE(gpu_2a, nullptr);
+  std::smatch gpu1;
+  ASSERT_TRUE(std::regex_search(
+      hw, gpu1,
+      std::regex("\\{\"hw.power\",\"hw.id\"=\"" + gpu_2a->inventory.uuid + "\"[^\n]*\n")));
+  EXPECT_THAT(gpu1.str(), Not(HasSubstr("k8s.")));
+}
+
+// hw.gpu.io from each vendor's sources: NVIDIA's NVLink counters and GPM's PCIe rates, AMD's
+// XGMI read (receive) and write (transmit) counters; every GPU both ways, from 0 up.
+TEST_F(Exporter, HwGpuIoOfNvidiaAndAmdGpus) {
+  start_monitor();
+  wait_sampled();
+  std::string hw = scraper()->body()->hw_text();
+  EXPECT_THAT(hw, HasSubstr("# TYPE \"hw.gpu.io\" counter\n"));
+  for (const std::string vendor : {"NVIDIA", "AMD"}) {
+    for (const std::string direction : {"receive", "transmit"}) {
+      SCOPED_TRACE(vendor + " " + direction);
+      std::regex point("\\{\"hw.gpu.io\",[^\n]*\"hw.vendor\"=\"" + vendor +
+                       "\"[^\n]*\"network.io.direction\"=\"" + direction + "\"\\} [0-9.e+]+\n");
+      EXPECT_EQ(
+          std::distance(std::sregex_iterator(hw.begin(), hw.end(), point), std::sregex_iterator()),
+          8);
+    }
+  }
 }
 
 // The DRA driver's state: nothing without --dra; with it, whether the API server keeps counters

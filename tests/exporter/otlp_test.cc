@@ -13,12 +13,14 @@
 #include <atomic>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb.h"
+#include "support/fake_pod_resources.h"
 #include "support/prometheus_server.h"
 #include "support/test_support.h"
 
@@ -116,10 +118,11 @@ class Receiver {
   std::thread thread_;
 };
 
-// An agent on the test NVML library at the scenario's step 4 (its last), pushing every 500 ms.
+// An agent on the test NVML library at the scenario's `step` (4: its last), pushing every 500 ms.
 std::string agent_command(const std::string& scenario, int receiver_port,
-                          const std::string& extra = "") {
-  return "NODE_NAME=node-7 NVML_INJECT_STEP=4 POLYACCEL_HLML_LIB=/nonexistent "
+                          const std::string& extra = "", int step = 4) {
+  return "NODE_NAME=node-7 NVML_INJECT_STEP=" + std::to_string(step) +
+         " POLYACCEL_HLML_LIB=/nonexistent "
          "POLYACCEL_ROCM_SMI_LIB=/nonexistent "
          "POLYACCEL_AMD_SMI_LIB=/nonexistent POLYACCEL_NVML_LIB=" +
          std::string(INJECT_DIR) + "/nvml/libnvidia-ml.so.1 NVML_INJECT_SCENARIO=" + SCENARIO_DIR +
@@ -214,6 +217,7 @@ TEST(OtlpPush, HgxH100ValuesUnitsAndInstrumentsArriveAsTheConventionsSay) {
                              {"hw.status", "1", Expected::up_down},
                              {"hw.power", "W", Expected::gauge},
                              {"hw.energy", "J", Expected::monotonic},
+                             {"hw.gpu.io", "By", Expected::monotonic},
                              {"hw.temperature", "Cel", Expected::gauge}}) {
     SCOPED_TRACE(e.name);
     const auto* m = find_metric(r, e.name);
@@ -242,8 +246,20 @@ TEST(OtlpPush, HgxH100ValuesUnitsAndInstrumentsArriveAsTheConventionsSay) {
     const auto* p = m ? find_point(*m, more) : nullptr;
     return p ? p->as_double() : -1.0;
   };
-  EXPECT_DOUBLE_EQ(value("hw.temperature", {{"hw.sensor_location", "gpu"}}), 36);
-  EXPECT_DOUBLE_EQ(value("hw.temperature", {{"hw.sensor_location", "memory"}}), 44);
+  // A temperature sensor is a component of its own whose parent is the GPU.
+  auto sensor = [&](const std::string& location) {
+    const auto* m = find_metric(r, "hw.temperature");
+    const auto* p =
+        m ? find_point(*m, {{"hw.parent", kGpu0}, {"hw.sensor_location", location}}) : nullptr;
+    return p ? std::pair(attributes(p->attributes()), p->as_double())
+             : std::pair(std::map<std::string, std::string>{}, -1.0);
+  };
+  EXPECT_DOUBLE_EQ(sensor("gpu").second, 36);
+  EXPECT_DOUBLE_EQ(sensor("memory").second, 44);
+  EXPECT_EQ(sensor("gpu").first["hw.type"], "temperature");
+  EXPECT_EQ(sensor("gpu").first["hw.id"], kGpu0 + ":temperature:gpu");
+  EXPECT_GE(value("hw.gpu.io", {{"network.io.direction", "receive"}}), 0);
+  EXPECT_GE(value("hw.gpu.io", {{"network.io.direction", "transmit"}}), 0);
   EXPECT_DOUBLE_EQ(value("hw.power", {}), 73.12);
   EXPECT_DOUBLE_EQ(value("hw.gpu.memory.limit", {}), 81559.0 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(value("hw.gpu.memory.usage", {}), 0);
@@ -284,6 +300,138 @@ TEST(OtlpPush, HgxH100ValuesUnitsAndInstrumentsArriveAsTheConventionsSay) {
           "aggregation_temporality: AGGREGATION_TEMPORALITY_CUMULATIVE\n *is_monotonic: true")))
       << "no monotonic cumulative sum in protoc's reading";
   EXPECT_THAT(decoded.output, ::testing::HasSubstr("string_value: \"" + kGpu0 + "\""));
+}
+
+// The value and time (s) of `metric`'s point with `want`; -1 when none.
+std::pair<double, double> point_at(const Request& r, const std::string& metric,
+                                   const std::map<std::string, std::string>& want) {
+  const auto* m = r.resource_metrics_size() ? find_metric(r, metric) : nullptr;
+  const auto* p = m ? find_point(*m, want) : nullptr;
+  if (!p) return {-1, -1};
+  return {p->as_double(), static_cast<double>(p->time_unix_nano()) / 1e9};
+}
+
+// hw.gpu.io: the bytes each way since the agent started, a monotonic sum from 0 whose growth is
+// the libraries' rates. Step 1 of the H100 scenario: GPU 0 receives 9216 MiB/s over PCIe (GPM)
+// and 148224 MiB/s over NVLink (NVML's data counters), and sends 1843.5 + 148736 MiB/s.
+TEST(OtlpPush, GpuIoCountsTheBytesEachWayAtTheLibrariesRates) {
+  polyaccel::testing::TempDir tmp;
+  Receiver receiver;
+  Background agent(agent_command("hgx-8xh100.json", receiver.port(), "", 1),
+                   tmp.path() / "agent.log");
+  const std::map<std::string, std::string> rx = {{"hw.id", kGpu0},
+                                                 {"network.io.direction", "receive"}};
+  const std::map<std::string, std::string> tx = {{"hw.id", kGpu0},
+                                                 {"network.io.direction", "transmit"}};
+  Request first =
+      wait_for(receiver, [&](const Request& q) { return point_at(q, "hw.gpu.io", rx).first > 0; });
+  auto [rx1, t1] = point_at(first, "hw.gpu.io", rx);
+  auto [tx1, t1b] = point_at(first, "hw.gpu.io", tx);
+  ASSERT_GT(rx1, 0) << agent.log();
+  const auto* io = find_metric(first, "hw.gpu.io");
+  ASSERT_TRUE(io->has_sum());
+  EXPECT_TRUE(io->sum().is_monotonic());
+  EXPECT_EQ(io->unit(), "By");
+  EXPECT_EQ(io->sum().data_points_size(), 16) << "8 GPUs, two directions";
+  // The start time is the agent's, before the first point.
+  const auto* p = find_point(*io, rx);
+  EXPECT_LT(p->start_time_unix_nano(), p->time_unix_nano());
+  Request later = wait_for(
+      receiver, [&](const Request& q) { return point_at(q, "hw.gpu.io", rx).second >= t1 + 4; });
+  auto [rx2, t2] = point_at(later, "hw.gpu.io", rx);
+  auto [tx2, t2b] = point_at(later, "hw.gpu.io", tx);
+  ASSERT_GE(t2, t1 + 4) << agent.log();
+  const double mib = 1024.0 * 1024.0;
+  // Within 15%: the totals are as of the last sample (every 250 ms), the points as of the push.
+  EXPECT_NEAR((rx2 - rx1) / (t2 - t1) / mib, 9216 + 148224, 0.15 * (9216 + 148224));
+  EXPECT_NEAR((tx2 - tx1) / (t2b - t1b) / mib, 1843.5 + 148736, 0.15 * (1843.5 + 148736));
+}
+
+// Gaudi (HLML) accelerators are on hw.* as NVIDIA's and AMD's are: vendor, model, the board
+// sensor, and hw.gpu.io from HLML's PCIe throughput (the scenario's first HL-225: 2,000,000 KB/s
+// received, 500,000 KB/s sent).
+TEST(OtlpPush, GaudiAcceleratorsAreOnHwAsTheOthers) {
+  polyaccel::testing::TempDir tmp;
+  Receiver receiver;
+  Background agent(
+      "NODE_NAME=node-7 POLYACCEL_NVML_LIB=/nonexistent POLYACCEL_ROCM_SMI_LIB=/nonexistent "
+      "POLYACCEL_AMD_SMI_LIB=/nonexistent POLYACCEL_HLML_LIB=" +
+          std::string(INJECT_DIR) + "/hlml/libhlml.so HLML_INJECT_SCENARIO=" + SCENARIO_DIR +
+          "/hlml/scenarios/gaudi2-8x.json exec '" + polyaccel::testing::polyaccel_binary() +
+          "' agent --accel-backends on --interval 250ms --listen 127.0.0.1:0 --hostname node-7 "
+          "--pod-resources-socket '' --kubelet-dir '' --state '' --otlp-endpoint "
+          "http://127.0.0.1:" +
+          std::to_string(receiver.port()) + " --otlp-interval 500ms",
+      tmp.path() / "agent.log");
+  const std::string hl0 = "01P0-HL2080A0-15-TNXG14-20-04-07";
+  const std::map<std::string, std::string> rx = {{"hw.id", hl0},
+                                                 {"network.io.direction", "receive"}};
+  Request first =
+      wait_for(receiver, [&](const Request& q) { return point_at(q, "hw.gpu.io", rx).first > 0; });
+  ASSERT_GT(point_at(first, "hw.gpu.io", rx).first, 0) << agent.log();
+  const auto* power = find_metric(first, "hw.power");
+  ASSERT_NE(power, nullptr);
+  EXPECT_EQ(power->gauge().data_points_size(), 8);
+  const auto* p = find_point(*power, {{"hw.id", hl0}});
+  ASSERT_NE(p, nullptr);
+  auto a = attributes(p->attributes());
+  EXPECT_EQ(a["hw.type"], "gpu");
+  EXPECT_EQ(a["hw.vendor"], "Intel");
+  EXPECT_EQ(a["hw.model"], "HL-225");
+  EXPECT_EQ(a["hw.serial_number"], "AN23012841");
+  EXPECT_DOUBLE_EQ(p->as_double(), 91.25);
+  EXPECT_DOUBLE_EQ(
+      point_at(first, "hw.temperature", {{"hw.parent", hl0}, {"hw.sensor_location", "board"}})
+          .first,
+      29);
+  EXPECT_DOUBLE_EQ(point_at(first, "hw.gpu.memory.usage", {{"hw.id", hl0}}).first, 805306368);
+  EXPECT_DOUBLE_EQ(point_at(first, "hw.status", {{"hw.id", hl0}, {"hw.state", "ok"}}).first, 1);
+  auto [rx1, t1] = point_at(first, "hw.gpu.io", rx);
+  Request later = wait_for(
+      receiver, [&](const Request& q) { return point_at(q, "hw.gpu.io", rx).second >= t1 + 4; });
+  auto [rx2, t2] = point_at(later, "hw.gpu.io", rx);
+  ASSERT_GE(t2, t1 + 4) << agent.log();
+  EXPECT_NEAR((rx2 - rx1) / (t2 - t1), 2e9, 0.15 * 2e9);
+  auto tx = point_at(later, "hw.gpu.io", {{"hw.id", hl0}, {"network.io.direction", "transmit"}});
+  EXPECT_GT(tx.first, 0);
+  EXPECT_LT(tx.first, rx2);
+}
+
+// Pods holding a GPU (kubelet's pod-resources, a fake kubelet answering as 1.34 does): the GPU's
+// points once per pod with OpenTelemetry's k8s.* attributes; a GPU no pod holds has none.
+TEST(OtlpPush, PodsHoldingAGpuAreOnItsPoints) {
+  polyaccel::testing::TempDir tmp;
+  Receiver receiver;
+  const std::string socket = (tmp.path() / "kubelet.sock").string();
+  polyaccel::testing::FakePodResources kubelet(socket);
+  kubelet.set({{"infer-a", "serve", "server", "nvidia.com/gpu", {kGpu0 + "::0"}},
+               {"infer-b", "serve", "server", "nvidia.com/gpu", {kGpu0 + "::1"}}});
+  std::string command = agent_command("hgx-8xh100.json", receiver.port());
+  command.replace(command.find("--pod-resources-socket ''"), 25,
+                  "--pod-resources-socket '" + socket + "'");
+  Background agent(command, tmp.path() / "agent.log");
+  Request r = wait_for(receiver, [](const Request& q) {
+    return point_at(q, "hw.power", {{"hw.id", kGpu0}, {"k8s.pod.name", "infer-b"}}).first > 0;
+  });
+  ASSERT_EQ(r.resource_metrics_size(), 1) << agent.log();
+  const auto* power = find_metric(r, "hw.power");
+  ASSERT_NE(power, nullptr);
+  std::set<std::string> pods;
+  for (const auto& p : power->gauge().data_points()) {
+    auto a = attributes(p.attributes());
+    if (a["hw.id"] != kGpu0) {
+      EXPECT_EQ(a.count("k8s.pod.name"), 0u) << a["hw.id"];
+      continue;
+    }
+    EXPECT_EQ(a["k8s.namespace.name"], "serve");
+    EXPECT_EQ(a["k8s.container.name"], "server");
+    EXPECT_DOUBLE_EQ(p.as_double(), 73.12);
+    pods.insert(a["k8s.pod.name"]);
+  }
+  EXPECT_EQ(pods, (std::set<std::string>{"infer-a", "infer-b"}));
+  EXPECT_GE(point_at(r, "hw.gpu.io", {{"hw.id", kGpu0}, {"k8s.pod.name", "infer-a"}}).first, 0);
+  EXPECT_GE(
+      point_at(r, "hw.temperature", {{"hw.parent", kGpu0}, {"k8s.pod.name", "infer-a"}}).first, 0);
 }
 
 TEST(OtlpPush, MigInstancesNameTheirGpuAsParent) {

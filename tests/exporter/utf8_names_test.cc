@@ -3,11 +3,14 @@
 // names, under the matching Content-Type; any other gets exactly the body of before. Checked
 // with curl and with Prometheus 3.5 (Debian forky's, unpacked by scripts/install-deps.sh), which
 // scrapes one agent three times: as a UTF-8 job, as a legacy-names job, and with its defaults.
+#include <set>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "support/fake_pod_resources.h"
 #include "support/prometheus_server.h"
 #include "support/test_support.h"
 
@@ -28,8 +31,9 @@ struct Agent {
   polyaccel::testing::TempDir tmp;
   std::unique_ptr<Background> process;
   int port = 0;
-  // COMPAT: the agent's --compat (otel: the hw.* names for a scraper that negotiates them).
-  explicit Agent(const std::string& compat = "all,otel") {
+  // COMPAT: the agent's --compat (otel: the hw.* names for a scraper that negotiates them);
+  // `pod_resources`: kubelet's pod-resources socket ("": none).
+  explicit Agent(const std::string& compat = "all,otel", const std::string& pod_resources = "") {
     process = std::make_unique<Background>(
         "NVML_INJECT_STEP=4 POLYACCEL_HLML_LIB=/nonexistent POLYACCEL_ROCM_SMI_LIB=/nonexistent "
         "POLYACCEL_AMD_SMI_LIB=/nonexistent POLYACCEL_NVML_LIB=" +
@@ -37,8 +41,8 @@ struct Agent {
             "/nvml/libnvidia-ml.so.1 NVML_INJECT_SCENARIO=" + SCENARIO_DIR +
             "/nvml/scenarios/hgx-8xh100.json exec '" + polyaccel::testing::polyaccel_binary() +
             "' agent --accel-backends on --interval 250ms --listen 127.0.0.1:0 --hostname node-7 "
-            "--pod-resources-socket '' --kubelet-dir '' --state '' --compat " +
-            compat,
+            "--pod-resources-socket '" +
+            pod_resources + "' --kubelet-dir '' --state '' --compat " + compat,
         tmp.path() / "agent.log");
     port = polyaccel::testing::agent_port(*process);
     // The first samples.
@@ -87,8 +91,13 @@ TEST(Utf8Names, WithoutOtelInCompatAnAllowUtf8ScraperGetsTheBodyOfBefore) {
 
 TEST(Utf8Names, Prometheus35ScrapesHwNamesAsUtf8AndDcgmNamesAsEver) {
   ASSERT_TRUE(fs::exists(kPrometheus3)) << kPrometheus3 << " missing: run scripts/install-deps.sh";
-  Agent agent;
   polyaccel::testing::TempDir tmp;
+  // GPU 0 time-sliced between two pods (a fake kubelet's pod-resources, as kubelet 1.34 answers).
+  const std::string socket = (tmp.path() / "kubelet.sock").string();
+  polyaccel::testing::FakePodResources kubelet(socket);
+  kubelet.set({{"infer-a", "serve", "server", "nvidia.com/gpu", {kGpu0 + "::0"}},
+               {"infer-b", "serve", "server", "nvidia.com/gpu", {kGpu0 + "::1"}}});
+  Agent agent("all,otel", socket);
   const std::string target = "['127.0.0.1:" + std::to_string(agent.port) + "']";
   std::ofstream(tmp.path() / "prometheus.yml")
       << "global:\n  scrape_interval: 1s\nscrape_configs:\n"
@@ -120,12 +129,21 @@ TEST(Utf8Names, Prometheus35ScrapesHwNamesAsUtf8AndDcgmNamesAsEver) {
   }
   ASSERT_TRUE(scraped) << prometheus.log();
   json power = query("{\"hw.power\", job=\"utf8\", \"hw.id\"=\"" + kGpu0 + "\"}");
-  ASSERT_EQ(power.size(), 1u) << prometheus.log();
-  EXPECT_EQ(power[0]["value"][1], "73.12");
-  EXPECT_EQ(power[0]["metric"]["hw.model"], "NVIDIA H100 80GB HBM3");
-  // 8 GPUs, and GPU 7's 3 MIG instances, each with its GPU as hw.parent.
+  ASSERT_EQ(power.size(), 2u) << prometheus.log();  // once per pod
+  std::set<std::string> pods;
+  for (const auto& series : power) {
+    EXPECT_EQ(series["value"][1], "73.12");
+    EXPECT_EQ(series["metric"]["hw.model"], "NVIDIA H100 80GB HBM3");
+    EXPECT_EQ(series["metric"]["k8s.namespace.name"], "serve");
+    EXPECT_EQ(series["metric"]["k8s.container.name"], "server");
+    pods.insert(series["metric"]["k8s.pod.name"].get<std::string>());
+  }
+  EXPECT_EQ(pods, (std::set<std::string>{"infer-a", "infer-b"}));
+  // A GPU no pod holds has no k8s.* attribute.
+  EXPECT_EQ(query("{\"hw.power\", job=\"utf8\", \"k8s.pod.name\"=\"\"}").size(), 7u);
+  // 8 GPUs (GPU 0 once per pod), and GPU 7's 3 MIG instances, each with its GPU as hw.parent.
   json util = query("{\"hw.gpu.utilization\", job=\"utf8\", \"hw.gpu.task\"=\"general\"}");
-  EXPECT_EQ(util.size(), 11u);
+  EXPECT_EQ(util.size(), 12u);
   int migs = 0;
   for (const auto& series : util) {
     if (!series["metric"].contains("hw.parent")) continue;
@@ -133,10 +151,12 @@ TEST(Utf8Names, Prometheus35ScrapesHwNamesAsUtf8AndDcgmNamesAsEver) {
     EXPECT_EQ(series["metric"]["hw.parent"], "GPU-b8a14e70-5c9f-2d63-e07b-41f8a6c3d5b8");
   }
   EXPECT_EQ(migs, 3);
-  // The DCGM names in every job; the legacy job has no hw.* name at all.
+  // The DCGM names in every job (GPU 0 once per pod, as DCGM-exporter labels a time-sliced
+  // GPU); the legacy job has no hw.* name at all.
   for (const std::string job : {"utf8", "legacy", "default"}) {
     SCOPED_TRACE(job);
-    json temp = query("DCGM_FI_DEV_GPU_TEMP{job=\"" + job + "\", UUID=\"" + kGpu0 + "\"}");
+    json temp = query("DCGM_FI_DEV_GPU_TEMP{job=\"" + job + "\", UUID=\"" + kGpu0 +
+                      "\", pod=\"infer-a\", namespace=\"serve\"}");
     ASSERT_EQ(temp.size(), 1u);
     EXPECT_EQ(temp[0]["value"][1], "36");
   }

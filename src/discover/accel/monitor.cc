@@ -5,6 +5,7 @@
 #include "core/agent_parts.h"
 
 #include "discover/accel/backends.h"
+#include "discover/accel/io_totals.h"
 
 namespace polyaccel {
 namespace {
@@ -229,7 +230,9 @@ void AcceleratorMonitor::sample_pass(size_t backend_index) {
       auto it = std::find_if(devices_.begin(), devices_.end(), [&](const MonitoredDevice& d) {
         return d.pci_bus_id == s.pci_bus_id;
       });
-      if (it != devices_.end()) it->sample = std::move(s);
+      if (it == devices_.end()) continue;
+      add_io(it->sample, s);  // hw.gpu.io's totals, from every sample (io_totals.h)
+      it->sample = std::move(s);
     }
   }
   publish(false);

@@ -932,6 +932,8 @@ class NvmlBackend final : public AcceleratorBackend {
       return std::nullopt;
     };
     auto rx = counter(v[0]), tx = counter(v[1]);
+    s.nvlink_rx_kib = rx;
+    s.nvlink_tx_kib = tx;
     // Each counter is below 2^63 KiB in any real lifetime; a sum that would wrap is garbage.
     if (!rx || !tx || *rx > std::numeric_limits<std::uint64_t>::max() - *tx) return;
     std::uint64_t sum = *rx + *tx;
