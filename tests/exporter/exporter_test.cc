@@ -199,7 +199,9 @@ TEST_F(Exporter, PodLabelsOneSeriesPerPod) {
   pods_.by_device["GPU-5b2e7a1c-3f0d-8e94-61c2-0a7d4f9b1e21"] = {
       {"infer-a", "serve", "server", "nvidia.com/gpu"},
       {"infer-b", "serve", "server", "nvidia.com/gpu"}};
-  const MonitoredDevice* mig_gpu = monitor_->snapshot()->device("0000:db:00.0");
+  // Held: the monitor's next sample releases the snapshot it replaces.
+  const auto sampled = monitor_->snapshot();
+  const MonitoredDevice* mig_gpu = sampled->device("0000:db:00.0");
   ASSERT_NE(mig_gpu, nullptr);
   const MigInstance* three_g = nullptr;
   for (const auto& m : mig_gpu->inventory.mig_instances) {
@@ -229,7 +231,9 @@ TEST_F(Exporter, PodLabelsOneSeriesPerPod) {
 TEST_F(Exporter, PodLabelsOfDraClaimDevices) {
   start_monitor();
   wait_sampled();
-  const MonitoredDevice* mig_gpu = monitor_->snapshot()->device("0000:db:00.0");
+  // Held: the monitor's next sample releases the snapshot it replaces.
+  const auto sampled = monitor_->snapshot();
+  const MonitoredDevice* mig_gpu = sampled->device("0000:db:00.0");
   ASSERT_NE(mig_gpu, nullptr);
   std::string three_g;
   for (const auto& m : mig_gpu->inventory.mig_instances)
@@ -287,7 +291,7 @@ TEST_F(Exporter, PodLabelsOfDraClaimDevices) {
   EXPECT_THAT(hw, Not(HasSubstr("other-driver")));
   EXPECT_THAT(hw, Not(HasSubstr("other-node")));
   // gpu-1 (2a:00.0) is no pod's here.
-  const MonitoredDevice* gpu_2a = monitor_->snapshot()->device("0000:2a:00.0");
+  const MonitoredDevice* gpu_2a = sampled->device("0000:2a:00.0");
   ASSERT_NE(gpu_2a, nullptr);
   std::smatch gpu1;
   ASSERT_TRUE(std::regex_search(
