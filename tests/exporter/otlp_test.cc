@@ -336,8 +336,10 @@ TEST(OtlpPush, GpuIoCountsTheBytesEachWayAtTheLibrariesRates) {
   // The start time is the agent's, before the first point.
   const auto* p = find_point(*io, rx);
   EXPECT_LT(p->start_time_unix_nano(), p->time_unix_nano());
-  Request later = wait_for(
-      receiver, [&](const Request& q) { return point_at(q, "hw.gpu.io", rx).second >= t1 + 4; });
+  const double four_seconds_on = t1 + 4;  // a structured binding is no lambda capture in clang 14
+  Request later = wait_for(receiver, [&](const Request& q) {
+    return point_at(q, "hw.gpu.io", rx).second >= four_seconds_on;
+  });
   auto [rx2, t2] = point_at(later, "hw.gpu.io", rx);
   auto [tx2, t2b] = point_at(later, "hw.gpu.io", tx);
   ASSERT_GE(t2, t1 + 4) << agent.log();
@@ -387,8 +389,10 @@ TEST(OtlpPush, GaudiAcceleratorsAreOnHwAsTheOthers) {
   EXPECT_DOUBLE_EQ(point_at(first, "hw.gpu.memory.usage", {{"hw.id", hl0}}).first, 805306368);
   EXPECT_DOUBLE_EQ(point_at(first, "hw.status", {{"hw.id", hl0}, {"hw.state", "ok"}}).first, 1);
   auto [rx1, t1] = point_at(first, "hw.gpu.io", rx);
-  Request later = wait_for(
-      receiver, [&](const Request& q) { return point_at(q, "hw.gpu.io", rx).second >= t1 + 4; });
+  const double four_seconds_on = t1 + 4;  // a structured binding is no lambda capture in clang 14
+  Request later = wait_for(receiver, [&](const Request& q) {
+    return point_at(q, "hw.gpu.io", rx).second >= four_seconds_on;
+  });
   auto [rx2, t2] = point_at(later, "hw.gpu.io", rx);
   ASSERT_GE(t2, t1 + 4) << agent.log();
   EXPECT_NEAR((rx2 - rx1) / (t2 - t1), 2e9, 0.15 * 2e9);
